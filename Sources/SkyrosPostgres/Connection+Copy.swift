@@ -1,0 +1,87 @@
+import CLibPQ
+import Foundation
+
+extension Connection {
+    /// Bulk-inserts rows with `COPY … FROM STDIN` (text format).
+    ///
+    /// ```swift
+    /// try await connection.copyFrom(table: ["public", "events"], columns: ["id", "name"],
+    ///                               rows: [[try PostgresValue(1), try PostgresValue("a")]])
+    /// ```
+    /// - Parameters:
+    ///   - table: the table name, optionally schema-qualified (`["schema", "table"]`); each part is quoted.
+    ///   - columns: the column names, quoted.
+    ///   - rows: one array of values per row, in column order.
+    /// - Returns: the number of rows copied.
+    @discardableResult
+    public func copyFrom(table: [String], columns: [String], rows: [[PostgresValue]]) async throws -> Int {
+        let sql =
+            "COPY \(table.map(quoteIdentifier).joined(separator: ".")) (\(columns.map(quoteIdentifier).joined(separator: ", "))) FROM STDIN"
+        self.logger.debug("copy", metadata: [PostgresLogKey.sql: "\(sql)", "skyros.copy.rows": "\(rows.count)"])
+        // Encode before starting COPY so a bad value fails without touching the server.
+        var chunks: [[UInt8]] = []
+        var chunk: [UInt8] = []
+        chunk.reserveCapacity(1 << 16)
+        for (r, row) in rows.enumerated() {
+            guard row.count == columns.count else {
+                throw PostgresError(kind: .encoding, message: "row \(r) has \(row.count) values for \(columns.count) columns")
+            }
+            for (c, value) in row.enumerated() {
+                if c > 0 { chunk.append(UInt8(ascii: "\t")) }
+                guard let text = value.text else {
+                    chunk.append(UInt8(ascii: "\\"))
+                    chunk.append(UInt8(ascii: "N"))
+                    continue
+                }
+                for byte in text.utf8 {
+                    switch byte {
+                    case 0:
+                        throw PostgresError(kind: .encoding, message: "row \(r), column \"\(columns[c])\" contains a NUL (0x00) character")
+                    case UInt8(ascii: "\\"): chunk += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+                    case UInt8(ascii: "\n"): chunk += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+                    case UInt8(ascii: "\r"): chunk += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+                    case UInt8(ascii: "\t"): chunk += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+                    default: chunk.append(byte)
+                    }
+                }
+            }
+            chunk.append(UInt8(ascii: "\n"))
+            if chunk.count >= 1 << 16 {
+                chunks.append(chunk)
+                chunk.removeAll(keepingCapacity: true)
+            }
+        }
+        if !chunk.isEmpty { chunks.append(chunk) }
+        let secrets = self.redactionSecrets
+        return try await self.withHandle { connection in
+            guard let start = PQexec(connection, sql) else {
+                throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
+            }
+            guard PQresultStatus(start) == PGRES_COPY_IN else {
+                _ = try LibPQ.consume(start, connection: connection)
+                throw PostgresError(kind: .protocolViolation, message: "COPY did not enter COPY IN mode")
+            }
+            PQclear(start)
+            for piece in chunks {
+                let ok = piece.withUnsafeBufferPointer { buffer in
+                    buffer.withMemoryRebound(to: CChar.self) {
+                        PQputCopyData(connection, $0.baseAddress, Int32($0.count))
+                    }
+                }
+                if ok != 1 { break }
+            }
+            PQputCopyEnd(connection, nil)
+            var copied = 0
+            var failure: (any Error)?
+            while let result = PQgetResult(connection) {
+                do {
+                    copied = try LibPQ.consume(result, connection: connection).affectedRows
+                } catch {
+                    if failure == nil { failure = error }
+                }
+            }
+            if let failure { throw failure }
+            return copied
+        }
+    }
+}

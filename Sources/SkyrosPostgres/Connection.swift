@@ -1,0 +1,328 @@
+import CLibPQ
+import Foundation
+import Logging
+
+/// Transaction isolation levels for ``Connection/withTransaction(isolation:_:)`` and the pool.
+public enum IsolationLevel: String, Sendable, Hashable {
+    case readCommitted = "READ COMMITTED"
+    case repeatableRead = "REPEATABLE READ"
+    case serializable = "SERIALIZABLE"
+}
+
+/// One PostgreSQL connection: a libpq `PGconn` confined to its own dedicated thread.
+///
+/// Every method is `async` and runs on the connection's thread, so blocking libpq calls never occupy
+/// Swift's cooperative pool. Statements with parameters are prepared once per connection and reused.
+/// Cancelling the calling task cancels the running statement (`PQcancel`); the connection stays usable.
+///
+/// ```swift
+/// let connection = try await Connection.connect(to: PostgresConfiguration(url: url), logger: logger)
+/// let rows = try await connection.query("SELECT name FROM users WHERE id = \(42)")
+/// let name = try rows.first?.decode(String.self, at: 0)
+/// await connection.close()
+/// ```
+///
+/// ## Topics
+/// - ``query(_:)``
+/// - ``execute(script:)``
+/// - ``pipeline(_:)``
+/// - ``copyFrom(table:columns:rows:)``
+/// - ``withTransaction(isolation:_:)``
+public actor Connection {
+    private let executor: ThreadExecutor
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { self.executor.asUnownedSerialExecutor() }
+
+    /// A process-unique number for logs.
+    public nonisolated let id: Int
+    public nonisolated let configuration: PostgresConfiguration
+    let logger: Logger
+    private let secrets: [String]
+    private let owned = ConnectionHandle()
+    private var handle: OpaquePointer? {
+        get { self.owned.pointer }
+        set { self.owned.pointer = newValue }
+    }
+    private var canceller: QueryCanceller?
+    private var statements: [String: String] = [:]
+    private var statementCounter = 0
+    /// Whether named prepared statements are used (disable behind PgBouncer < 1.21 in transaction mode).
+    private let usePreparedStatements: Bool
+    static let statementCacheLimit = 1024
+
+    private static let counter = AtomicCounter()
+
+    private init(configuration: PostgresConfiguration, logger: Logger, usePreparedStatements: Bool) {
+        self.id = Self.counter.next()
+        self.executor = ThreadExecutor(name: "skyros-pg-\(self.id)")
+        self.configuration = configuration
+        var logger = logger
+        logger[metadataKey: PostgresLogKey.connectionID] = "\(self.id)"
+        self.logger = logger
+        self.secrets = [configuration.password].compactMap { $0 }.filter { !$0.isEmpty }
+        self.usePreparedStatements = usePreparedStatements
+    }
+
+    /// Opens a connection.
+    /// - Parameters:
+    ///   - configuration: where and how to connect; any libpq option.
+    ///   - logger: receives connection events at debug level; the password is never logged.
+    ///   - usePreparedStatements: cache named prepared statements (default `true`).
+    /// - Throws: ``PostgresError`` of kind `.connectionFailed`, `.authenticationFailed`, `.databaseNotFound`
+    ///   or `.invalidConfiguration`. The password never appears in it.
+    public static func connect(
+        to configuration: PostgresConfiguration,
+        logger: Logger = Logger(label: "skyros.postgres", factory: { _ in SwiftLogNoOpLogHandler() }),
+        usePreparedStatements: Bool = true
+    ) async throws -> Connection {
+        let connection = Connection(
+            configuration: configuration, logger: logger, usePreparedStatements: usePreparedStatements)
+        try await connection.open()
+        return connection
+    }
+
+    private func open() throws {
+        let keywords = self.configuration.options.map { strdup($0.keyword) }
+        let values = self.configuration.options.map { strdup($0.value) }
+        defer {
+            keywords.forEach { free($0) }
+            values.forEach { free($0) }
+        }
+        var keywordPointers: [UnsafePointer<CChar>?] = keywords.map { UnsafePointer($0) } + [nil]
+        var valuePointers: [UnsafePointer<CChar>?] = values.map { UnsafePointer($0) } + [nil]
+        let connection = PQconnectdbParams(&keywordPointers, &valuePointers, 0)
+        guard let connection, PQstatus(connection) == CONNECTION_OK else {
+            var message = connection.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "out of memory"
+            message = PostgresConfiguration.redact(
+                message.trimmingCharacters(in: .whitespacesAndNewlines), secrets: self.secrets)
+            if let connection { PQfinish(connection) }
+            let kind: PostgresError.Kind
+            if message.contains("authentication failed") || message.contains("no password supplied")
+                || message.contains("password is required")
+            {
+                kind = .authenticationFailed
+            } else if message.contains("does not exist") && message.contains("database") {
+                kind = .databaseNotFound
+            } else {
+                kind = .connectionFailed
+            }
+            self.logger.debug("connect failed", metadata: ["skyros.error": "\(message)"])
+            self.executor.shutdown()
+            throw PostgresError(kind: kind, message: message)
+        }
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        self.handle = connection
+        self.canceller = QueryCanceller(connection: connection)
+        self.logger.debug(
+            "connected",
+            metadata: [
+                PostgresLogKey.host: "\(String(cString: PQhost(connection)))",
+                PostgresLogKey.database: "\(String(cString: PQdb(connection)))",
+            ])
+    }
+
+    /// Whether the connection is open and healthy as far as can be told without a round trip.
+    ///
+    /// Reads anything the server sent while idle (for example a FATAL on server shutdown), so a connection
+    /// that the server dropped is detected without running a statement.
+    public func isHealthy() -> Bool {
+        guard let handle, PQstatus(handle) == CONNECTION_OK else { return false }
+        if LibPQ.wait(handle, read: true, write: false, timeoutMilliseconds: 0) {
+            if PQconsumeInput(handle) == 0 { return false }
+            while let notify = PQnotifies(handle) { PQfreemem(notify) }
+        }
+        return PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
+    }
+
+    /// Whether a transaction is open (or failed) on this connection.
+    public var isInTransaction: Bool {
+        guard let handle else { return false }
+        let status = PQtransactionStatus(handle)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
+    }
+
+    /// Whether ``close()`` was called or the server dropped the connection.
+    public var isClosed: Bool {
+        guard let handle else { return true }
+        return PQstatus(handle) == CONNECTION_BAD
+    }
+
+    /// The backend process id (for `pg_cancel_backend`/`pg_terminate_backend`).
+    public var backendPID: Int32 {
+        guard let handle else { return 0 }
+        return PQbackendPID(handle)
+    }
+
+    private func connection() throws -> OpaquePointer {
+        guard let handle else { throw PostgresError(kind: .connectionClosed, message: "the connection is closed") }
+        return handle
+    }
+
+    /// Runs one statement with bound parameters and returns its rows.
+    ///
+    /// ```swift
+    /// let rows = try await connection.query("SELECT id FROM users WHERE email = \(email)")
+    /// ```
+    /// - Throws: ``PostgresError`` (server errors carry their SQLSTATE; `.encoding` for unsendable values;
+    ///   `.queryCancelled` when the task was cancelled).
+    @discardableResult
+    public func query(_ query: PostgresQuery) async throws -> PostgresRows {
+        let connection = try self.connection()
+        if let encodingError = query.encodingError {
+            throw PostgresError(kind: .encoding, message: encodingError)
+        }
+        self.logger.debug("query", metadata: [PostgresLogKey.sql: "\(query.sql)"])
+        return try await self.cancellable {
+            try self.run(query, on: connection)
+        }
+    }
+
+    /// Runs statements sent as one text (simple query protocol): several statements separated by `;`,
+    /// no parameters. Used for migration scripts and DDL.
+    ///
+    /// ```swift
+    /// try await connection.execute(script: "CREATE TABLE a (id int); CREATE TABLE b (id int);")
+    /// ```
+    @discardableResult
+    public func execute(script sql: String) async throws -> PostgresRows {
+        let connection = try self.connection()
+        if sql.utf8.contains(0) {
+            throw PostgresError(kind: .encoding, message: "statement text contains a NUL (0x00) character")
+        }
+        self.logger.debug("script", metadata: [PostgresLogKey.sql: "\(sql)"])
+        return try await self.cancellable {
+            var last: PostgresRows?
+            var failure: PostgresError?
+            guard PQsendQuery(connection, sql) == 1 else {
+                throw LibPQ.error(result: nil, connection: connection, secrets: self.secrets)
+            }
+            while let result = PQgetResult(connection) {
+                do {
+                    let rows = try LibPQ.consume(result, connection: connection)
+                    last = rows
+                } catch let error as PostgresError {
+                    if failure == nil { failure = error }
+                }
+            }
+            if let failure { throw failure }
+            return last ?? PostgresRows(columns: [], commandTag: "", affectedRows: 0, storage: [], cells: [], rowCount: 0)
+        }
+    }
+
+    private func run(_ query: PostgresQuery, on connection: OpaquePointer) throws -> PostgresRows {
+        try LibPQ.withParameters(query.binds) { count, types, values in
+            if !self.usePreparedStatements || query.binds.isEmpty {
+                let result = PQexecParams(connection, query.sql, count, types, values, nil, nil, 0)
+                return try LibPQ.consume(result, connection: connection)
+            }
+            let name = try self.preparedStatement(for: query, types: types, count: count, on: connection)
+            let result = PQexecPrepared(connection, name, count, values, nil, nil, 0)
+            return try LibPQ.consume(result, connection: connection)
+        }
+    }
+
+    private func statementKey(_ query: PostgresQuery) -> String {
+        var key = query.sql
+        key.unicodeScalars.append("\u{1}")
+        for bind in query.binds {
+            key += String(bind.type.rawValue)
+            key.unicodeScalars.append(",")
+        }
+        return key
+    }
+
+    private func preparedStatement(
+        for query: PostgresQuery, types: UnsafePointer<Oid>?, count: Int32, on connection: OpaquePointer
+    ) throws -> String {
+        let key = self.statementKey(query)
+        if let name = self.statements[key] { return name }
+        self.statementCounter += 1
+        let name = "skyros_\(self.statementCounter)"
+        _ = try LibPQ.consume(PQprepare(connection, name, query.sql, count, types), connection: connection)
+        if self.statements.count < Self.statementCacheLimit {
+            self.statements[key] = name
+        }
+        return name
+    }
+
+    /// Runs `body` so that cancelling the current task sends `PQcancel` for the running statement.
+    private func cancellable<R>(_ body: () throws -> R) async throws -> R {
+        guard let canceller = self.canceller else {
+            throw PostgresError(kind: .connectionClosed, message: "the connection is closed")
+        }
+        canceller.begin()
+        defer { canceller.end() }
+        return try await withTaskCancellationHandler {
+            if Task.isCancelled {
+                throw PostgresError(kind: .queryCancelled, message: "the task was cancelled before the statement ran")
+            }
+            return try body()
+        } onCancel: {
+            canceller.cancel()
+        }
+    }
+
+    /// Runs `body` inside `BEGIN … COMMIT`; rolls back if it throws.
+    ///
+    /// ```swift
+    /// try await connection.withTransaction(isolation: .serializable) { connection in
+    ///     try await connection.query("UPDATE accounts SET balance = balance - \(amount) WHERE id = \(from)")
+    /// }
+    /// ```
+    /// - Throws: the error thrown by `body` (after ROLLBACK), or the COMMIT's error.
+    public nonisolated func withTransaction<R>(
+        isolation: IsolationLevel? = nil,
+        _ body: (Connection) async throws -> R
+    ) async throws -> R {
+        if let isolation {
+            try await self.execute(script: "BEGIN ISOLATION LEVEL \(isolation.rawValue)")
+        } else {
+            try await self.execute(script: "BEGIN")
+        }
+        do {
+            let value = try await body(self)
+            try await self.execute(script: "COMMIT")
+            return value
+        } catch {
+            if await !self.isClosed { _ = try? await self.execute(script: "ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// Closes the connection and stops its thread. Further calls throw `.connectionClosed`.
+    public func close() {
+        if self.handle != nil { self.logger.debug("closed") }
+        self.owned.finish()
+        self.canceller = nil
+        self.executor.shutdown()
+    }
+
+    deinit {
+        self.executor.shutdown()
+    }
+
+    // MARK: Internals shared with pipeline and COPY
+
+    func withHandle<R>(_ body: (OpaquePointer) throws -> R) async throws -> R {
+        let connection = try self.connection()
+        return try await self.cancellable { try body(connection) }
+    }
+
+    var redactionSecrets: [String] { self.secrets }
+}
+
+/// Metadata keys used in log records.
+public enum PostgresLogKey {
+    public static let connectionID = "skyros.connection.id"
+    public static let sql = "skyros.sql"
+    public static let host = "skyros.host"
+    public static let database = "skyros.database"
+    public static let error = "skyros.error"
+    public static let pool = "skyros.pool"
+}
+
+final class AtomicCounter: Sendable {
+    private let value = Mutex(0)
+    func next() -> Int { self.value.withLock { $0 += 1; return $0 } }
+}
+
+import Synchronization

@@ -1,0 +1,359 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// A pool of ``Connection``s: the root writer's connections and every query's lease.
+///
+/// Leasing never hangs: when all connections are busy a caller waits at most ``Configuration/leaseTimeout``
+/// and then gets ``PostgresError/Kind/poolTimeout``. An idle connection that the server dropped (restart,
+/// `pg_terminate_backend`) is detected when leased and replaced transparently.
+///
+/// ```swift
+/// let pool = ConnectionPool(configuration: .init(maximumConnections: 8), postgres: config, logger: logger)
+/// let count = try await pool.withConnection { try await $0.query("SELECT count(*) FROM users") }
+/// try await pool.withTransaction(isolation: .serializable) { connection in … }
+/// ```
+///
+/// `run()` (it is a `Service`) keeps `minimumConnections` open, closes idle connections and checks health;
+/// leasing works without it.
+public final class ConnectionPool: Service, Sendable {
+    /// Pool sizing and timeouts.
+    public struct Configuration: Sendable, Hashable {
+        public var minimumConnections: Int
+        public var maximumConnections: Int
+        /// How long `withConnection` waits for a free connection before failing with `.poolTimeout`.
+        public var leaseTimeout: Duration
+        /// Idle connections above the minimum are closed after this long.
+        public var idleTimeout: Duration
+        /// Idle connections are checked this often by `run()`.
+        public var healthCheckInterval: Duration
+        /// Use cached named prepared statements (turn off behind PgBouncer < 1.21 in transaction mode).
+        public var usePreparedStatements: Bool
+
+        public init(
+            minimumConnections: Int = 0, maximumConnections: Int = 8, leaseTimeout: Duration = .seconds(10),
+            idleTimeout: Duration = .seconds(60), healthCheckInterval: Duration = .seconds(5),
+            usePreparedStatements: Bool = true
+        ) {
+            precondition(maximumConnections >= 1 && minimumConnections <= maximumConnections)
+            self.minimumConnections = minimumConnections
+            self.maximumConnections = maximumConnections
+            self.leaseTimeout = leaseTimeout
+            self.idleTimeout = idleTimeout
+            self.healthCheckInterval = healthCheckInterval
+            self.usePreparedStatements = usePreparedStatements
+        }
+    }
+
+    /// A snapshot of the pool's counters.
+    public struct Statistics: Sendable, Hashable {
+        public var inUse: Int
+        public var idle: Int
+        public var opening: Int
+        public var waiting: Int
+        public var opened: Int
+        public var closed: Int
+        public var leaseTimeouts: Int
+    }
+
+    private struct Idle {
+        let connection: Connection
+        let since: ContinuousClock.Instant
+    }
+
+    private struct Waiter {
+        let id: Int
+        let continuation: CheckedContinuation<Connection?, any Error>
+    }
+
+    private struct State: ~Copyable {
+        var idle: [Idle] = []
+        var leased = 0
+        var opening = 0
+        var waiters: [Waiter] = []
+        var nextWaiterID = 0
+        var shutDown = false
+        var opened = 0
+        var closed = 0
+        var leaseTimeouts = 0
+        var total: Int { self.idle.count + self.leased + self.opening }
+    }
+
+    public let configuration: Configuration
+    public let postgres: PostgresConfiguration
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    /// Creates a pool; no connection is opened until one is needed (or `run()` starts).
+    public init(
+        configuration: Configuration = .init(), postgres: PostgresConfiguration,
+        logger: Logger = Logger(label: "skyros.pool", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
+        self.configuration = configuration
+        self.postgres = postgres
+        self.logger = logger
+    }
+
+    /// Current counters: in use, idle, opening, waiting, and totals since creation.
+    public var statistics: Statistics {
+        self.state.withLock {
+            Statistics(
+                inUse: $0.leased, idle: $0.idle.count, opening: $0.opening, waiting: $0.waiters.count,
+                opened: $0.opened, closed: $0.closed, leaseTimeouts: $0.leaseTimeouts)
+        }
+    }
+
+    private enum LeaseAction {
+        case use(Connection)
+        case open
+        case wait
+        case fail(PostgresError)
+    }
+
+    /// Leases a connection; pair with ``release(_:)``. Prefer ``withConnection(_:)``.
+    public func lease() async throws -> Connection {
+        while true {
+            let action = self.state.withLock { state -> LeaseAction in
+                if state.shutDown { return .fail(PostgresError(kind: .poolClosed, message: "the connection pool is shut down")) }
+                if let idle = state.idle.popLast() {
+                    state.leased += 1
+                    return .use(idle.connection)
+                }
+                if state.total < self.configuration.maximumConnections {
+                    state.opening += 1
+                    return .open
+                }
+                return .wait
+            }
+            switch action {
+            case .fail(let error):
+                throw error
+            case .use(let connection):
+                if await connection.isHealthy() { return connection }
+                self.logger.debug("discarding a dropped idle connection", metadata: [PostgresLogKey.connectionID: "\(connection.id)"])
+                await self.discard(connection)
+            case .open:
+                do {
+                    let connection = try await Connection.connect(
+                        to: self.postgres, logger: self.logger,
+                        usePreparedStatements: self.configuration.usePreparedStatements)
+                    self.state.withLock {
+                        $0.opening -= 1
+                        $0.leased += 1
+                        $0.opened += 1
+                    }
+                    return connection
+                } catch {
+                    let waiter = self.state.withLock { state -> Waiter? in
+                        state.opening -= 1
+                        return state.waiters.isEmpty ? nil : state.waiters.removeFirst()
+                    }
+                    waiter?.continuation.resume(returning: nil)
+                    throw error
+                }
+            case .wait:
+                if let connection = try await self.waitForConnection() { return connection }
+            }
+        }
+    }
+
+    /// Waits for a released connection (returned) or for free capacity (nil: try again).
+    private func waitForConnection() async throws -> Connection? {
+        let id = self.state.withLock { state -> Int in
+            state.nextWaiterID += 1
+            return state.nextWaiterID
+        }
+        let timeout = self.configuration.leaseTimeout
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Connection?, any Error>) in
+                let enqueued = self.state.withLock { state -> Bool in
+                    if state.shutDown || Task.isCancelled { return false }
+                    if !state.idle.isEmpty || state.total < self.configuration.maximumConnections {
+                        continuation.resume(returning: nil)
+                        return true
+                    }
+                    state.waiters.append(Waiter(id: id, continuation: continuation))
+                    return true
+                }
+                if !enqueued {
+                    continuation.resume(throwing: PostgresError(kind: .poolClosed, message: "the connection pool is shut down or the task was cancelled"))
+                    return
+                }
+                Task { [weak self] in
+                    try? await Task.sleep(for: timeout)
+                    self?.expire(waiter: id, error: PostgresError(
+                        kind: .poolTimeout,
+                        message: "no connection became available within \(timeout) (pool of \(self?.configuration.maximumConnections ?? 0), all in use)"))
+                }
+            }
+        } onCancel: {
+            self.expire(waiter: id, error: PostgresError(kind: .queryCancelled, message: "the task was cancelled while waiting for a connection"))
+        }
+    }
+
+    private func expire(waiter id: Int, error: PostgresError) {
+        let waiter = self.state.withLock { state -> Waiter? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            if error.kind == .poolTimeout { state.leaseTimeouts += 1 }
+            return state.waiters.remove(at: index)
+        }
+        waiter?.continuation.resume(throwing: error)
+    }
+
+    /// Returns a leased connection. Broken connections and connections left inside a transaction are closed.
+    public func release(_ connection: Connection) async {
+        if await connection.isClosed {
+            await self.discard(connection)
+            return
+        }
+        if await connection.isInTransaction {
+            _ = try? await connection.execute(script: "ROLLBACK")
+            if await connection.isClosed {
+                await self.discard(connection)
+                return
+            }
+        }
+        let (waiter, closeIt) = self.state.withLock { state -> (Waiter?, Bool) in
+            if state.shutDown {
+                state.leased -= 1
+                state.closed += 1
+                return (nil, true)
+            }
+            if !state.waiters.isEmpty { return (state.waiters.removeFirst(), false) }
+            state.leased -= 1
+            state.idle.append(Idle(connection: connection, since: .now))
+            return (nil, false)
+        }
+        if closeIt { await connection.close() }
+        waiter?.continuation.resume(returning: connection)
+    }
+
+    private func discard(_ connection: Connection) async {
+        let waiter = self.state.withLock { state -> Waiter? in
+            state.leased -= 1
+            state.closed += 1
+            return state.waiters.isEmpty ? nil : state.waiters.removeFirst()
+        }
+        await connection.close()
+        waiter?.continuation.resume(returning: nil)
+    }
+
+    /// Leases a connection for the duration of `body`.
+    ///
+    /// ```swift
+    /// let rows = try await pool.withConnection { try await $0.query("SELECT 1") }
+    /// ```
+    /// - Throws: `.poolTimeout` when no connection frees up within the lease timeout, or `body`'s error.
+    public func withConnection<R>(_ body: (Connection) async throws -> R) async throws -> R {
+        let connection = try await self.lease()
+        do {
+            let value = try await body(connection)
+            await self.release(connection)
+            return value
+        } catch {
+            await self.release(connection)
+            throw error
+        }
+    }
+
+    /// Runs `body` in a transaction on a leased connection: COMMIT on return, ROLLBACK on throw.
+    ///
+    /// ```swift
+    /// try await pool.withTransaction(isolation: .repeatableRead) { connection in
+    ///     try await connection.query("INSERT INTO audit (event) VALUES (\(event))")
+    /// }
+    /// ```
+    public func withTransaction<R>(
+        isolation: IsolationLevel? = nil, _ body: (Connection) async throws -> R
+    ) async throws -> R {
+        try await self.withConnection { connection in
+            try await connection.withTransaction(isolation: isolation, body)
+        }
+    }
+
+    /// Maintains the pool until cancelled or gracefully shut down, then closes every connection.
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                await self.maintain()
+                try? await Task.sleep(for: min(self.configuration.healthCheckInterval, .seconds(1)))
+            }
+        }
+        await self.shutdown()
+    }
+
+    /// One maintenance pass: close expired idle connections, check idle health, open up to the minimum.
+    func maintain() async {
+        let now = ContinuousClock.now
+        let expired = self.state.withLock { state -> [Connection] in
+            var expired: [Connection] = []
+            var kept: [Idle] = []
+            let total = state.total
+            for idle in state.idle {
+                if total - expired.count > self.configuration.minimumConnections,
+                    now - idle.since > self.configuration.idleTimeout
+                {
+                    expired.append(idle.connection)
+                } else {
+                    kept.append(idle)
+                }
+            }
+            state.idle = kept
+            state.closed += expired.count
+            return expired
+        }
+        for connection in expired { await connection.close() }
+
+        let idle = self.state.withLock { state -> [Connection] in
+            let connections = state.idle.map(\.connection)
+            state.idle.removeAll()
+            state.leased += connections.count
+            return connections
+        }
+        for connection in idle {
+            if await connection.isHealthy() { await self.release(connection) } else { await self.discard(connection) }
+        }
+
+        while true {
+            let open = self.state.withLock { state -> Bool in
+                guard !state.shutDown, state.total < self.configuration.minimumConnections else { return false }
+                state.opening += 1
+                return true
+            }
+            guard open else { break }
+            do {
+                let connection = try await Connection.connect(
+                    to: self.postgres, logger: self.logger,
+                    usePreparedStatements: self.configuration.usePreparedStatements)
+                self.state.withLock {
+                    $0.opening -= 1
+                    $0.leased += 1
+                    $0.opened += 1
+                }
+                await self.release(connection)
+            } catch {
+                self.state.withLock { $0.opening -= 1 }
+                self.logger.debug("could not open a pooled connection", metadata: [PostgresLogKey.error: "\(error)"])
+                break
+            }
+        }
+    }
+
+    /// Refuses new leases, fails waiters, and closes idle connections; leased connections close on release.
+    public func shutdown() async {
+        let (idle, waiters) = self.state.withLock { state -> ([Connection], [Waiter]) in
+            state.shutDown = true
+            let idle = state.idle.map(\.connection)
+            state.closed += idle.count
+            state.idle.removeAll()
+            let waiters = state.waiters
+            state.waiters.removeAll()
+            return (idle, waiters)
+        }
+        for waiter in waiters {
+            waiter.continuation.resume(throwing: PostgresError(kind: .poolClosed, message: "the connection pool is shut down"))
+        }
+        for connection in idle { await connection.close() }
+    }
+}

@@ -1,0 +1,203 @@
+import CLibPQ
+import Foundation
+import Synchronization
+
+/// The one place where libpq results are inspected, converted and freed.
+enum LibPQ {
+    /// Reads an error field of a result, if present.
+    static func field(_ result: OpaquePointer, _ code: Int32) -> String? {
+        guard let value = PQresultErrorField(result, code) else { return nil }
+        return String(cString: value)
+    }
+
+    /// Builds a ``PostgresError`` from a failed result (or a missing result) on `connection`.
+    static func error(result: OpaquePointer?, connection: OpaquePointer?, secrets: [String] = []) -> PostgresError {
+        if let result, let state = field(result, skyros_diag_sqlstate()) {
+            let sqlState = SQLState(state)
+            let message = field(result, skyros_diag_message_primary()) ?? "server error"
+            return PostgresError(
+                kind: PostgresError.kind(for: sqlState),
+                sqlState: sqlState,
+                severity: field(result, skyros_diag_severity_nonlocalized()) ?? field(result, skyros_diag_severity()),
+                message: PostgresConfiguration.redact(message, secrets: secrets),
+                detail: field(result, skyros_diag_message_detail()).map { PostgresConfiguration.redact($0, secrets: secrets) },
+                hint: field(result, skyros_diag_message_hint()),
+                position: field(result, skyros_diag_statement_position()).flatMap { Int($0) },
+                schema: field(result, skyros_diag_schema_name()),
+                table: field(result, skyros_diag_table_name()),
+                column: field(result, skyros_diag_column_name()),
+                dataType: field(result, skyros_diag_datatype_name()),
+                constraint: field(result, skyros_diag_constraint_name())
+            )
+        }
+        var message = "unknown libpq error"
+        if let result, let text = PQresultErrorMessage(result), text.pointee != 0 {
+            message = String(cString: text)
+        } else if let connection, let text = PQerrorMessage(connection), text.pointee != 0 {
+            message = String(cString: text)
+        }
+        message = PostgresConfiguration.redact(message.trimmingCharacters(in: .whitespacesAndNewlines), secrets: secrets)
+        let broken = connection.map { PQstatus($0) == CONNECTION_BAD } ?? true
+        return PostgresError(kind: broken ? .connectionLost : .protocolViolation, message: message)
+    }
+
+    /// Copies a result's rows into Swift memory.
+    static func rows(_ result: OpaquePointer) -> PostgresRows {
+        let rowCount = Int(PQntuples(result))
+        let columnCount = Int(PQnfields(result))
+        var columns: [PostgresRows.Column] = []
+        columns.reserveCapacity(columnCount)
+        for c in 0..<columnCount {
+            columns.append(
+                PostgresRows.Column(
+                    name: String(cString: PQfname(result, Int32(c))),
+                    type: PostgresType(rawValue: PQftype(result, Int32(c)))
+                ))
+        }
+        var total = 0
+        for r in 0..<rowCount {
+            for c in 0..<columnCount { total += Int(PQgetlength(result, Int32(r), Int32(c))) }
+        }
+        var storage = [UInt8]()
+        storage.reserveCapacity(total)
+        var cells = [Int32](repeating: 0, count: rowCount * columnCount * 2)
+        var slot = 0
+        for r in 0..<rowCount {
+            for c in 0..<columnCount {
+                if PQgetisnull(result, Int32(r), Int32(c)) != 0 {
+                    cells[slot + 1] = -1
+                } else {
+                    let length = Int(PQgetlength(result, Int32(r), Int32(c)))
+                    cells[slot] = Int32(storage.count)
+                    cells[slot + 1] = Int32(length)
+                    if length > 0, let value = PQgetvalue(result, Int32(r), Int32(c)) {
+                        value.withMemoryRebound(to: UInt8.self, capacity: length) {
+                            storage.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
+                        }
+                    }
+                }
+                slot += 2
+            }
+        }
+        let tag = PQcmdStatus(result).map { String(cString: $0) } ?? ""
+        let affected = PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? rowCount
+        return PostgresRows(
+            columns: columns, commandTag: tag, affectedRows: affected, storage: storage, cells: cells,
+            rowCount: rowCount)
+    }
+
+    /// Checks a result and converts it, freeing it in every case.
+    static func consume(_ result: OpaquePointer?, connection: OpaquePointer?) throws -> PostgresRows {
+        guard let result else { throw error(result: nil, connection: connection) }
+        defer { PQclear(result) }
+        switch PQresultStatus(result) {
+        case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY, PGRES_SINGLE_TUPLE:
+            return rows(result)
+        case PGRES_PIPELINE_ABORTED:
+            throw PostgresError(kind: .pipelineAborted, message: "statement skipped: an earlier statement in the pipeline failed")
+        default:
+            throw error(result: result, connection: connection)
+        }
+    }
+
+    /// Runs `body` with C parameter arrays for `binds` (text format, declared types).
+    static func withParameters<R>(
+        _ binds: [PostgresValue],
+        _ body: (Int32, UnsafePointer<Oid>?, UnsafePointer<UnsafePointer<CChar>?>?) throws -> R
+    ) throws -> R {
+        if binds.isEmpty { return try body(0, nil, nil) }
+        var buffer = [CChar]()
+        var offsets = [Int]()
+        var types = [Oid]()
+        offsets.reserveCapacity(binds.count)
+        types.reserveCapacity(binds.count)
+        for (i, bind) in binds.enumerated() {
+            types.append(bind.type.rawValue)
+            guard let text = bind.text else {
+                offsets.append(-1)
+                continue
+            }
+            offsets.append(buffer.count)
+            for byte in text.utf8 {
+                if byte == 0 {
+                    throw PostgresError(
+                        kind: .encoding,
+                        message: "parameter $\(i + 1) contains a NUL (0x00) character, which PostgreSQL text cannot store; use bytea")
+                }
+                buffer.append(CChar(bitPattern: byte))
+            }
+            buffer.append(0)
+        }
+        return try buffer.withUnsafeBufferPointer { base in
+            let pointers: [UnsafePointer<CChar>?] = offsets.map { $0 < 0 ? nil : base.baseAddress! + $0 }
+            return try pointers.withUnsafeBufferPointer { values in
+                try types.withUnsafeBufferPointer { oids in
+                    try body(Int32(binds.count), oids.baseAddress, values.baseAddress)
+                }
+            }
+        }
+    }
+
+    /// Waits until the connection's socket is readable and/or writable, up to `timeoutMilliseconds` (-1: forever).
+    @discardableResult
+    static func wait(_ connection: OpaquePointer, read: Bool, write: Bool, timeoutMilliseconds: Int32 = -1) -> Bool {
+        var descriptor = pollfd(fd: PQsocket(connection), events: 0, revents: 0)
+        if read { descriptor.events |= Int16(POLLIN) }
+        if write { descriptor.events |= Int16(POLLOUT) }
+        while true {
+            let rc = poll(&descriptor, 1, timeoutMilliseconds)
+            if rc < 0, errno == EINTR { continue }
+            return rc > 0
+        }
+    }
+}
+
+/// Issues `PQcancel` for whatever statement a connection is running, from any thread.
+final class QueryCanceller: @unchecked Sendable {
+    // @unchecked Sendable: the PGcancel pointer is only touched under `state`'s lock; PQcancel is thread-safe.
+    private struct State: ~Copyable, @unchecked Sendable {
+        // @unchecked Sendable: the pointer only moves into the mutex once, at init.
+        var handle: OpaquePointer?
+        var running = false
+    }
+    private let state: Mutex<State>
+
+    init(connection: OpaquePointer) {
+        self.state = Mutex(State(handle: PQgetCancel(connection)))
+    }
+
+    func begin() { self.state.withLock { $0.running = true } }
+    func end() { self.state.withLock { $0.running = false } }
+
+    /// Sends a cancel request if a statement is running.
+    func cancel() {
+        self.state.withLock { state in
+            guard state.running, let handle = state.handle else { return }
+            var buffer = [CChar](repeating: 0, count: 256)
+            _ = PQcancel(handle, &buffer, 256)
+        }
+    }
+
+    deinit {
+        self.state.withLock { state in
+            if let handle = state.handle { PQfreeCancel(handle) }
+            state.handle = nil
+        }
+    }
+}
+
+/// Owns a `PGconn*` and finishes it when released.
+final class ConnectionHandle: @unchecked Sendable {
+    // @unchecked Sendable: the pointer is only used on the owning Connection's thread; `deinit` runs when no
+    // other reference exists.
+    var pointer: OpaquePointer?
+
+    init() {}
+
+    func finish() {
+        if let pointer { PQfinish(pointer) }
+        self.pointer = nil
+    }
+
+    deinit { self.finish() }
+}

@@ -1,0 +1,152 @@
+import CLibPQ
+
+/// Connection settings: a `postgres://` URL or keyword conninfo, parsed by libpq itself so every libpq
+/// option (`sslmode`, `sslrootcert`, `target_session_attrs`, multi-host lists, …) passes through.
+///
+/// ```swift
+/// let config = try PostgresConfiguration(url: "postgres://app:secret@db:5432/app?sslmode=verify-full")
+/// let config2 = try PostgresConfiguration(conninfo: "host=a,b port=5432 dbname=app target_session_attrs=read-write")
+/// ```
+///
+/// `description` never contains the password.
+public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible {
+    /// The libpq keyword/value pairs, in libpq's order; only the options that were set.
+    public private(set) var options: [Option]
+
+    public struct Option: Sendable, Hashable {
+        public var keyword: String
+        public var value: String
+    }
+
+    /// Parses a `postgres://` / `postgresql://` URL or a keyword conninfo string.
+    /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/invalidConfiguration``; the message never
+    ///   contains the password.
+    public init(url: String) throws {
+        try self.init(conninfo: url)
+    }
+
+    /// Parses a keyword conninfo string (`host=… port=… dbname=…`) or a URL.
+    public init(conninfo: String) throws {
+        let secrets = Self.passwordCandidates(in: conninfo)
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        guard let parsed = PQconninfoParse(conninfo, &errorMessage) else {
+            var message = "invalid connection string"
+            if let errorMessage {
+                message = Self.redact(String(cString: errorMessage), secrets: secrets)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
+                PQfreemem(errorMessage)
+            }
+            throw PostgresError(kind: .invalidConfiguration, message: message)
+        }
+        defer { PQconninfoFree(parsed) }
+        var options: [Option] = []
+        var cursor = parsed
+        while let keyword = cursor.pointee.keyword {
+            if let value = cursor.pointee.val {
+                options.append(Option(keyword: String(cString: keyword), value: String(cString: value)))
+            }
+            cursor += 1
+        }
+        self.options = options
+        if self["application_name"] == nil { self["application_name"] = "skyros" }
+    }
+
+    /// Builds a configuration from individual settings.
+    public init(
+        host: String = "localhost", port: Int = 5432, user: String, password: String? = nil,
+        database: String, tls: String? = nil
+    ) {
+        self.options = []
+        self["host"] = host
+        self["port"] = String(port)
+        self["user"] = user
+        if let password { self["password"] = password }
+        self["dbname"] = database
+        if let tls { self["sslmode"] = tls }
+        self["application_name"] = "skyros"
+    }
+
+    /// Reads or sets any libpq keyword (`sslmode`, `connect_timeout`, `options`, …).
+    public subscript(keyword: String) -> String? {
+        get { self.options.first { $0.keyword == keyword }?.value }
+        set {
+            if let index = self.options.firstIndex(where: { $0.keyword == keyword }) {
+                if let newValue { self.options[index].value = newValue } else { self.options.remove(at: index) }
+            } else if let newValue {
+                self.options.append(Option(keyword: keyword, value: newValue))
+            }
+        }
+    }
+
+    public var host: String? { self["host"] }
+    public var port: Int? { self["port"].flatMap { Int($0) } }
+    public var user: String? { self["user"] }
+    public var database: String? { self["dbname"] }
+    var password: String? { self["password"] }
+
+    /// A copy connecting to another database on the same server.
+    public func withDatabase(_ name: String) -> PostgresConfiguration {
+        var copy = self
+        copy["dbname"] = name
+        return copy
+    }
+
+    /// Keyword conninfo with the password replaced by `********`.
+    public var description: String {
+        self.options.map { option in
+            let value = option.keyword == "password" ? "********" : option.value
+            return "\(option.keyword)=\(Self.quote(value))"
+        }.joined(separator: " ")
+    }
+
+    private static func quote(_ value: String) -> String {
+        if !value.isEmpty, !value.contains(where: { $0 == " " || $0 == "'" || $0 == "\\" }) { return value }
+        return "'" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
+    }
+
+    /// Replaces every occurrence of a secret in `text` with `********`.
+    static func redact(_ text: String, secrets: [String]) -> String {
+        var result = text
+        for secret in secrets where !secret.isEmpty {
+            result = result.replacingOccurrences(of: secret, with: "********")
+        }
+        return result
+    }
+
+    /// Best-effort extraction of password spellings from a raw URL or conninfo, used only to scrub messages
+    /// of strings libpq could not parse (the parsed password is always known otherwise).
+    static func passwordCandidates(in conninfo: String) -> [String] {
+        var candidates: [String] = []
+        if let schemeEnd = conninfo.range(of: "://") {
+            let rest = conninfo[schemeEnd.upperBound...]
+            let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
+            let authority = rest[..<authorityEnd]
+            if let at = authority.lastIndex(of: "@") {
+                let userinfo = authority[..<at]
+                if let colon = userinfo.firstIndex(of: ":") {
+                    let raw = String(userinfo[userinfo.index(after: colon)...])
+                    candidates.append(raw)
+                    if let decoded = raw.removingPercentEncoding { candidates.append(decoded) }
+                }
+            }
+            if let query = conninfo.range(of: "password=") {
+                let value = conninfo[query.upperBound...].prefix { $0 != "&" }
+                candidates.append(String(value))
+                if let decoded = String(value).removingPercentEncoding { candidates.append(decoded) }
+            }
+        } else if let key = conninfo.range(of: "password") {
+            var rest = conninfo[key.upperBound...].drop { $0 == " " }
+            if rest.first == "=" {
+                rest = rest.dropFirst().drop { $0 == " " }
+                if rest.first == "'" {
+                    candidates.append(String(rest.dropFirst().prefix { $0 != "'" }))
+                } else {
+                    candidates.append(String(rest.prefix { $0 != " " }))
+                }
+            }
+        }
+        return candidates.sorted { $0.count > $1.count }
+    }
+}
+
+import Foundation

@@ -1,0 +1,161 @@
+/// An error from the PostgreSQL client: a server error with its SQLSTATE and fields, or a client-side failure.
+///
+/// `description` is deliberately short and generic-safe: it contains the kind, the SQLSTATE and the server's
+/// primary message, never bind values and never a password. `debugDescription` adds detail, hint, position
+/// and the object names the server reported.
+///
+/// ```swift
+/// do {
+///     try await connection.query("INSERT INTO users (email) VALUES (\(email))")
+/// } catch let error as PostgresError where error.kind == .uniqueViolation {
+///     print("duplicate:", error.constraint ?? "?")
+/// }
+/// ```
+public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// The classification of an error. New kinds may be added; switch with a `default` case.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case invalidConfiguration, connectionFailed, authenticationFailed, databaseNotFound, connectionLost
+            case connectionClosed, server, uniqueViolation, foreignKeyViolation, notNullViolation, checkViolation
+            case serializationFailure, deadlock, queryCancelled, undefinedTable, undefinedColumn, syntaxError
+            case encoding, decoding, poolTimeout, poolClosed, protocolViolation, pipelineAborted
+        }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+        public var description: String { self.base.rawValue }
+
+        /// The URL or conninfo could not be parsed, or a parameter is invalid.
+        public static let invalidConfiguration = Kind(.invalidConfiguration)
+        /// The server could not be reached (refused, unreachable, TLS failure, too many connections).
+        public static let connectionFailed = Kind(.connectionFailed)
+        /// The server rejected the credentials (SQLSTATE 28xxx).
+        public static let authenticationFailed = Kind(.authenticationFailed)
+        /// The database named in the configuration does not exist (SQLSTATE 3D000).
+        public static let databaseNotFound = Kind(.databaseNotFound)
+        /// The connection broke during an operation (server restart, terminated backend, network).
+        public static let connectionLost = Kind(.connectionLost)
+        /// The connection was closed by this process.
+        public static let connectionClosed = Kind(.connectionClosed)
+        /// Any other error reported by the server; see ``PostgresError/sqlState``.
+        public static let server = Kind(.server)
+        public static let uniqueViolation = Kind(.uniqueViolation)
+        public static let foreignKeyViolation = Kind(.foreignKeyViolation)
+        public static let notNullViolation = Kind(.notNullViolation)
+        public static let checkViolation = Kind(.checkViolation)
+        public static let serializationFailure = Kind(.serializationFailure)
+        public static let deadlock = Kind(.deadlock)
+        /// The statement was cancelled (task cancellation or `statement_timeout`).
+        public static let queryCancelled = Kind(.queryCancelled)
+        public static let undefinedTable = Kind(.undefinedTable)
+        public static let undefinedColumn = Kind(.undefinedColumn)
+        public static let syntaxError = Kind(.syntaxError)
+        /// A Swift value cannot be sent (for example text containing a NUL character).
+        public static let encoding = Kind(.encoding)
+        /// A column value cannot be decoded into the requested Swift type.
+        public static let decoding = Kind(.decoding)
+        /// No pooled connection became available within the lease timeout.
+        public static let poolTimeout = Kind(.poolTimeout)
+        /// The pool was shut down.
+        public static let poolClosed = Kind(.poolClosed)
+        /// libpq reported an unexpected state.
+        public static let protocolViolation = Kind(.protocolViolation)
+        /// A statement in a pipeline was skipped because an earlier statement failed.
+        public static let pipelineAborted = Kind(.pipelineAborted)
+    }
+
+    /// The classification.
+    public var kind: Kind
+    /// The SQLSTATE the server sent, if any.
+    public var sqlState: SQLState?
+    /// `ERROR`, `FATAL`, `PANIC`… as sent by the server.
+    public var severity: String?
+    /// The primary message (server) or a client-side explanation.
+    public var message: String
+    public var detail: String?
+    public var hint: String?
+    /// 1-based character position in the statement text, as sent by the server.
+    public var position: Int?
+    public var schema: String?
+    public var table: String?
+    public var column: String?
+    public var dataType: String?
+    public var constraint: String?
+    /// For pipelines: the 0-based index of the statement that failed.
+    public var statementIndex: Int?
+
+    public init(
+        kind: Kind, sqlState: SQLState? = nil, severity: String? = nil, message: String,
+        detail: String? = nil, hint: String? = nil, position: Int? = nil, schema: String? = nil,
+        table: String? = nil, column: String? = nil, dataType: String? = nil, constraint: String? = nil,
+        statementIndex: Int? = nil
+    ) {
+        self.kind = kind
+        self.sqlState = sqlState
+        self.severity = severity
+        self.message = message
+        self.detail = detail
+        self.hint = hint
+        self.position = position
+        self.schema = schema
+        self.table = table
+        self.column = column
+        self.dataType = dataType
+        self.constraint = constraint
+        self.statementIndex = statementIndex
+    }
+
+    /// Whether retrying the same work on a fresh connection or transaction may succeed.
+    public var isTransient: Bool {
+        switch self.kind {
+        case .connectionLost, .serializationFailure, .deadlock, .poolTimeout: return true
+        default:
+            return self.sqlState ~= .connectionException || self.sqlState == .adminShutdown
+                || self.sqlState == .crashShutdown || self.sqlState == .cannotConnectNow
+        }
+    }
+
+    public var description: String {
+        var text = "PostgresError.\(self.kind)"
+        if let sqlState { text += " (\(sqlState.rawValue))" }
+        text += ": \(self.message)"
+        if let constraint { text += " [constraint \(constraint)]" }
+        return text
+    }
+
+    public var debugDescription: String {
+        var parts = [self.description]
+        if let severity { parts.append("severity: \(severity)") }
+        if let detail { parts.append("detail: \(detail)") }
+        if let hint { parts.append("hint: \(hint)") }
+        if let position { parts.append("position: \(position)") }
+        if let schema { parts.append("schema: \(schema)") }
+        if let table { parts.append("table: \(table)") }
+        if let column { parts.append("column: \(column)") }
+        if let dataType { parts.append("type: \(dataType)") }
+        if let statementIndex { parts.append("statement: \(statementIndex)") }
+        return parts.joined(separator: "; ")
+    }
+
+    /// Classifies a server error by SQLSTATE.
+    static func kind(for state: SQLState?) -> Kind {
+        guard let state else { return .server }
+        switch state {
+        case .uniqueViolation: return .uniqueViolation
+        case .foreignKeyViolation: return .foreignKeyViolation
+        case .notNullViolation: return .notNullViolation
+        case .checkViolation: return .checkViolation
+        case .serializationFailure: return .serializationFailure
+        case .deadlockDetected: return .deadlock
+        case .queryCanceled: return .queryCancelled
+        case .undefinedTable: return .undefinedTable
+        case .undefinedColumn: return .undefinedColumn
+        case .syntaxError: return .syntaxError
+        case .invalidCatalogName: return .databaseNotFound
+        case .adminShutdown, .crashShutdown, .cannotConnectNow: return .connectionLost
+        default:
+            if state.errorClass == "28" { return .authenticationFailed }
+            if state.errorClass == "08" { return .connectionLost }
+            return .server
+        }
+    }
+}

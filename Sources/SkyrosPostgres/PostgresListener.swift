@@ -1,0 +1,166 @@
+import CLibPQ
+import Foundation
+import Logging
+import Synchronization
+
+/// A notification received on a `LISTEN` channel.
+public struct PostgresNotification: Sendable, Hashable {
+    public var channel: String
+    public var payload: String
+    /// The backend process id of the notifying session.
+    public var senderPID: Int32
+}
+
+/// LISTEN/NOTIFY on a dedicated connection, delivered as an `AsyncSequence` of ``Event``s.
+///
+/// The listener reconnects by itself when its connection drops (server restart, `pg_terminate_backend`,
+/// network) and then yields ``Event/reconnected``: notifications sent while it was disconnected are lost,
+/// so a cache fed by it should re-read what it holds.
+///
+/// ```swift
+/// let listener = try await PostgresListener.start(configuration: config, channels: ["orders"])
+/// for await event in listener.events {
+///     switch event {
+///     case .notification(let n): print(n.channel, n.payload)
+///     case .reconnected: flushCaches()
+///     case .listening: break
+///     }
+/// }
+/// ```
+///
+/// Behind PgBouncer in transaction mode, give the listener a direct URL to PostgreSQL: LISTEN needs a
+/// session.
+public final class PostgresListener: Sendable {
+    /// What the listener reports, in order.
+    public enum Event: Sendable, Hashable {
+        /// LISTEN is active (yielded once, first).
+        case listening
+        /// A notification, in the order PostgreSQL delivered it.
+        case notification(PostgresNotification)
+        /// The connection was re-established after a drop: notifications may have been missed.
+        case reconnected
+    }
+
+    /// The events; a single consumer should iterate it. Ends when ``stop()`` is called.
+    public let events: AsyncStream<Event>
+    private let continuation: AsyncStream<Event>.Continuation
+    private let stopped = Mutex(false)
+    private let configuration: PostgresConfiguration
+    private let channels: [String]
+    private let logger: Logger
+    private let reconnectDelay: Duration
+
+    private init(configuration: PostgresConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration) {
+        (self.events, self.continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
+        self.configuration = configuration
+        self.channels = channels
+        self.logger = logger
+        self.reconnectDelay = reconnectDelay
+    }
+
+    /// Connects, issues `LISTEN` for each channel, and starts delivering notifications.
+    /// - Parameters:
+    ///   - configuration: a direct (not transaction-pooled) connection to PostgreSQL.
+    ///   - channels: channel names; each is quoted.
+    ///   - reconnectDelay: the first retry delay after a drop; doubles up to two seconds.
+    /// - Throws: ``PostgresError`` when the first connection or `LISTEN` fails.
+    public static func start(
+        configuration: PostgresConfiguration, channels: [String],
+        logger: Logger = Logger(label: "skyros.listener", factory: { _ in SwiftLogNoOpLogHandler() }),
+        reconnectDelay: Duration = .milliseconds(50)
+    ) async throws -> PostgresListener {
+        let listener = PostgresListener(
+            configuration: configuration, channels: channels, logger: logger, reconnectDelay: reconnectDelay)
+        try await withCheckedThrowingContinuation { (ready: CheckedContinuation<Void, any Error>) in
+            let thread = Thread { listener.loop(ready: ready) }
+            thread.name = "skyros-listener"
+            thread.start()
+        }
+        listener.continuation.onTermination = { [weak listener] _ in listener?.stop() }
+        return listener
+    }
+
+    /// Stops listening and ends ``events``.
+    public func stop() {
+        self.stopped.withLock { $0 = true }
+        self.continuation.finish()
+    }
+
+    private var isStopped: Bool { self.stopped.withLock { $0 } }
+
+    private func connect() -> Result<OpaquePointer, PostgresError> {
+        let secrets = [self.configuration.password].compactMap { $0 }
+        let keywords = self.configuration.options.map { strdup($0.keyword) }
+        let values = self.configuration.options.map { strdup($0.value) }
+        defer {
+            keywords.forEach { free($0) }
+            values.forEach { free($0) }
+        }
+        var keywordPointers: [UnsafePointer<CChar>?] = keywords.map { UnsafePointer($0) } + [nil]
+        var valuePointers: [UnsafePointer<CChar>?] = values.map { UnsafePointer($0) } + [nil]
+        guard let connection = PQconnectdbParams(&keywordPointers, &valuePointers, 0) else {
+            return .failure(PostgresError(kind: .connectionFailed, message: "out of memory"))
+        }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let error = LibPQ.error(result: nil, connection: connection, secrets: secrets)
+            PQfinish(connection)
+            return .failure(PostgresError(kind: .connectionFailed, message: error.message))
+        }
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        for channel in self.channels {
+            do {
+                _ = try LibPQ.consume(PQexec(connection, "LISTEN \(quoteIdentifier(channel))"), connection: connection)
+            } catch {
+                PQfinish(connection)
+                return .failure(error as? PostgresError ?? PostgresError(kind: .server, message: "\(error)"))
+            }
+        }
+        return .success(connection)
+    }
+
+    private func loop(ready: CheckedContinuation<Void, any Error>) {
+        var connection: OpaquePointer?
+        switch self.connect() {
+        case .success(let c):
+            connection = c
+            self.continuation.yield(.listening)
+            ready.resume()
+        case .failure(let error):
+            ready.resume(throwing: error)
+            return
+        }
+        var delay = self.reconnectDelay
+        while !self.isStopped {
+            guard let current = connection else {
+                switch self.connect() {
+                case .success(let c):
+                    connection = c
+                    delay = self.reconnectDelay
+                    self.logger.debug("listener reconnected")
+                    self.continuation.yield(.reconnected)
+                case .failure(let error):
+                    self.logger.debug("listener reconnect failed", metadata: [PostgresLogKey.error: "\(error.message)"])
+                    Thread.sleep(forTimeInterval: Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)
+                    delay = min(delay * 2, .seconds(2))
+                }
+                continue
+            }
+            LibPQ.wait(current, read: true, write: false, timeoutMilliseconds: 100)
+            if PQconsumeInput(current) == 0 || PQstatus(current) != CONNECTION_OK {
+                self.logger.debug("listener connection lost")
+                PQfinish(current)
+                connection = nil
+                continue
+            }
+            while let notify = PQnotifies(current) {
+                let notification = PostgresNotification(
+                    channel: String(cString: notify.pointee.relname),
+                    payload: String(cString: notify.pointee.extra),
+                    senderPID: notify.pointee.be_pid)
+                PQfreemem(notify)
+                self.continuation.yield(.notification(notification))
+            }
+        }
+        if let connection { PQfinish(connection) }
+    }
+}

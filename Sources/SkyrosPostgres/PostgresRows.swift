@@ -1,0 +1,103 @@
+/// The rows of a statement's result, copied out of libpq into Swift memory.
+///
+/// ```swift
+/// let rows = try await connection.query("SELECT id, name FROM users")
+/// for row in rows {
+///     let id = try row.decode(Int.self, column: "id")
+///     let name = try row.decode(String?.self, at: 1)
+/// }
+/// ```
+public struct PostgresRows: Sendable, RandomAccessCollection {
+    /// A result column: name and type.
+    public struct Column: Sendable, Hashable {
+        public var name: String
+        public var type: PostgresType
+    }
+
+    public let columns: [Column]
+    /// The command tag, e.g. `INSERT 0 1`.
+    public let commandTag: String
+    /// Rows affected by INSERT/UPDATE/DELETE (or returned by SELECT), from `PQcmdTuples`.
+    public let affectedRows: Int
+
+    let storage: [UInt8]
+    /// Two entries per cell: start offset and length (-1 for NULL).
+    let cells: [Int32]
+    let rowCount: Int
+    let columnIndex: [String: Int]
+
+    init(columns: [Column], commandTag: String, affectedRows: Int, storage: [UInt8], cells: [Int32], rowCount: Int) {
+        self.columns = columns
+        self.commandTag = commandTag
+        self.affectedRows = affectedRows
+        self.storage = storage
+        self.cells = cells
+        self.rowCount = rowCount
+        var index: [String: Int] = [:]
+        for (i, column) in columns.enumerated() where index[column.name] == nil { index[column.name] = i }
+        self.columnIndex = index
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { self.rowCount }
+    public subscript(position: Int) -> PostgresRow { PostgresRow(rows: self, index: position) }
+
+    /// The position of a column by name.
+    public func index(ofColumn name: String) -> Int? { self.columnIndex[name] }
+}
+
+/// One row of a ``PostgresRows`` result.
+public struct PostgresRow: Sendable {
+    let rows: PostgresRows
+    let index: Int
+
+    public var columns: [PostgresRows.Column] { self.rows.columns }
+
+    /// The raw text bytes of a cell, or `nil` for NULL.
+    public func bytes(at column: Int) -> ArraySlice<UInt8>? {
+        let base = (self.index * self.rows.columns.count + column) * 2
+        let length = Int(self.rows.cells[base + 1])
+        if length < 0 { return nil }
+        let start = Int(self.rows.cells[base])
+        return self.rows.storage[start..<(start + length)]
+    }
+
+    public func isNull(at column: Int) -> Bool { self.bytes(at: column) == nil }
+
+    /// Decodes the cell at a column position.
+    /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/decoding`` naming the column.
+    @inline(__always)
+    public func decode<T: PostgresDecodable>(_ type: T.Type, at column: Int) throws -> T {
+        guard column >= 0, column < self.rows.columns.count else {
+            throw PostgresError(kind: .decoding, message: "column index \(column) is out of range")
+        }
+        let pgType = self.rows.columns[column].type
+        do {
+            guard let bytes = self.bytes(at: column) else { return try T.postgresNull(type: pgType) }
+            return try T(postgresText: bytes, type: pgType)
+        } catch var error as PostgresError {
+            error.column = self.rows.columns[column].name
+            error.message = "column \"\(self.rows.columns[column].name)\": \(error.message)"
+            throw error
+        }
+    }
+
+    /// Decodes the cell of a named column.
+    public func decode<T: PostgresDecodable>(_ type: T.Type, column name: String) throws -> T {
+        guard let column = self.rows.columnIndex[name] else {
+            throw PostgresError(kind: .decoding, message: "no column named \"\(name)\" in the result", column: name)
+        }
+        return try self.decode(type, at: column)
+    }
+
+    /// Decodes the first two/three columns as a tuple, e.g. `let (id, name) = try row.decode((Int, String).self)`.
+    public func decode<A: PostgresDecodable, B: PostgresDecodable>(_: (A, B).Type) throws -> (A, B) {
+        (try self.decode(A.self, at: 0), try self.decode(B.self, at: 1))
+    }
+
+    public func decode<A: PostgresDecodable, B: PostgresDecodable, C: PostgresDecodable>(
+        _: (A, B, C).Type
+    ) throws -> (A, B, C) {
+        (try self.decode(A.self, at: 0), try self.decode(B.self, at: 1), try self.decode(C.self, at: 2))
+    }
+}

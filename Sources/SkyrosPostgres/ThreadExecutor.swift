@@ -1,0 +1,103 @@
+import Foundation
+import Synchronization
+
+/// A serial executor backed by one dedicated OS thread.
+///
+/// Every ``Connection`` runs on its own `ThreadExecutor`, so blocking libpq calls never occupy a thread of
+/// Swift's cooperative pool. Jobs run in FIFO order; the thread spins briefly before sleeping so a
+/// request/response loop does not pay a full wake-up on every call.
+final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
+    // @unchecked Sendable: all mutable state is inside `state` (a Mutex) or `wakeup` (a semaphore).
+    private struct State: ~Copyable {
+        var jobs: [UnownedJob] = []
+        var head = 0
+        var stopped = false
+        var sleeping = false
+    }
+
+    private let state = Mutex(State())
+    private let wakeup = DispatchSemaphore(value: 0)
+    let name: String
+
+    init(name: String) {
+        self.name = name
+        let thread = Thread { [self] in self.loop() }
+        thread.name = name
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        let mustSignal = self.state.withLock { state -> Bool in
+            state.jobs.append(unowned)
+            if state.sleeping {
+                state.sleeping = false
+                return true
+            }
+            return false
+        }
+        if mustSignal { self.wakeup.signal() }
+    }
+
+    func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    /// Stops the thread once the queued jobs have run.
+    func shutdown() {
+        let mustSignal = self.state.withLock { state -> Bool in
+            state.stopped = true
+            if state.sleeping {
+                state.sleeping = false
+                return true
+            }
+            return false
+        }
+        if mustSignal { self.wakeup.signal() }
+    }
+
+    private enum Next {
+        case run(UnownedJob)
+        case sleep
+        case exit
+    }
+
+    private func next(mayRegisterSleep: Bool) -> Next {
+        self.state.withLock { state -> Next in
+            if state.head < state.jobs.count {
+                let job = state.jobs[state.head]
+                state.head += 1
+                if state.head == state.jobs.count {
+                    state.jobs.removeAll(keepingCapacity: true)
+                    state.head = 0
+                }
+                return .run(job)
+            }
+            if state.stopped { return .exit }
+            if mayRegisterSleep { state.sleeping = true }
+            return .sleep
+        }
+    }
+
+    private func loop() {
+        var spins = 0
+        while true {
+            switch self.next(mayRegisterSleep: spins >= 2000) {
+            case .run(let job):
+                spins = 0
+                job.runSynchronously(on: self.asUnownedSerialExecutor())
+            case .exit:
+                return
+            case .sleep:
+                if spins >= 2000 {
+                    self.wakeup.wait()
+                    spins = 0
+                } else {
+                    spins += 1
+                    if spins % 64 == 0 { sched_yield() }
+                }
+            }
+        }
+    }
+}

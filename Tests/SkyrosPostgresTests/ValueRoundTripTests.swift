@@ -1,0 +1,164 @@
+import Foundation
+import SkyrosPostgres
+import Testing
+
+@Suite("Typed values round-trip through PostgreSQL")
+struct ValueRoundTripTests {
+    func roundTrip<T: PostgresCodable & Equatable>(_ value: T, as sqlType: String, file: StaticString = #file) async throws -> T {
+        let connection = try await TestServer.connect()
+        defer { Task { await connection.close() } }
+        let rows = try await connection.query("SELECT \(value)::\(unsafeRaw: sqlType) AS v")
+        return try rows[0].decode(T.self, at: 0)
+    }
+
+    @Test func integers() async throws {
+        for value in [Int.min, -1, 0, 1, Int.max] {
+            #expect(try await roundTrip(value, as: "int8") == value)
+        }
+        for value in [Int32.min, 0, Int32.max] { #expect(try await roundTrip(value, as: "int4") == value) }
+        for value in [Int16.min, 0, Int16.max] { #expect(try await roundTrip(value, as: "int2") == value) }
+        #expect(try await roundTrip(Int64.min, as: "int8") == Int64.min)
+        #expect(try await roundTrip(Int64.max, as: "int8") == Int64.max)
+    }
+
+    @Test func booleansAndText() async throws {
+        #expect(try await roundTrip(true, as: "bool") == true)
+        #expect(try await roundTrip(false, as: "bool") == false)
+        for text in ["", "hello", "héllo wörld ✓ 日本語 🎉", "quote ' \" \\ ; -- DROP TABLE x", String(repeating: "x", count: 100_000)] {
+            #expect(try await roundTrip(text, as: "text") == text)
+        }
+    }
+
+    @Test func floats() async throws {
+        for value in [0.0, -0.5, 1.0 / 3.0, Double.greatestFiniteMagnitude, Double.leastNonzeroMagnitude, .infinity, -.infinity] {
+            #expect(try await roundTrip(value, as: "float8") == value)
+        }
+        #expect(try await roundTrip(Double.nan, as: "float8").isNaN)
+        for value in [Float(0.1), .infinity, -.infinity, .greatestFiniteMagnitude] {
+            #expect(try await roundTrip(value, as: "float4") == value)
+        }
+        #expect(try await roundTrip(Float.nan, as: "float4").isNaN)
+    }
+
+    @Test func numericKeepsThirtyDigits() async throws {
+        let value = Decimal(string: "123456789012345678901234567890")!
+        #expect(try await roundTrip(value, as: "numeric") == value)
+        let fraction = Decimal(string: "-12345678901234.5678901234567890")!
+        #expect(try await roundTrip(fraction, as: "numeric") == fraction)
+        let connection = try await TestServer.connect()
+        let text = try await connection.query("SELECT \(value)::numeric::text")[0].decode(String.self, at: 0)
+        #expect(text == "123456789012345678901234567890")
+        await connection.close()
+    }
+
+    @Test func byteaWithZeroBytes() async throws {
+        let data = Data([0x00, 0x01, 0xFF, 0x00, 0x7F, 0x5C, 0x27])
+        #expect(try await roundTrip(data, as: "bytea") == data)
+        #expect(try await roundTrip(Data(), as: "bytea") == Data())
+    }
+
+    @Test func uuid() async throws {
+        let id = UUID()
+        #expect(try await roundTrip(id, as: "uuid") == id)
+    }
+
+    @Test func timestampsKeepMicroseconds() async throws {
+        let samples: [Date] = [
+            Date(timeIntervalSince1970: 0),
+            Date(timeIntervalSince1970: 1_234_567_890.123456),
+            Date(timeIntervalSince1970: -1_000_000_000.654321),  // 1938
+            Date(timeIntervalSince1970: 4_102_444_800.000001),  // 2100
+            Date(timeIntervalSince1970: 2_208_988_800.5),  // 2040
+            Date(timeIntervalSince1970: -62_135_596_800),  // 0001-01-01
+        ]
+        for date in samples {
+            let tz = try await roundTrip(date, as: "timestamptz")
+            #expect(abs(tz.timeIntervalSince1970 - date.timeIntervalSince1970) < 0.0000005, "\(date)")
+            let plain = try await roundTrip(date, as: "timestamp")
+            #expect(abs(plain.timeIntervalSince1970 - date.timeIntervalSince1970) < 0.0000005, "\(date)")
+        }
+        let connection = try await TestServer.connect()
+        let micro = try await connection.query("SELECT '2038-01-19 03:14:08.999999+00'::timestamptz")[0].decode(Date.self, at: 0)
+        #expect(Int64((micro.timeIntervalSince1970 * 1_000_000).rounded()) == 2_147_483_648_999_999)
+        let text = try await connection.query("SELECT \(Date(timeIntervalSince1970: 1.000001))::timestamptz::text")[0].decode(String.self, at: 0)
+        #expect(text == "1970-01-01 00:00:01.000001+00")
+        await connection.close()
+    }
+
+    @Test func dates() async throws {
+        let connection = try await TestServer.connect()
+        for (text, seconds) in [("1969-07-20", -14_256_000.0), ("2040-02-29", 2_213_999_999.0 + 1 - 86_400 * 0), ("1900-01-01", -2_208_988_800.0)] {
+            let date = try await connection.query("SELECT \(text)::date")[0].decode(Date.self, at: 0)
+            let back = try await connection.query("SELECT \(date)::date::text")[0].decode(String.self, at: 0)
+            #expect(back == text)
+            if text != "2040-02-29" { #expect(date.timeIntervalSince1970 == seconds) }
+        }
+        await connection.close()
+    }
+
+    @Test func json() async throws {
+        struct Payload: Codable, Sendable, Equatable {
+            var name: String
+            var tags: [String]
+            var nested: [String: Int]
+        }
+        let value = Payload(name: "ünï \"q\"", tags: ["a", "b"], nested: ["x": 1])
+        let connection = try await TestServer.connect()
+        let jsonb = try await connection.query("SELECT \(PostgresJSONB(value))")[0].decode(PostgresJSONB<Payload>.self, at: 0)
+        #expect(jsonb.value == value)
+        let json = try await connection.query("SELECT \(PostgresJSON(value))")[0].decode(PostgresJSON<Payload>.self, at: 0)
+        #expect(json.value == value)
+        await connection.close()
+    }
+
+    @Test func arrays() async throws {
+        #expect(try await roundTrip([Int](), as: "int8[]") == [])
+        #expect(try await roundTrip([1, -2, Int.max], as: "int8[]") == [1, -2, Int.max])
+        #expect(try await roundTrip(["a", "b c", "\"q\"", "back\\slash", "NULL", "", "{x,y}", "ü"], as: "text[]") == ["a", "b c", "\"q\"", "back\\slash", "NULL", "", "{x,y}", "ü"])
+        #expect(try await roundTrip([String]() , as: "text[]") == [])
+        #expect(try await roundTrip([true, false], as: "bool[]") == [true, false])
+        #expect(try await roundTrip([1.5, -.infinity], as: "float8[]") == [1.5, -.infinity])
+        let ids = [UUID(), UUID()]
+        #expect(try await roundTrip(ids, as: "uuid[]") == ids)
+        let decimals = [Decimal(string: "1.25")!, Decimal(string: "-99999999999999999999.5")!]
+        #expect(try await roundTrip(decimals, as: "numeric[]") == decimals)
+        let bytes = [Data([0, 1]), Data()]
+        #expect(try await roundTrip(bytes, as: "bytea[]") == bytes)
+        let dates = [Date(timeIntervalSince1970: 1.5), Date(timeIntervalSince1970: -100.25)]
+        #expect(try await roundTrip(dates, as: "timestamptz[]") == dates)
+        let optionals: [Int?] = [1, nil, 3]
+        #expect(try await roundTrip(optionals, as: "int8[]") == optionals)
+    }
+
+    @Test func nullAndOptionals() async throws {
+        let connection = try await TestServer.connect()
+        let none: Int? = nil
+        let rows = try await connection.query("SELECT \(none)::int8, \(Optional(5))::int8, NULL::text")
+        #expect(try rows[0].decode(Int?.self, at: 0) == nil)
+        #expect(try rows[0].decode(Int?.self, at: 1) == 5)
+        #expect(try rows[0].decode(String?.self, at: 2) == nil)
+        #expect(throws: PostgresError.self) { try rows[0].decode(Int.self, at: 0) }
+        await connection.close()
+    }
+
+    @Test func textWithNULIsAClearError() async throws {
+        let connection = try await TestServer.connect()
+        let error = await #expect(throws: PostgresError.self) {
+            try await connection.query("SELECT \("a\u{0}b")::text")
+        }
+        #expect(error?.kind == .encoding)
+        #expect(error?.message.contains("NUL") == true)
+        // The connection is still usable.
+        #expect(try await connection.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
+        await connection.close()
+    }
+
+    @Test func typeMismatchNamesTheColumn() async throws {
+        let connection = try await TestServer.connect()
+        let rows = try await connection.query("SELECT 'x'::text AS label")
+        let error = #expect(throws: PostgresError.self) { try rows[0].decode(Int.self, column: "label") }
+        #expect(error?.kind == .decoding)
+        #expect(error?.column == "label")
+        await connection.close()
+    }
+}
