@@ -1,1 +1,342 @@
+import Logging
 import SkyrosPostgres
+
+/// Applies versioned SQL migrations to a PostgreSQL schema, safely from any number of processes at once.
+///
+/// Each migration runs in its own transaction together with its history row, so it is applied entirely or
+/// not at all. A session advisory lock, polled against a deadline, serialises concurrent migrators before the
+/// history table is created or read. Edited, deleted and out-of-order files are refused with a message naming
+/// the file.
+///
+/// ```swift
+/// let migrator = Migrator(
+///     source: .directory(path: "migrations"),
+///     configuration: .init(schema: "app"),
+///     logger: logger)
+/// let report = try await migrator.migrate(database: try PostgresConfiguration(url: url))
+/// for step in report.completed { print(step.migration.fileName, step.duration) }
+/// ```
+///
+/// ## Topics
+/// - ``migrate(database:to:progress:)``
+/// - ``migrate(on:to:dryRun:progress:)``
+/// - ``rollback(steps:on:dryRun:progress:)``
+/// - ``plan(on:to:)``
+/// - ``status(on:)``
+/// - ``verify(on:)``
+/// - ``baseline(version:description:on:)``
+public struct Migrator: Sendable {
+    /// Where the history lives and how migrations run.
+    public struct Configuration: Sendable, Hashable {
+        /// The schema holding the history table and receiving the migrations' objects (`search_path` is set to
+        /// it while migrating; it is created if missing). Default `public`.
+        public var schema: String
+        /// The history table's name. Default `skyros_schema_migrations`.
+        public var historyTable: String
+        /// How long to wait for another migrator's lock before failing. Default 5 minutes.
+        public var lockWaitTimeout: Duration
+        /// Apply pending files older than the newest applied version instead of refusing. Default `false`.
+        public var allowOutOfOrder: Bool
+        /// `lock_timeout` for every migration without a `-- migrate:lock-timeout` directive (e.g. `"5s"`).
+        public var lockTimeout: String?
+        /// `statement_timeout` for every migration without a `-- migrate:statement-timeout` directive.
+        public var statementTimeout: String?
+        /// Recorded in `applied_by`; `nil` records the database user (`current_user`).
+        public var appliedBy: String?
+
+        /// Creates a configuration; every argument has a default.
+        public init(
+            schema: String = "public", historyTable: String = "skyros_schema_migrations",
+            lockWaitTimeout: Duration = .seconds(300), allowOutOfOrder: Bool = false,
+            lockTimeout: String? = nil, statementTimeout: String? = nil, appliedBy: String? = nil
+        ) {
+            self.schema = schema
+            self.historyTable = historyTable
+            self.lockWaitTimeout = lockWaitTimeout
+            self.allowOutOfOrder = allowOutOfOrder
+            self.lockTimeout = lockTimeout
+            self.statementTimeout = statementTimeout
+            self.appliedBy = appliedBy
+        }
+    }
+
+    /// Where the migrations come from.
+    public let source: MigrationSource
+    /// The configuration.
+    public let configuration: Configuration
+    let logger: Logger
+    private var history: MigrationHistory {
+        MigrationHistory(schema: self.configuration.schema, table: self.configuration.historyTable)
+    }
+
+    /// Creates a migrator. Nothing is read until a method runs.
+    /// - Parameters:
+    ///   - source: the migration files.
+    ///   - configuration: schema, history table, timeouts.
+    ///   - logger: receives debug/info records (never SQL parameter values); a no-op logger by default.
+    public init(
+        source: MigrationSource, configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "skyros.migrations", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
+        self.source = source
+        self.configuration = configuration
+        var logger = logger
+        logger[metadataKey: "skyros.migrations.schema"] = "\(configuration.schema)"
+        self.logger = logger
+    }
+
+    /// Loads and parses the migrations, sorted by version.
+    /// - Throws: ``MigrationError`` naming the bad file.
+    public func migrations() throws -> [Migration] { try self.source.load() }
+
+    /// Opens a direct connection, applies every pending migration, and closes the connection.
+    ///
+    /// This is the call for service start-up (`DataStack.start` uses it). Use a direct connection, not one
+    /// through a transaction-mode pooler: the migration lock is a session lock.
+    /// ```swift
+    /// try await Migrator(source: .bundle(.module)).migrate(database: configuration)
+    /// ```
+    /// - Throws: ``MigrationError``, or ``PostgresError`` when the connection cannot be opened.
+    @discardableResult
+    public func migrate(
+        database: PostgresConfiguration, to target: Int64? = nil,
+        progress: (@Sendable (MigrationEvent) -> Void)? = nil
+    ) async throws -> MigrationReport {
+        let migrations = try self.migrations()  // fail on a bad file before connecting
+        let connection = try await Connection.connect(to: database, logger: self.logger)
+        do {
+            let report = try await self.migrate(
+                migrations, on: connection, to: target, dryRun: false, progress: progress)
+            await connection.close()
+            return report
+        } catch {
+            await connection.close()
+            throw error
+        }
+    }
+
+    /// Applies pending migrations in version order, each in its own transaction with its history row.
+    ///
+    /// Refuses (throws ``MigrationError/Kind/refused``, changing nothing) when an applied file changed, an
+    /// applied version has no file, or a pending file is older than the newest applied one (unless
+    /// ``Configuration/allowOutOfOrder``). A transactional migration containing a statement that cannot run in
+    /// a transaction is refused before anything runs.
+    /// - Parameters:
+    ///   - connection: a direct connection, outside a transaction. Its `search_path` is restored afterwards.
+    ///   - target: apply versions up to and including this one; `nil` for all.
+    ///   - dryRun: only plan: take the lock, read the history, create nothing and run nothing.
+    ///   - progress: called as the migrator waits for the lock and runs each migration.
+    /// - Returns: what ran (or would run).
+    /// - Throws: ``MigrationError`` naming the file (and line, for a failing statement).
+    @discardableResult
+    public func migrate(
+        on connection: Connection, to target: Int64? = nil, dryRun: Bool = false,
+        progress: (@Sendable (MigrationEvent) -> Void)? = nil
+    ) async throws -> MigrationReport {
+        try await self.migrate(
+            try self.migrations(), on: connection, to: target, dryRun: dryRun, progress: progress)
+    }
+
+    private func migrate(
+        _ migrations: [Migration], on connection: Connection, to target: Int64?, dryRun: Bool,
+        progress: (@Sendable (MigrationEvent) -> Void)?
+    ) async throws -> MigrationReport {
+        try await self.withSession(on: connection, createHistory: !dryRun, progress: progress) { session in
+            let applied = try await self.history.read(on: connection)
+            let plan = MigrationPlanner.plan(
+                migrations: migrations, applied: applied, target: target,
+                allowOutOfOrder: self.configuration.allowOutOfOrder)
+            if !plan.issues.isEmpty {
+                throw Self.refusal(plan.issues)
+            }
+            for migration in plan.pending {
+                try MigrationRunner.checkTransactional(
+                    migration, direction: .up, serverVersion: session.serverVersion)
+            }
+            var report = MigrationReport(
+                direction: .up, planned: plan.pending, completed: [], isDryRun: dryRun,
+                lockWait: session.lockWait, currentVersion: applied.map(\.version).max())
+            if dryRun { return report }
+            let runner = MigrationRunner(history: self.history, configuration: self.configuration, logger: self.logger)
+            for migration in plan.pending {
+                progress?(.started(migration, .up))
+                let duration = try await runner.run(migration, direction: .up, on: connection)
+                let step = MigrationReport.Step(migration: migration, direction: .up, duration: duration)
+                report.completed.append(step)
+                report.currentVersion = max(report.currentVersion ?? migration.version, migration.version)
+                self.logger.info(
+                    "applied migration",
+                    metadata: ["skyros.migrations.file": "\(migration.fileName)", "skyros.migrations.duration": "\(duration)"])
+                progress?(.finished(step))
+            }
+            return report
+        }
+    }
+
+    /// Reverts the `steps` newest applied migrations, newest first, each in its own transaction with the
+    /// removal of its history row.
+    ///
+    /// ```swift
+    /// try await migrator.rollback(steps: 1, on: connection)
+    /// ```
+    /// - Throws: ``MigrationError`` of kind ``MigrationError/Kind/irreversible`` (no down section),
+    ///   ``MigrationError/Kind/refused`` (file missing or changed), or ``MigrationError/Kind/statementFailed``.
+    @discardableResult
+    public func rollback(
+        steps: Int = 1, on connection: Connection, dryRun: Bool = false,
+        progress: (@Sendable (MigrationEvent) -> Void)? = nil
+    ) async throws -> MigrationReport {
+        guard steps >= 1 else {
+            throw MigrationError(kind: .invalidArgument, message: "steps must be at least 1 (got \(steps))")
+        }
+        let migrations = try self.migrations()
+        return try await self.withSession(on: connection, createHistory: false, progress: progress) { session in
+            var applied = try await self.history.read(on: connection)
+            let toRevert = try MigrationPlanner.rollback(migrations: migrations, applied: applied, steps: steps)
+            for migration in toRevert {
+                try MigrationRunner.checkTransactional(
+                    migration, direction: .down, serverVersion: session.serverVersion)
+            }
+            var report = MigrationReport(
+                direction: .down, planned: toRevert, completed: [], isDryRun: dryRun, lockWait: session.lockWait,
+                currentVersion: applied.map(\.version).max())
+            if dryRun { return report }
+            let runner = MigrationRunner(history: self.history, configuration: self.configuration, logger: self.logger)
+            for migration in toRevert {
+                progress?(.started(migration, .down))
+                let duration = try await runner.run(migration, direction: .down, on: connection)
+                let step = MigrationReport.Step(migration: migration, direction: .down, duration: duration)
+                report.completed.append(step)
+                applied.removeAll { $0.version == migration.version }
+                report.currentVersion = applied.map(\.version).max()
+                self.logger.info("reverted migration", metadata: ["skyros.migrations.file": "\(migration.fileName)"])
+                progress?(.finished(step))
+            }
+            return report
+        }
+    }
+
+    /// Compares the files with the history without taking the lock or changing anything.
+    /// - Parameter target: limit ``MigrationPlan/pending`` to versions up to this one.
+    public func plan(on connection: Connection, to target: Int64? = nil) async throws -> MigrationPlan {
+        let migrations = try self.migrations()
+        let applied = try await self.history.read(on: connection)
+        return MigrationPlanner.plan(
+            migrations: migrations, applied: applied, target: target,
+            allowOutOfOrder: self.configuration.allowOutOfOrder)
+    }
+
+    /// Every version's state (applied, pending, changed, missing…), by version. Read-only.
+    ///
+    /// ```swift
+    /// for row in try await migrator.status(on: connection) { print(row.version, row.state.rawValue) }
+    /// ```
+    public func status(on connection: Connection) async throws -> [MigrationStatus] {
+        try await self.plan(on: connection).statuses
+    }
+
+    /// The disagreements between files and history: checksum drift, applied versions missing on disk,
+    /// unknown applied versions, and (unless allowed) out-of-order files. Empty when all is well. Read-only.
+    public func verify(on connection: Connection) async throws -> [MigrationIssue] {
+        try await self.plan(on: connection).issues
+    }
+
+    /// Marks an existing database as being at `version`: files up to it are treated as already applied and
+    /// never run. Only possible while the history is empty.
+    ///
+    /// ```swift
+    /// try await migrator.baseline(version: 20240101000000, on: connection)
+    /// ```
+    /// - Throws: ``MigrationError`` of kind ``MigrationError/Kind/invalidBaseline``.
+    public func baseline(version: Int64, description: String = "baseline", on connection: Connection) async throws {
+        guard version > 0 else {
+            throw MigrationError(kind: .invalidBaseline, message: "the baseline version must be positive")
+        }
+        try await self.withSession(on: connection, createHistory: true, progress: nil) { _ in
+            let applied = try await self.history.read(on: connection)
+            guard applied.isEmpty else {
+                throw MigrationError(
+                    kind: .invalidBaseline,
+                    message: "cannot baseline: \(self.configuration.schema).\(self.configuration.historyTable) "
+                        + "already records \(applied.count) version(s), up to \(applied.map(\.version).max() ?? 0)")
+            }
+            try await self.history.insertBaseline(
+                version: version, description: description, appliedBy: self.configuration.appliedBy, on: connection)
+        }
+    }
+
+    // MARK: Session
+
+    private struct Session: Sendable {
+        var serverVersion: Int
+        var lockWait: Duration
+    }
+
+    /// Takes the migration lock, points `search_path` at the schema and (optionally) creates the history table;
+    /// runs `body`; then restores `search_path` and releases the lock on every path.
+    private func withSession<R: Sendable>(
+        on connection: Connection, createHistory: Bool, progress: (@Sendable (MigrationEvent) -> Void)?,
+        _ body: (Session) async throws -> R
+    ) async throws -> R {
+        if await connection.isInTransaction {
+            throw MigrationError(
+                kind: .invalidArgument, message: "the migrator needs a connection that is not inside a transaction")
+        }
+        let info: PostgresRows
+        do {
+            info = try await connection.query(
+                "SELECT current_database(), current_setting('search_path'), current_setting('server_version_num')::int")
+        } catch let error as PostgresError {
+            throw MigrationError(kind: .history, message: "cannot read the session settings: \(error.message)",
+                underlying: error)
+        }
+        guard let row = info.first else {
+            throw MigrationError(kind: .history, message: "cannot read the session settings")
+        }
+        let database = try row.decode(String.self, at: 0)
+        let originalSearchPath = try row.decode(String.self, at: 1)
+        let serverVersion = Int(try row.decode(Int32.self, at: 2))
+
+        let lock = MigrationLock(
+            database: database, schema: self.configuration.schema, table: self.configuration.historyTable)
+        var reportedWait = false
+        let lockWait = try await lock.acquire(
+            on: connection, timeout: self.configuration.lockWaitTimeout, logger: self.logger,
+            waiting: {
+                if !reportedWait {
+                    reportedWait = true
+                    progress?(.waitingForLock)
+                }
+            })
+        if reportedWait { progress?(.lockAcquired(waited: lockWait)) }
+        do {
+            try await connection.query(
+                "SELECT set_config('search_path', \(quoteIdentifier(self.configuration.schema)), false)")
+            if createHistory {
+                try await self.history.create(on: connection)
+            }
+            let result = try await body(Session(serverVersion: serverVersion, lockWait: lockWait))
+            await self.endSession(on: connection, lock: lock, searchPath: originalSearchPath)
+            return result
+        } catch {
+            await self.endSession(on: connection, lock: lock, searchPath: originalSearchPath)
+            throw error
+        }
+    }
+
+    private func endSession(on connection: Connection, lock: MigrationLock, searchPath: String) async {
+        if await connection.isInTransaction { _ = try? await connection.execute(script: "ROLLBACK") }
+        _ = try? await connection.query("SELECT set_config('search_path', \(searchPath), false)")
+        await lock.release(on: connection)
+    }
+
+    static func refusal(_ issues: [MigrationIssue]) -> MigrationError {
+        let first = issues[0]
+        let message = issues.count == 1
+            ? "refusing to migrate: \(first.kind.rawValue)"
+            : "refusing to migrate: \(issues.count) problems between the files and the history"
+        return MigrationError(
+            kind: .refused, message: message, fileName: issues.count == 1 ? first.fileName : nil,
+            version: first.version, issues: issues)
+    }
+}
