@@ -1,0 +1,77 @@
+import Foundation
+
+/// Evaluates fetch descriptors on values in memory, with the same results as the SQL that
+/// ``SQLQueryBuilder`` generates for PostgreSQL: same accepted predicates, same `nil` handling, same string
+/// order (code points), same tie-break by primary key.
+///
+/// Predicates are evaluated with Foundation's `Predicate.evaluate` (Swift semantics are the reference; the SQL
+/// is generated to match them). Every call first checks that the predicate and sort are translatable, so the
+/// in-memory store rejects exactly what the PostgreSQL store rejects.
+///
+/// ```swift
+/// let page = try InMemoryQuery.apply(
+///     FetchDescriptor<User>(predicate: #Predicate { $0.age != nil }, sortBy: [SortDescriptor(\.name)],
+///                           fetchLimit: 10, fetchOffset: 20),
+///     to: allUsers)
+/// ```
+package enum InMemoryQuery {
+    /// Whether `value` satisfies `predicate` (`true` for a `nil` predicate).
+    /// - Throws: ``QueryError`` when the predicate has no SQL translation; errors from `evaluate`.
+    package static func matches<T: Entity>(_ predicate: Predicate<T>?, _ value: T) throws -> Bool {
+        guard let predicate else { return true }
+        _ = try SQLQueryBuilder.condition(predicate)
+        return try predicate.evaluate(value)
+    }
+
+    /// The values that satisfy `predicate`, in their original order (the predicate is checked once).
+    /// - Throws: ``QueryError`` when the predicate has no SQL translation; errors from `evaluate`.
+    package static func filter<T: Entity>(_ predicate: Predicate<T>?, _ values: [T]) throws -> [T] {
+        guard let predicate else { return values }
+        _ = try SQLQueryBuilder.condition(predicate)
+        return try values.filter { try predicate.evaluate($0) }
+    }
+
+    /// `values` sorted by `sort` (or `T.defaultSort` when empty), ties broken by the primary key ascending —
+    /// the order `SQLQueryBuilder.orderBy` produces. Uses Foundation's `SortDescriptor.compare`, which on Linux
+    /// orders strings by code point (`COLLATE "C"`) and `nil` first in ascending order.
+    package static func sorted<T: Entity>(_ values: [T], by sort: [SortDescriptor<T>]) -> [T] {
+        let descriptors = sort.isEmpty ? T.defaultSort : sort
+        return values.enumerated().sorted { a, b in
+            for descriptor in descriptors {
+                switch descriptor.compare(a.element, b.element) {
+                case .orderedAscending: return true
+                case .orderedDescending: return false
+                case .orderedSame: continue
+                }
+            }
+            switch compareIdentifiers(a.element.id, b.element.id) {
+            case .orderedAscending?: return true
+            case .orderedDescending?: return false
+            case .orderedSame?, nil: return a.offset < b.offset
+            }
+        }.map(\.element)
+    }
+
+    /// Filters, sorts, skips `fetchOffset` and keeps `fetchLimit` values, like the SQL `SELECT`.
+    /// - Throws: ``QueryError`` for an untranslatable predicate or sort, or a negative limit or offset.
+    package static func apply<T: Entity>(_ descriptor: FetchDescriptor<T>, to values: [T]) throws -> [T] {
+        _ = try SQLQueryBuilder.orderBy(descriptor.sortBy)
+        try SQLQueryBuilder.validateWindow(descriptor, T.self)
+        let matching = try self.filter(descriptor.predicate, values)
+        var result = self.sorted(matching, by: descriptor.sortBy)[...]
+        if let offset = descriptor.fetchOffset { result = result.dropFirst(offset) }
+        if let limit = descriptor.fetchLimit { result = result.prefix(limit) }
+        return Array(result)
+    }
+}
+
+/// Orders two primary keys when their type is `Comparable` (Int, String, UUID…); `nil` otherwise.
+private func compareIdentifiers<ID>(_ a: ID, _ b: ID) -> ComparisonResult? {
+    guard let a = a as? any Comparable else { return nil }
+    return compareOpened(a, b)
+}
+
+private func compareOpened<C: Comparable>(_ a: C, _ b: Any) -> ComparisonResult? {
+    guard let b = b as? C else { return nil }
+    return a < b ? .orderedAscending : (b < a ? .orderedDescending : .orderedSame)
+}

@@ -1,0 +1,186 @@
+import Foundation
+import SkyrosPostgres
+
+/// Builds the parameterized SQL for fetch descriptors: `WHERE`, `ORDER BY`, `SELECT`, `count` and `DELETE`.
+///
+/// Values are always bound parameters; identifiers are always quoted. The per-entity work (column map, select
+/// list, primary key) is computed once per type and cached, so building a query only walks the predicate tree.
+///
+/// ```swift
+/// let query = try SQLQueryBuilder.select(
+///     FetchDescriptor<User>(predicate: #Predicate { $0.name.starts(with: "A") }, fetchLimit: 10),
+///     schema: "app", includeVersion: true)
+/// // SELECT "id", "name", "age", xmin::text::int8 AS "__version" FROM "app"."users"
+/// //   WHERE ("name" LIKE $1 ESCAPE E'\\') ORDER BY "id" ASC LIMIT $2      binds: ["A%", 10]
+/// ```
+package enum SQLQueryBuilder {
+    /// The name of the version column added by ``select(_:schema:includeVersion:)``.
+    package static let versionAlias = "__version"
+
+    /// The predicate as a boolean SQL expression with `$1…$n` placeholders; `nil` when `predicate` is `nil`.
+    /// - Throws: ``QueryError`` naming the first construct that cannot be translated.
+    package static func condition<T: Entity>(_ predicate: Predicate<T>?) throws -> PostgresQuery? {
+        guard let predicate else { return nil }
+        var writer = SQLWriter(metadata: try EntityQueryMetadata.of(T.self))
+        try writer.writeCondition(predicate)
+        return PostgresQuery(unsafeSQL: writer.sql, binds: writer.binds)
+    }
+
+    /// `" ORDER BY …"` for `sort`, or for `T.defaultSort` when `sort` is empty, always ending with the primary
+    /// key so the order is total. Strings sort with `COLLATE "C"`; `nil` sorts first ascending, last descending.
+    /// - Throws: ``QueryError`` (`unsupportedSort`, `unmappedKeyPath`) for a sort that SQL cannot reproduce.
+    package static func orderBy<T: Entity>(_ sort: [SortDescriptor<T>]) throws -> String {
+        let metadata = try EntityQueryMetadata.of(T.self)
+        var sql = " ORDER BY "
+        var first = true
+        for (column, forward) in try self.sortColumns(sort, metadata) {
+            if !first { sql += ", " }
+            first = false
+            sql += column.quoted
+            if column.isString { sql += " COLLATE \"C\"" }
+            sql += forward ? " ASC" : " DESC"
+            if column.isOptional { sql += forward ? " NULLS FIRST" : " NULLS LAST" }
+        }
+        return sql
+    }
+
+    /// `SELECT <every column> [, <version> AS "__version"] FROM "schema"."table" [WHERE …] ORDER BY … [LIMIT …]
+    /// [OFFSET …]`. The version is `xmin::text::int8`, or the entity's `versionColumn` when it has one.
+    /// - Parameters:
+    ///   - descriptor: what to fetch.
+    ///   - schema: the schema holding the table; `nil` uses the search path.
+    ///   - includeVersion: whether to add the `"__version"` column (for optimistic locking).
+    /// - Throws: ``QueryError`` for an untranslatable predicate or sort, or a negative limit or offset.
+    package static func select<T: Entity>(
+        _ descriptor: FetchDescriptor<T>, schema: String?, includeVersion: Bool
+    ) throws -> PostgresQuery {
+        let metadata = try EntityQueryMetadata.of(T.self)
+        var writer = SQLWriter(metadata: metadata)
+        writer.append("SELECT ")
+        writer.append(metadata.selectList)
+        if includeVersion {
+            let version = T.versionColumn.map(quoteIdentifier) ?? "xmin::text::int8"
+            writer.append(", \(version) AS \(quoteIdentifier(versionAlias))")
+        }
+        writer.append(" FROM ")
+        writer.append(self.table(T.self, schema))
+        try self.writeWhere(descriptor.predicate, into: &writer)
+        writer.append(try self.orderBy(descriptor.sortBy))
+        try self.writeWindow(descriptor, into: &writer)
+        return PostgresQuery(unsafeSQL: writer.sql, binds: writer.binds)
+    }
+
+    /// `SELECT count(*) …` for the rows `descriptor` selects (its limit and offset included).
+    /// - Throws: ``QueryError`` as ``select(_:schema:includeVersion:)``.
+    package static func count<T: Entity>(_ descriptor: FetchDescriptor<T>, schema: String?) throws -> PostgresQuery {
+        var writer = SQLWriter(metadata: try EntityQueryMetadata.of(T.self))
+        let windowed = descriptor.fetchLimit != nil || (descriptor.fetchOffset ?? 0) != 0
+        writer.append(windowed ? "SELECT count(*) FROM (SELECT 1 FROM " : "SELECT count(*) FROM ")
+        writer.append(self.table(T.self, schema))
+        try self.writeWhere(descriptor.predicate, into: &writer)
+        if windowed {
+            writer.append(try self.orderBy(descriptor.sortBy))
+            try self.writeWindow(descriptor, into: &writer)
+            writer.append(") AS \"__skyros_window\"")
+        } else {
+            try self.validateWindow(descriptor, T.self)
+        }
+        return PostgresQuery(unsafeSQL: writer.sql, binds: writer.binds)
+    }
+
+    /// `DELETE FROM "schema"."table" [WHERE …] RETURNING "<primary key>"`; every row when `predicate` is `nil`.
+    /// - Throws: ``QueryError`` for an untranslatable predicate.
+    package static func delete<T: Entity>(where predicate: Predicate<T>?, schema: String?) throws -> PostgresQuery {
+        let metadata = try EntityQueryMetadata.of(T.self)
+        var writer = SQLWriter(metadata: metadata)
+        writer.append("DELETE FROM ")
+        writer.append(self.table(T.self, schema))
+        try self.writeWhere(predicate, into: &writer)
+        writer.append(" RETURNING \(metadata.primaryKey.quoted)")
+        return PostgresQuery(unsafeSQL: writer.sql, binds: writer.binds)
+    }
+
+    // MARK: - Parts
+
+    static func table<T: Entity>(_ type: T.Type, _ schema: String?) -> String {
+        if let schema { return quoteIdentifier(schema) + "." + quoteIdentifier(T.tableName) }
+        return quoteIdentifier(T.tableName)
+    }
+
+    private static func writeWhere<T: Entity>(_ predicate: Predicate<T>?, into writer: inout SQLWriter) throws {
+        guard let predicate else { return }
+        writer.append(" WHERE ")
+        try writer.writeCondition(predicate)
+    }
+
+    private static func writeWindow<T: Entity>(_ descriptor: FetchDescriptor<T>, into writer: inout SQLWriter) throws {
+        try self.validateWindow(descriptor, T.self)
+        if let limit = descriptor.fetchLimit {
+            writer.append(" LIMIT ")
+            try writer.bind(encodable: limit)
+        }
+        if let offset = descriptor.fetchOffset, offset > 0 {
+            writer.append(" OFFSET ")
+            try writer.bind(encodable: offset)
+        }
+    }
+
+    /// - Throws: ``QueryError`` (`invalidDescriptor`) for a negative limit or offset.
+    static func validateWindow<T: Entity>(_ descriptor: FetchDescriptor<T>, _ type: T.Type) throws {
+        for (name, value) in [("fetchLimit", descriptor.fetchLimit), ("fetchOffset", descriptor.fetchOffset)] {
+            if let value, value < 0 {
+                throw QueryError(
+                    code: .invalidDescriptor, entity: String(describing: T.self), construct: name,
+                    message: "\(name) must not be negative (got \(value)) in a fetch of \(T.self)")
+            }
+        }
+    }
+
+    /// The effective sort: `sort` or `T.defaultSort`, then the primary key; each column once (a repeated
+    /// column cannot change the order), as (column, ascending).
+    static func sortColumns<T: Entity>(
+        _ sort: [SortDescriptor<T>], _ metadata: EntityQueryMetadata
+    ) throws -> [(EntityQueryMetadata.Column, Bool)] {
+        var result: [(EntityQueryMetadata.Column, Bool)] = []
+        var seen: Set<String> = []
+        for descriptor in sort.isEmpty ? T.defaultSort : sort {
+            let column = try self.sortColumn(descriptor, metadata)
+            if seen.insert(column.name).inserted { result.append((column, descriptor.order == .forward)) }
+        }
+        if seen.insert(metadata.primaryKey.name).inserted { result.append((metadata.primaryKey, true)) }
+        return result
+    }
+
+    private static func sortColumn<T: Entity>(
+        _ descriptor: SortDescriptor<T>, _ metadata: EntityQueryMetadata
+    ) throws -> EntityQueryMetadata.Column {
+        guard let keyPath = descriptor.keyPath else {
+            throw QueryError(
+                code: .unsupportedSort, entity: metadata.entityName, construct: "SortDescriptor",
+                message: "a SortDescriptor on \(metadata.entityName) without a key path cannot be translated to SQL")
+        }
+        guard let column = metadata.columnsByKeyPath[keyPath] else {
+            throw QueryError(
+                code: .unmappedKeyPath, entity: metadata.entityName, construct: "\(keyPath)",
+                message: "cannot sort by \(keyPath): it is not a column of \(metadata.entityName)")
+        }
+        if let comparator = descriptor.stringComparator {
+            var lexical = String.StandardComparator.lexical
+            lexical.order = comparator.order
+            if comparator != lexical {
+                throw QueryError(
+                    code: .unsupportedSort, entity: metadata.entityName, construct: "\(keyPath)",
+                    message: "sorting \(keyPath) with a non-lexical string comparator is not supported; "
+                        + "strings sort in code-point order (comparator: .lexical, the default on Linux)")
+            }
+        }
+        return column
+    }
+}
+
+extension SQLWriter {
+    /// Writes `predicate` with its variable bound to the entity row.
+    package mutating func writeCondition<T>(_ predicate: Predicate<T>) throws {
+        try self.with(predicate.variable.key, boundTo: .row, write: predicate.expression)
+    }
+}
