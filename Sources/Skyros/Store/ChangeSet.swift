@@ -1,0 +1,166 @@
+import Foundation
+import SkyrosPostgres
+
+/// An ordered list of writes across entity types that a ``Store`` applies atomically (one transaction).
+///
+/// ```swift
+/// var changes = ChangeSet()
+/// changes.insert(User(id: 1, name: "Ada"))
+/// changes.update(renamed, changedColumns: ["name"], expectedVersion: fetched.version)
+/// changes.delete(Post.self, id: 7, expectedVersion: postVersion)
+/// let result = try await store.apply(changes)     // all or nothing
+/// let newVersion = result.operations[1].first?.version
+/// ```
+public struct ChangeSet: Sendable {
+    /// One write: its kind, its entity and table, and the typed payload the stores execute.
+    public struct Operation: Sendable, CustomStringConvertible {
+        /// What an operation does.
+        public enum Kind: String, Sendable, Hashable {
+            case insert, update, delete, upsert, bulkInsert, deleteWhere
+        }
+
+        /// The kind of write.
+        public let kind: Kind
+        /// The entity type's name.
+        public let entity: String
+        /// The entity's (unqualified) table name.
+        public let table: String
+        let change: any EntityOperation
+
+        public var description: String { "\(self.kind) \(self.entity)" }
+    }
+
+    /// The writes, in the order they run.
+    public private(set) var operations: [Operation] = []
+    /// When set, the store refuses the set (``StoreError/storeDestroyed(generation:)``) if it was destroyed
+    /// since: a stack sets it to the ``Store/generation`` it started with.
+    public var expectedGeneration: Int?
+
+    /// An empty change set.
+    public init(expectedGeneration: Int? = nil) {
+        self.expectedGeneration = expectedGeneration
+    }
+
+    /// Whether the set has no operations.
+    public var isEmpty: Bool { self.operations.isEmpty }
+
+    private mutating func add<T: Entity>(_ kind: Operation.Kind, _ payload: EntityChange<T>.Payload) -> Int {
+        self.operations.append(
+            Operation(
+                kind: kind, entity: String(describing: T.self), table: T.tableName,
+                change: EntityChange<T>(payload: payload)))
+        return self.operations.count - 1
+    }
+
+    /// Inserts a row; a duplicate primary key fails with `PostgresError` `.uniqueViolation`.
+    /// - Returns: the operation's index in ``operations`` (and in ``ChangeSetResult/operations``).
+    @discardableResult
+    public mutating func insert<T: Entity>(_ value: T) -> Int { self.add(.insert, EntityChange<T>.Payload.insert(value)) }
+
+    /// Writes the named columns of the row with `value.id`; nothing at all when `changedColumns` is empty.
+    ///
+    /// - Parameters:
+    ///   - value: the row's new state; only `changedColumns` are read from it.
+    ///   - changedColumns: column names (as in ``Entity/columns``).
+    ///   - expectedVersion: when set, the write fails with ``StoreError/versionConflict(entity:id:expected:actual:)``
+    ///     unless the row still has this version.
+    @discardableResult
+    public mutating func update<T: Entity>(_ value: T, changedColumns: [String], expectedVersion: Int64? = nil) -> Int {
+        self.add(.update, EntityChange<T>.Payload.update(value, changedColumns, expectedVersion))
+    }
+
+    /// Deletes the row with `id` (no error when it does not exist and no version is expected).
+    @discardableResult
+    public mutating func delete<T: Entity>(_ type: T.Type, id: T.ID, expectedVersion: Int64? = nil) -> Int {
+        self.add(.delete, EntityChange<T>.Payload.delete(id, expectedVersion))
+    }
+
+    /// Inserts the row, or overwrites every column of the existing row with the same primary key
+    /// (`INSERT … ON CONFLICT (id) DO UPDATE`).
+    @discardableResult
+    public mutating func upsert<T: Entity>(_ value: T) -> Int { self.add(.upsert, EntityChange<T>.Payload.upsert(value)) }
+
+    /// Inserts many rows (COPY for large batches on PostgreSQL, multi-row INSERT otherwise).
+    @discardableResult
+    public mutating func bulkInsert<T: Entity>(_ values: [T]) -> Int { self.add(.bulkInsert, EntityChange<T>.Payload.bulkInsert(values)) }
+
+    /// Deletes every row matching `predicate` (`nil`: every row of the table).
+    @discardableResult
+    public mutating func delete<T: Entity>(where predicate: Predicate<T>?) -> Int {
+        self.add(.deleteWhere, EntityChange<T>.Payload.deleteWhere(predicate))
+    }
+
+    /// Appends another set's operations after these.
+    public mutating func append(contentsOf other: ChangeSet) {
+        self.operations += other.operations
+    }
+}
+
+/// One row written by a change set: for change logs, identity maps and notifications.
+public struct RowChange: Sendable, Hashable {
+    /// What happened to the row.
+    public enum Kind: String, Sendable, Hashable {
+        case inserted, updated, deleted
+    }
+
+    /// The entity type's name.
+    public var entity: String
+    /// The (unqualified) table name.
+    public var table: String
+    /// The primary key, encoded as it is bound (`PostgresValue.text` is its text form).
+    public var id: PostgresValue
+    public var kind: Kind
+    /// The row's new version; `nil` for deleted rows.
+    public var version: Int64?
+
+    public init(entity: String, table: String, id: PostgresValue, kind: Kind, version: Int64?) {
+        self.entity = entity
+        self.table = table
+        self.id = id
+        self.kind = kind
+        self.version = version
+    }
+}
+
+/// What a change set wrote: per operation, the rows it touched with their new versions.
+public struct ChangeSetResult: Sendable, Hashable {
+    /// One entry per ``ChangeSet/operations`` element, in the same order. An update with no changed columns,
+    /// or a delete of a missing row, has no rows.
+    public var operations: [[RowChange]]
+
+    public init(operations: [[RowChange]]) { self.operations = operations }
+
+    /// Every written row, in order.
+    public var changes: [RowChange] { self.operations.flatMap { $0 } }
+}
+
+/// The typed work behind a ``ChangeSet/Operation``; each store executes it.
+protocol EntityOperation: Sendable {
+    func run(on context: PostgresWriteContext) async throws -> [RowChange]
+    func run(in database: inout InMemoryDatabase) throws -> [RowChange]
+}
+
+/// A typed operation on entity `T`.
+struct EntityChange<T: Entity>: EntityOperation {
+    enum Payload: Sendable {
+        case insert(T)
+        case update(T, [String], Int64?)
+        case delete(T.ID, Int64?)
+        case upsert(T)
+        case bulkInsert([T])
+        case deleteWhere(Predicate<T>?)
+    }
+
+    let payload: Payload
+
+    /// Column indices for an update, validated against the entity.
+    static func columnIndices(_ names: [String], plan: EntityPlan<T>) throws -> [Int] {
+        var seen = Set<Int>()
+        return try names.compactMap { name in
+            guard let index = plan.columnIndex[name] else {
+                throw StoreError.unknownColumn(entity: plan.entityName, column: name)
+            }
+            return seen.insert(index).inserted ? index : nil
+        }
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import SkyrosPostgres
+import Synchronization
+
+/// How an entity's Codable keys become column names.
+///
+/// ```swift
+/// struct Order: Entity, ColumnKeyStrategyProviding {
+///     var id: Int
+///     var createdAt: Date                     // Codable key "createdAt" → column "created_at"
+///     static let tableName = "orders"
+///     static let columns: [EntityColumn<Order>] = [EntityColumn(\.id, "id"), EntityColumn(\.createdAt, "created_at")]
+///     static let columnKeyStrategy = ColumnKeyStrategy.convertToSnakeCase
+/// }
+/// ```
+public enum ColumnKeyStrategy: Sendable, Hashable {
+    /// A Codable key is the column name (rename with `CodingKeys`).
+    case useCodingKeys
+    /// `createdAt` → `created_at`, `userURL` → `user_url` (the same rule as `JSONEncoder.KeyEncodingStrategy`).
+    case convertToSnakeCase
+
+    /// The column name for a Codable key.
+    public func columnName(forKey key: String) -> String {
+        switch self {
+        case .useCodingKeys: return key
+        case .convertToSnakeCase: return snakeCased(key)
+        }
+    }
+}
+
+/// Adopt on an ``Entity`` to choose a ``ColumnKeyStrategy`` other than ``ColumnKeyStrategy/useCodingKeys``.
+public protocol ColumnKeyStrategyProviding {
+    /// The strategy used for every column of the entity.
+    static var columnKeyStrategy: ColumnKeyStrategy { get }
+}
+
+/// An entity's declaration does not match its Codable shape (a key without a column, a column no key fills,
+/// no primary key column, …). Raised the first time the type is encoded, decoded or validated.
+public struct EntityMappingError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The entity type's name.
+    public var entity: String
+    /// The column concerned, when there is one.
+    public var column: String?
+    /// What is wrong.
+    public var message: String
+
+    public init(entity: String, column: String? = nil, message: String) {
+        self.entity = entity
+        self.column = column
+        self.message = message
+    }
+
+    public var description: String {
+        if let column { return "entity \(self.entity), column \"\(column)\": \(self.message)" }
+        return "entity \(self.entity): \(self.message)"
+    }
+}
+
+func snakeCased(_ key: String) -> String {
+    let characters = Array(key)
+    var out = ""
+    out.reserveCapacity(characters.count + 4)
+    for (i, character) in characters.enumerated() {
+        if character.isUppercase, i > 0 {
+            let previous = characters[i - 1]
+            let nextIsLower = i + 1 < characters.count && characters[i + 1].isLowercase
+            if previous.isLowercase || previous.isNumber || (previous.isUppercase && nextIsLower) {
+                out.append("_")
+            }
+        }
+        out += character.lowercased()
+    }
+    return out
+}
+
+/// Everything about an entity type that is computed once: column list, primary key, version handling.
+///
+/// Plans are cached per type for the life of the process (`EntityPlan<User>.shared`).
+package final class EntityPlan<T: Entity>: Sendable {
+    package let entityName: String
+    package let tableName: String
+    /// Column names in ``Entity/columns`` order: the order of encoded values and of selected columns.
+    package let columnNames: [String]
+    package let columnIndex: [String: Int]
+    package let idIndex: Int
+    package let keyStrategy: ColumnKeyStrategy
+    /// The version column, or `nil` for `xmin`.
+    package let versionColumn: String?
+
+    init() throws {
+        let name = String(describing: T.self)
+        self.entityName = name
+        self.tableName = T.tableName
+        let columns = T.columns
+        guard !columns.isEmpty else { throw EntityMappingError(entity: name, message: "declares no columns") }
+        self.columnNames = columns.map(\.name)
+        var index: [String: Int] = [:]
+        for (i, column) in columns.enumerated() {
+            if index[column.name] != nil {
+                throw EntityMappingError(entity: name, column: column.name, message: "is declared twice in columns")
+            }
+            index[column.name] = i
+        }
+        self.columnIndex = index
+        self.keyStrategy = (T.self as? any ColumnKeyStrategyProviding.Type)?.columnKeyStrategy ?? .useCodingKeys
+        self.versionColumn = T.versionColumn
+        if let version = T.versionColumn, index[version] != nil {
+            throw EntityMappingError(
+                entity: name, column: version,
+                message: "is the version column, which the store manages; remove it from columns and read Versioned.version")
+        }
+        // The primary key is the query layer's (one rule for both: the column for \.id).
+        let primaryKey = try EntityQueryMetadata.of(T.self).primaryKey.name
+        guard let idIndex = index[primaryKey] else {
+            throw EntityMappingError(entity: name, column: primaryKey, message: "the primary key is not a declared column")
+        }
+        self.idIndex = idIndex
+    }
+
+    package var idColumn: String { self.columnNames[self.idIndex] }
+
+    /// The qualified table name parts for a schema.
+    package func table(schema: String?) -> [String] {
+        schema.map { [$0, self.tableName] } ?? [self.tableName]
+    }
+
+    /// The quoted, qualified table name (trusted SQL text).
+    package func quotedTable(schema: String?) -> String {
+        self.table(schema: schema).map(quoteIdentifier).joined(separator: ".")
+    }
+
+    /// The SQL expression of the row version as `int8`.
+    package var versionExpression: String {
+        self.versionColumn.map(quoteIdentifier) ?? "xmin::text::int8"
+    }
+
+    /// The quoted column list in declared order (trusted SQL text).
+    package var quotedColumns: String { self.columnNames.map(quoteIdentifier).joined(separator: ", ") }
+
+    /// Encodes an id as a bound value.
+    package func idValue(_ id: T.ID) throws -> PostgresValue {
+        try PostgresValue(id)
+    }
+
+    /// A printable id for error messages.
+    package func describe(id: PostgresValue) -> String { id.text ?? "NULL" }
+
+    /// The cached plan of `T`.
+    package static var shared: EntityPlan<T> {
+        get throws { try planCache.plan(for: T.self) }
+    }
+}
+
+/// The process-wide cache of entity plans, keyed by type.
+private final class PlanCache: Sendable {
+    private let plans = Mutex<[ObjectIdentifier: any Sendable]>([:])
+
+    func plan<T: Entity>(for type: T.Type) throws -> EntityPlan<T> {
+        let key = ObjectIdentifier(type)
+        if let plan = self.plans.withLock({ $0[key] }) as? EntityPlan<T> { return plan }
+        let plan = try EntityPlan<T>()
+        self.plans.withLock { $0[key] = plan }
+        return plan
+    }
+}
+
+private let planCache = PlanCache()

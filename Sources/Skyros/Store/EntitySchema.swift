@@ -1,0 +1,247 @@
+import Foundation
+import SkyrosPostgres
+
+/// One way an entity does not fit its table.
+public struct SchemaIssue: Sendable, Hashable, CustomStringConvertible {
+    /// The entity type's name.
+    public var entity: String
+    /// The column concerned; `nil` for table-level issues (missing table, no unique key).
+    public var column: String?
+    /// The Swift property type, when the issue is about a type (e.g. `Optional<Int>`).
+    public var swiftType: String?
+    /// The PostgreSQL column type, when known (e.g. `text`, `int8[]`).
+    public var postgresType: String?
+    /// The explanation.
+    public var message: String
+
+    public var description: String {
+        if let column { return "entity \(self.entity), column \"\(column)\": \(self.message)" }
+        return "entity \(self.entity): \(self.message)"
+    }
+}
+
+/// Entities do not match the live database schema. Thrown by ``EntitySchema/validate(_:on:schema:)``; lists
+/// every issue found, one per line.
+///
+/// ```
+/// entity User, column "age": Swift type Optional<Int> is incompatible with PostgreSQL type text
+/// ```
+public struct SchemaMismatchError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Every issue, in entity and column order.
+    public var issues: [SchemaIssue]
+
+    public var description: String { self.issues.map(\.description).joined(separator: "\n") }
+}
+
+/// Checks entities against the live schema (`pg_attribute`), so a mismatch fails at start, not at the first
+/// unlucky row.
+///
+/// It is an error when:
+/// - the table does not exist, or a declared column is missing;
+/// - a column's type cannot hold the property's Swift type (`Int` needs `int2/int4/int8`, `String` needs
+///   `text/varchar/bpchar/citext` or an enum type, nested Codable values need `json/jsonb`, …);
+/// - a **non-optional property maps to a nullable column**: a NULL would fail decoding later, for some rows
+///   only, so Skyros refuses it at start (make the property optional or add `NOT NULL`);
+/// - a `NOT NULL` column without a default is not mapped (every insert would fail);
+/// - the primary key column has no unique index (upsert and findOrCreate need `ON CONFLICT (id)`);
+/// - the version column is missing or not an integer.
+///
+/// An optional property on a `NOT NULL` column is fine. That each Codable key has a column (and each column a
+/// key) is checked the first time a value is encoded or decoded (``EntityMappingError``).
+///
+/// ```swift
+/// try await pool.withConnection { connection in
+///     try await EntitySchema.validate([User.self, Post.self], on: connection, schema: "app")
+/// }
+/// ```
+public enum EntitySchema {
+    /// Validates entity types against the database; throws one error listing every issue.
+    /// - Parameters:
+    ///   - types: the entity types.
+    ///   - connection: a connection to the database.
+    ///   - schema: the schema holding the tables; `nil` for `current_schema()`.
+    /// - Throws: ``SchemaMismatchError``, ``EntityMappingError``, or `PostgresError`.
+    public static func validate(_ types: [any Entity.Type], on connection: Connection, schema: String?) async throws {
+        var issues: [SchemaIssue] = []
+        for type in types {
+            issues += try await self.issues(type, on: connection, schema: schema)
+        }
+        if !issues.isEmpty { throw SchemaMismatchError(issues: issues) }
+    }
+
+    /// The issues of one entity type (empty when it fits).
+    public static func issues<T: Entity>(_ type: T.Type, on connection: Connection, schema: String?) async throws -> [SchemaIssue] {
+        let plan = try EntityPlan<T>.shared
+        let schemaName = try PostgresValue(schema)
+        let rows = try await connection.query(
+            """
+            SELECT a.attname::text, coalesce(bt.typname, t.typname)::text, coalesce(bt.typtype, t.typtype)::text,
+                   et.typname::text, a.attnotnull, (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''),
+                   EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisunique
+                           AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum AND i.indpred IS NULL)
+            FROM pg_catalog.pg_class c
+            JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+            JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+            JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+            LEFT JOIN pg_catalog.pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
+            LEFT JOIN pg_catalog.pg_type et ON et.oid = coalesce(bt.typelem, t.typelem)
+                 AND coalesce(bt.typcategory, t.typcategory) = 'A'
+            WHERE c.relname = \(T.tableName) AND n.nspname = coalesce(\(schemaName)::text, current_schema())
+              AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+            ORDER BY a.attnum
+            """)
+        let entity = plan.entityName
+        let tableName = plan.table(schema: schema).joined(separator: ".")
+        guard !rows.isEmpty else {
+            return [SchemaIssue(entity: entity, message: "table \(tableName) does not exist")]
+        }
+        var live: [String: LiveColumn] = [:]
+        for row in rows {
+            let column = LiveColumn(
+                name: try row.decode(String.self, at: 0), typeName: try row.decode(String.self, at: 1),
+                typeKind: try row.decode(String.self, at: 2), elementType: try row.decode(String?.self, at: 3),
+                notNull: try row.decode(Bool.self, at: 4), hasDefault: try row.decode(Bool.self, at: 5),
+                unique: try row.decode(Bool.self, at: 6))
+            live[column.name] = column
+        }
+
+        var issues: [SchemaIssue] = []
+        for (index, declared) in T.columns.enumerated() {
+            let swiftName = String(describing: declared.valueType)
+            guard let column = live[declared.name] else {
+                issues.append(SchemaIssue(
+                    entity: entity, column: declared.name, swiftType: swiftName,
+                    message: "the column does not exist in table \(tableName)"))
+                continue
+            }
+            let (wrapped, optional) = unwrapOptional(declared.valueType)
+            if !ColumnTypeRule.accepts(wrapped, column) {
+                issues.append(SchemaIssue(
+                    entity: entity, column: declared.name, swiftType: swiftName, postgresType: column.displayType,
+                    message: "Swift type \(swiftName) is incompatible with PostgreSQL type \(column.displayType)"))
+            }
+            if !optional, !column.notNull {
+                issues.append(SchemaIssue(
+                    entity: entity, column: declared.name, swiftType: swiftName, postgresType: column.displayType,
+                    message: "Swift type \(swiftName) is not optional but the column allows NULL (add NOT NULL or make the property optional)"))
+            }
+            if index == plan.idIndex, !column.unique {
+                issues.append(SchemaIssue(
+                    entity: entity, column: declared.name,
+                    message: "the primary key column has no primary key or unique index (upsert and findOrCreate need one)"))
+            }
+        }
+        if let version = plan.versionColumn {
+            if let column = live[version] {
+                if !["int2", "int4", "int8"].contains(column.typeName) {
+                    issues.append(SchemaIssue(
+                        entity: entity, column: version, swiftType: "Int64", postgresType: column.displayType,
+                        message: "the version column must be an integer column, not \(column.displayType)"))
+                }
+            } else {
+                issues.append(SchemaIssue(
+                    entity: entity, column: version, message: "the version column does not exist in table \(tableName)"))
+            }
+        }
+        for row in rows {
+            let name = try row.decode(String.self, at: 0)
+            guard let column = live[name], plan.columnIndex[name] == nil, name != plan.versionColumn else { continue }
+            if column.notNull, !column.hasDefault {
+                issues.append(SchemaIssue(
+                    entity: entity, column: name, postgresType: column.displayType,
+                    message: "the column is NOT NULL without a default and no property maps to it, so every insert would fail"))
+            }
+        }
+        return issues
+    }
+}
+
+/// A column as the catalog describes it.
+struct LiveColumn {
+    var name: String
+    /// `pg_type.typname` (of the base type for domains): `int8`, `text`, `_text` for arrays.
+    var typeName: String
+    /// `pg_type.typtype`: `b` base, `e` enum, `c` composite, …
+    var typeKind: String
+    /// The element type name for arrays.
+    var elementType: String?
+    var notNull: Bool
+    var hasDefault: Bool
+    /// Alone covered by a unique index (or the primary key).
+    var unique: Bool
+
+    var displayType: String { self.elementType.map { "\($0)[]" } ?? self.typeName }
+}
+
+/// Which PostgreSQL types a Swift property type can be stored in (as the row codec binds and decodes it).
+enum ColumnTypeRule {
+    static func scalarTypes(_ type: Any.Type) -> Set<String>? {
+        switch type {
+        case is Bool.Type: return ["bool"]
+        case is Int.Type, is Int64.Type, is UInt32.Type: return ["int8", "int4", "int2"]
+        case is Int32.Type, is UInt16.Type: return ["int4", "int2", "int8"]
+        case is Int16.Type, is Int8.Type, is UInt8.Type: return ["int2", "int4", "int8"]
+        case is UInt.Type, is UInt64.Type: return ["int8", "numeric"]
+        case is Double.Type, is Float.Type: return ["float8", "float4", "numeric"]
+        case is Decimal.Type: return ["numeric"]
+        case is String.Type: return ["text", "varchar", "bpchar", "name", "citext"]
+        case is UUID.Type: return ["uuid"]
+        case is Date.Type: return ["timestamptz", "timestamp", "date"]
+        case is Data.Type: return ["bytea"]
+        default: return nil
+        }
+    }
+
+    static func accepts(_ type: Any.Type, _ column: LiveColumn) -> Bool {
+        if let scalars = self.scalarTypes(type) {
+            if type == String.self, column.typeKind == "e" { return true }
+            return scalars.contains(column.typeName)
+        }
+        if let raw = rawValueType(type) {
+            // Raw-value enums are bound as their raw value (text untyped, so enum columns work too).
+            if raw == String.self, column.typeKind == "e" { return true }
+            if let scalars = self.scalarTypes(raw) { return scalars.contains(column.typeName) }
+        }
+        if let element = arrayElementType(type) {
+            let (wrapped, _) = unwrapOptional(element)
+            if let scalars = self.scalarTypes(wrapped), isNativeArrayElement(wrapped) {
+                guard let columnElement = column.elementType else { return false }
+                return scalars.contains(columnElement)
+            }
+        }
+        // Anything else with structure is stored as JSON.
+        return column.typeName == "jsonb" || column.typeName == "json"
+    }
+
+    /// Arrays of these bind as PostgreSQL arrays (`[String]` → `text[]`); other arrays become JSON.
+    static func isNativeArrayElement(_ type: Any.Type) -> Bool {
+        type is any PostgresArrayElement.Type
+    }
+}
+
+private protocol OptionalTypeUnwrapping { static var wrappedType: Any.Type { get } }
+extension Optional: OptionalTypeUnwrapping { static var wrappedType: Any.Type { Wrapped.self } }
+
+private protocol ArrayTypeUnwrapping { static var elementType: Any.Type { get } }
+extension Array: ArrayTypeUnwrapping { static var elementType: Any.Type { Element.self } }
+
+/// The non-optional type and whether it was optional (nested optionals unwrap fully).
+func unwrapOptional(_ type: Any.Type) -> (Any.Type, Bool) {
+    var current = type
+    var optional = false
+    while let unwrapping = current as? any OptionalTypeUnwrapping.Type {
+        current = unwrapping.wrappedType
+        optional = true
+    }
+    return (current, optional)
+}
+
+func arrayElementType(_ type: Any.Type) -> Any.Type? {
+    (type as? any ArrayTypeUnwrapping.Type)?.elementType
+}
+
+func rawValueType(_ type: Any.Type) -> Any.Type? {
+    func raw<R: RawRepresentable>(_ type: R.Type) -> Any.Type { R.RawValue.self }
+    guard let representable = type as? any RawRepresentable.Type else { return nil }
+    return raw(representable)
+}

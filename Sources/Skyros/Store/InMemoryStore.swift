@@ -1,0 +1,223 @@
+import Foundation
+import SkyrosPostgres
+import Synchronization
+
+/// A store in process memory with PostgreSQL's semantics: unique primary keys (a duplicate fails with a
+/// `PostgresError` `.uniqueViolation` naming constraint `<table>_pkey`), a version per row that grows on every
+/// write, atomic change sets, and the same predicate evaluation (``InMemoryQuery``) as the SQL path.
+///
+/// Rows are kept encoded (as the values that would be bound), so values round-trip exactly as they would
+/// through PostgreSQL (for example text with a NUL is refused, dates keep microseconds).
+///
+/// ```swift
+/// let store = InMemoryStore()
+/// try await store.insert(User(id: 1, name: "Ada"))
+/// let ada = try await store.object(User.self, id: 1)      // Versioned(value: …, version: 1)
+/// ```
+///
+/// Only the primary key is unique; other constraints (foreign keys, checks, NOT NULL) are not modelled.
+public final class InMemoryStore: Store {
+    private let database = Mutex(InMemoryDatabase())
+
+    /// Creates an empty store.
+    public init() {}
+
+    public var generation: Int { self.database.withLock { $0.generation } }
+
+    public func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [Versioned<T>] {
+        let all = try self.all(T.self)
+        let selected = try InMemoryQuery.apply(descriptor, to: all.map(\.value))
+        let versions = Dictionary(all.map { ($0.value.id, $0.version) }, uniquingKeysWith: { a, _ in a })
+        return selected.map { Versioned(value: $0, version: versions[$0.id] ?? 0) }
+    }
+
+    public func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int {
+        try InMemoryQuery.apply(descriptor, to: try self.all(T.self).map(\.value)).count
+    }
+
+    public func object<T: Entity>(_ type: T.Type, id: T.ID) async throws -> Versioned<T>? {
+        let plan = try EntityPlan<T>.shared
+        let key = try plan.idValue(id)
+        guard let row = self.database.withLock({ $0.tables[plan.tableName]?.rows[key] }) else { return nil }
+        return Versioned(value: try RowDecoder(plan: plan).decode(values: row.values), version: row.version)
+    }
+
+    public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: Versioned<T>, created: Bool) {
+        let plan = try EntityPlan<T>.shared
+        let values = try RowEncoder(plan: plan).encode(value)
+        let key = values[plan.idIndex]
+        let (row, created) = self.database.withLock { database -> (InMemoryRow, Bool) in
+            if let existing = database.tables[plan.tableName]?.rows[key] { return (existing, false) }
+            return (database.insert(values, key: key, table: plan.tableName), true)
+        }
+        return (Versioned(value: try RowDecoder(plan: plan).decode(values: row.values), version: row.version), created)
+    }
+
+    public func apply(_ changes: ChangeSet) async throws -> ChangeSetResult {
+        try self.database.withLock { database in
+            var copy = database
+            let result = try copy.apply(changes)
+            database = copy
+            return result
+        }
+    }
+
+    public func apply(batch: [ChangeSet]) async throws -> [Result<ChangeSetResult, any Error>] {
+        self.database.withLock { database in
+            batch.map { changes in
+                var copy = database
+                do {
+                    let result = try copy.apply(changes)
+                    database = copy
+                    return .success(result)
+                } catch {
+                    return .failure(error)
+                }
+            }
+        }
+    }
+
+    public func destroy(confirm: DestroyConfirmation) async throws {
+        self.database.withLock { database in
+            database.tables.removeAll()
+            database.generation += 1
+        }
+    }
+
+    /// Every row of `T`, decoded, in insertion order.
+    private func all<T: Entity>(_ type: T.Type) throws -> [Versioned<T>] {
+        let plan = try EntityPlan<T>.shared
+        let rows = self.database.withLock { database -> [InMemoryRow] in
+            guard let table = database.tables[plan.tableName] else { return [] }
+            return table.rows.values.sorted { $0.sequence < $1.sequence }
+        }
+        let values = try RowDecoder(plan: plan).decode(valueRows: rows.map(\.values))
+        return zip(values, rows).map { Versioned(value: $0, version: $1.version) }
+    }
+}
+
+/// One stored row: encoded column values in ``Entity/columns`` order.
+struct InMemoryRow: Sendable {
+    var values: [PostgresValue]
+    var version: Int64
+    /// Insertion order, for a stable scan order.
+    var sequence: Int
+}
+
+struct InMemoryTable: Sendable {
+    var rows: [PostgresValue: InMemoryRow] = [:]
+}
+
+/// The whole in-memory database: a value, so a change set runs on a copy and commits by assignment.
+struct InMemoryDatabase: Sendable {
+    var tables: [String: InMemoryTable] = [:]
+    var generation = 0
+    var nextSequence = 0
+
+    mutating func apply(_ changes: ChangeSet) throws -> ChangeSetResult {
+        if let expected = changes.expectedGeneration, expected != self.generation {
+            throw StoreError.storeDestroyed(generation: self.generation)
+        }
+        var results: [[RowChange]] = []
+        results.reserveCapacity(changes.operations.count)
+        for operation in changes.operations {
+            results.append(try operation.change.run(in: &self))
+        }
+        return ChangeSetResult(operations: results)
+    }
+
+    @discardableResult
+    mutating func insert(_ values: [PostgresValue], key: PostgresValue, table: String) -> InMemoryRow {
+        self.nextSequence += 1
+        let row = InMemoryRow(values: values, version: 1, sequence: self.nextSequence)
+        self.tables[table, default: InMemoryTable()].rows[key] = row
+        return row
+    }
+}
+
+extension EntityChange {
+    func run(in database: inout InMemoryDatabase) throws -> [RowChange] {
+        let plan = try EntityPlan<T>.shared
+        let table = plan.tableName
+        func change(_ key: PostgresValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
+            RowChange(entity: plan.entityName, table: table, id: key, kind: kind, version: version)
+        }
+        func insert(_ value: T) throws -> RowChange {
+            let values = try RowEncoder(plan: plan).encode(value)
+            let key = values[plan.idIndex]
+            if database.tables[table]?.rows[key] != nil {
+                throw PostgresError(
+                    kind: .uniqueViolation, sqlState: .uniqueViolation, severity: "ERROR",
+                    message: "duplicate key value violates unique constraint \"\(table)_pkey\"",
+                    detail: "Key (\(plan.idColumn))=(\(plan.describe(id: key))) already exists.",
+                    table: table, constraint: "\(table)_pkey")
+            }
+            return change(key, .inserted, database.insert(values, key: key, table: table).version)
+        }
+
+        switch self.payload {
+        case .insert(let value):
+            return [try insert(value)]
+
+        case .bulkInsert(let values):
+            return try values.map(insert)
+
+        case .update(let value, let columns, let expected):
+            let indices = try Self.columnIndices(columns, plan: plan)
+            let key = try plan.idValue(value.id)
+            if indices.isEmpty { return [] }
+            guard var row = database.tables[table]?.rows[key] else {
+                if let expected {
+                    throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: nil)
+                }
+                throw StoreError.notFound(entity: plan.entityName, id: plan.describe(id: key))
+            }
+            if let expected, row.version != expected {
+                throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: row.version)
+            }
+            let values = try RowEncoder(plan: plan).encode(value)
+            for index in indices { row.values[index] = values[index] }
+            row.version += 1
+            database.tables[table]?.rows[key] = row
+            return [change(key, .updated, row.version)]
+
+        case .delete(let id, let expected):
+            let key = try plan.idValue(id)
+            guard let row = database.tables[table]?.rows[key] else {
+                if let expected {
+                    throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: nil)
+                }
+                return []
+            }
+            if let expected, row.version != expected {
+                throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: row.version)
+            }
+            database.tables[table]?.rows[key] = nil
+            return [change(key, .deleted, nil)]
+
+        case .upsert(let value):
+            let values = try RowEncoder(plan: plan).encode(value)
+            let key = values[plan.idIndex]
+            guard var row = database.tables[table]?.rows[key] else {
+                return [change(key, .inserted, database.insert(values, key: key, table: table).version)]
+            }
+            row.values = values
+            row.version += 1
+            database.tables[table]?.rows[key] = row
+            return [change(key, .updated, row.version)]
+
+        case .deleteWhere(let predicate):
+            guard let rows = database.tables[table]?.rows.values.sorted(by: { $0.sequence < $1.sequence }) else { return [] }
+            let decoder = RowDecoder(plan: plan)
+            var deleted: [RowChange] = []
+            for row in rows {
+                let value = try decoder.decode(values: row.values)
+                guard try InMemoryQuery.matches(predicate, value) else { continue }
+                let key = row.values[plan.idIndex]
+                database.tables[table]?.rows[key] = nil
+                deleted.append(change(key, .deleted, nil))
+            }
+            return deleted
+        }
+    }
+}
