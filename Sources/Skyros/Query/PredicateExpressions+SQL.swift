@@ -82,8 +82,8 @@ extension PredicateExpressions.KeyPath: SQLFragment {
         }
         guard Root.Output.self == String.self else {
             throw writer.unsupported(
-                "KeyPath \(path)", "only mapped columns and String's count, isEmpty, localizedLowercase and "
-                    + "localizedUppercase are supported in predicates")
+                "KeyPath", "a key path on \(Root.Output.self) (to \(Output.self)) is not supported; only mapped "
+                    + "columns and String's count, isEmpty, localizedLowercase and localizedUppercase are")
         }
         let base = try writer.render(self.root)
         switch path {
@@ -97,7 +97,8 @@ extension PredicateExpressions.KeyPath: SQLFragment {
             writer.append("(upper(\(base) COLLATE \(icuCollation)) COLLATE \"C\")")
         default:
             throw writer.unsupported(
-                "KeyPath \(path)", "String's count, isEmpty, localizedLowercase and localizedUppercase are supported")
+                "KeyPath", "the key path \(path) on String (to \(Output.self)) is not supported; String's count, "
+                    + "isEmpty, localizedLowercase and localizedUppercase are")
         }
     }
 }
