@@ -1,0 +1,273 @@
+import Foundation
+import SkyrosPostgres
+import Testing
+
+@testable import SkyrosMigrations
+
+/// The library against the real server; each test migrates its own schema and drops it.
+@Suite("Migrator (PostgreSQL)")
+struct MigratorTests {
+    /// Runs `body` with a fresh schema name, a directory holding the example migrations and a connection.
+    func withFixture(
+        _ body: (String, TemporaryDirectory, Connection) async throws -> Void
+    ) async throws {
+        let schema = TestServer.uniqueSchema()
+        let directory = try TemporaryDirectory()
+        try ExampleMigrations.write(to: directory)
+        let connection = try await TestServer.connect()
+        do {
+            try await body(schema, directory, connection)
+        } catch {
+            await connection.close()
+            await TestServer.dropSchema(schema)
+            throw error
+        }
+        await connection.close()
+        await TestServer.dropSchema(schema)
+    }
+
+    func migrator(_ schema: String, _ directory: TemporaryDirectory, lockWait: Duration = .seconds(60)) -> Migrator {
+        Migrator(
+            source: .directory(directory.url),
+            configuration: .init(schema: schema, lockWaitTimeout: lockWait))
+    }
+
+    @Test func freshDatabaseMigratesThenSecondRunIsANoOp() async throws {
+        try await withFixture { schema, directory, connection in
+            let migrator = self.migrator(schema, directory)
+            #expect(try await migrator.status(on: connection).map(\.state) == [.pending, .pending, .pending])
+
+            let first = try await migrator.migrate(on: connection)
+            #expect(first.completed.map(\.migration.version) == [1, 2, 3])
+            #expect(first.currentVersion == 3)
+            #expect(try await TestServer.scalar(Int.self, "SELECT count(*)::int FROM \(qualified: [schema, "authors"])") == 1)
+            #expect(try await TestServer.relationExists(schema, "authors_name"))
+
+            let second = try await migrator.migrate(on: connection)
+            #expect(second.completed.isEmpty)
+            #expect(second.currentVersion == 3)
+            #expect(try await TestServer.scalar(Int.self, "SELECT count(*)::int FROM \(qualified: [schema, "authors"])") == 1)
+
+            let statuses = try await migrator.status(on: connection)
+            #expect(statuses.map(\.state) == [.applied, .applied, .applied])
+            #expect(statuses.allSatisfy { $0.appliedAt != nil })
+            #expect(try await migrator.verify(on: connection).isEmpty)
+
+            // History rows carry checksum, timing and who applied them.
+            let rows = try await connection.query(
+                "SELECT checksum, execution_ms, applied_by FROM \(qualified: [schema, "skyros_schema_migrations"]) ORDER BY version")
+            #expect(rows.count == 3)
+            #expect(try rows[0].decode(String.self, at: 0) == migrator.migrations()[0].checksum)
+            #expect(try rows[0].decode(String.self, at: 2) == "postgres")
+        }
+    }
+
+    @Test func searchPathIsRestoredAndObjectsLandInTheSchema() async throws {
+        try await withFixture { schema, directory, connection in
+            let before = try await connection.query("SELECT current_setting('search_path')")[0].decode(String.self, at: 0)
+            try await self.migrator(schema, directory).migrate(on: connection)
+            let after = try await connection.query("SELECT current_setting('search_path')")[0].decode(String.self, at: 0)
+            #expect(before == after)
+            #expect(try await TestServer.relationExists(schema, "authors"))
+            #expect(try await TestServer.scalar(Bool.self, "SELECT to_regclass('public.authors_name') IS NULL"))
+        }
+    }
+
+    @Test func failingThirdLineNamesFileAndLineAndLeavesNothingBehind() async throws {
+        try await withFixture { schema, directory, connection in
+            try directory.write(
+                "4_broken.sql",
+                "CREATE TABLE partial_thing (id int);\nINSERT INTO partial_thing VALUES (1);\nINSERT INTO no_such_table VALUES (1);\n")
+            let migrator = self.migrator(schema, directory)
+            let error = await #expect(throws: MigrationError.self) { try await migrator.migrate(on: connection) }
+            #expect(error?.kind == .statementFailed)
+            #expect(error?.fileName == "4_broken.sql")
+            #expect(error?.line == 3)
+            #expect(error?.sqlState == .undefinedTable)
+            #expect(error?.description.hasPrefix("4_broken.sql:3: SQLSTATE 42P01") == true)
+            #expect(!(try await TestServer.relationExists(schema, "partial_thing")))
+            #expect(try await migrator.status(on: connection).map(\.state) == [.applied, .applied, .applied, .pending])
+            #expect(await !connection.isInTransaction)
+
+            // A runtime error without a server position points at the statement's first line.
+            try directory.write(
+                "4_broken.sql",
+                "CREATE TABLE partial_thing (id int PRIMARY KEY);\n\nINSERT INTO partial_thing\n  VALUES (1), (1);\n")
+            let duplicate = await #expect(throws: MigrationError.self) { try await migrator.migrate(on: connection) }
+            #expect(duplicate?.line == 3)
+            #expect(duplicate?.sqlState == .uniqueViolation)
+
+            try directory.write(
+                "4_broken.sql", "CREATE TABLE partial_thing (id int);\nINSERT INTO partial_thing VALUES (1);\n")
+            let fixed = try await migrator.migrate(on: connection)
+            #expect(fixed.completed.map(\.migration.fileName) == ["4_broken.sql"])
+            #expect(try await TestServer.relationExists(schema, "partial_thing"))
+        }
+    }
+
+    @Test func editedAppliedFileIsRefusedByUpAndVerify() async throws {
+        try await withFixture { schema, directory, connection in
+            let migrator = self.migrator(schema, directory)
+            try await migrator.migrate(on: connection)
+            try directory.write(
+                "1_create_authors.sql",
+                "-- migrate:up\nCREATE TABLE authors (id uuid PRIMARY KEY, name text);\n-- migrate:down\nDROP TABLE authors;\n")
+            try directory.write("5_more.sql", "CREATE TABLE more (id int);")
+            let error = await #expect(throws: MigrationError.self) { try await migrator.migrate(on: connection) }
+            #expect(error?.kind == .refused)
+            #expect(error?.fileName == "1_create_authors.sql")
+            #expect(error?.issues.map(\.kind) == [.checksumMismatch])
+            #expect(!(try await TestServer.relationExists(schema, "more")))
+            #expect(try await migrator.verify(on: connection).map(\.fileName) == ["1_create_authors.sql"])
+
+            // A CRLF checkout of an unchanged file is not drift.
+            try directory.remove("5_more.sql")
+            let original = ExampleMigrations.files[0].1
+            try directory.write("1_create_authors.sql", original.replacingOccurrences(of: "\n", with: "\r\n"))
+            #expect(try await migrator.verify(on: connection).isEmpty)
+        }
+    }
+
+    @Test func missingAndOutOfOrderFilesAreRefused() async throws {
+        try await withFixture { schema, directory, connection in
+            let migrator = self.migrator(schema, directory)
+            try directory.remove("2_seed_authors.sql")
+            try await migrator.migrate(on: connection)  // 1 and 3
+            try directory.write("2_seed_authors.sql", ExampleMigrations.files[1].1)
+            let outOfOrder = await #expect(throws: MigrationError.self) { try await migrator.migrate(on: connection) }
+            #expect(outOfOrder?.issues.map(\.kind) == [.outOfOrder])
+            #expect(outOfOrder?.fileName == "2_seed_authors.sql")
+
+            let lenient = Migrator(
+                source: .directory(directory.url), configuration: .init(schema: schema, allowOutOfOrder: true))
+            #expect(try await lenient.migrate(on: connection).completed.map(\.migration.version) == [2])
+
+            try directory.remove("1_create_authors.sql")
+            let missing = await #expect(throws: MigrationError.self) { try await migrator.migrate(on: connection) }
+            #expect(missing?.issues.map(\.kind) == [.missingFile])
+            #expect(missing?.fileName == "1_create_authors.sql")
+        }
+    }
+
+    @Test func rollbackRevertsTheNewestMigration() async throws {
+        try await withFixture { schema, directory, connection in
+            let migrator = self.migrator(schema, directory)
+            try await migrator.migrate(on: connection)
+            let report = try await migrator.rollback(steps: 1, on: connection)
+            #expect(report.completed.map(\.migration.version) == [3])
+            #expect(report.currentVersion == 2)
+            #expect(!(try await TestServer.relationExists(schema, "authors_name")))
+            let two = try await migrator.rollback(steps: 2, on: connection)
+            #expect(two.completed.map(\.migration.version) == [2, 1])
+            #expect(!(try await TestServer.relationExists(schema, "authors")))
+            #expect(try await migrator.status(on: connection).map(\.state) == [.pending, .pending, .pending])
+
+            try directory.write("4_irreversible.sql", "CREATE TABLE forever (id int);")
+            try await migrator.migrate(on: connection)
+            let error = await #expect(throws: MigrationError.self) { try await migrator.rollback(on: connection) }
+            #expect(error?.kind == .irreversible)
+            #expect(error?.fileName == "4_irreversible.sql")
+        }
+    }
+
+    @Test func dryRunChangesNothing() async throws {
+        try await withFixture { schema, directory, connection in
+            let migrator = self.migrator(schema, directory)
+            let report = try await migrator.migrate(on: connection, dryRun: true)
+            #expect(report.isDryRun)
+            #expect(report.planned.map(\.version) == [1, 2, 3])
+            #expect(report.completed.isEmpty)
+            #expect(try await TestServer.scalar(Int.self, "SELECT count(*)::int FROM pg_namespace WHERE nspname = \(schema)") == 0)
+
+            try await migrator.migrate(on: connection, to: 2)
+            let down = try await migrator.rollback(steps: 1, on: connection, dryRun: true)
+            #expect(down.planned.map(\.version) == [2])
+            #expect(try await TestServer.scalar(Int.self, "SELECT count(*)::int FROM \(qualified: [schema, "authors"])") == 1)
+            #expect(try await migrator.status(on: connection).map(\.state) == [.applied, .applied, .pending])
+        }
+    }
+
+    @Test func nonTransactionalStatementIsRefusedBeforeAnythingRuns() async throws {
+        try await withFixture { schema, directory, connection in
+            try directory.write(
+                "4_index.sql", "CREATE TABLE t4 (id int);\n\nCREATE INDEX CONCURRENTLY t4_id ON t4 (id);\n")
+            let migrator = self.migrator(schema, directory)
+            let error = await #expect(throws: MigrationError.self) { try await migrator.migrate(on: connection) }
+            #expect(error?.kind == .nonTransactionalStatement)
+            #expect(error?.fileName == "4_index.sql")
+            #expect(error?.line == 3)
+            #expect(error?.message.contains("-- migrate:no-transaction") == true)
+            #expect(try await TestServer.scalar(Int.self, "SELECT count(*)::int FROM pg_namespace WHERE nspname = \(schema)") == 1)
+            #expect(!(try await TestServer.relationExists(schema, "authors")))  // refused before migration 1 ran
+        }
+    }
+
+    @Test func statementTimeoutDirectiveApplies() async throws {
+        try await withFixture { schema, directory, connection in
+            try directory.write("4_slow.sql", "-- migrate:statement-timeout 100ms\nSELECT pg_sleep(5);\n")
+            let migrator = self.migrator(schema, directory)
+            let error = await #expect(throws: MigrationError.self) { try await migrator.migrate(on: connection) }
+            #expect(error?.sqlState == .queryCanceled)
+            #expect(error?.line == 2)
+            // The timeout was local to the migration's transaction.
+            #expect(try await connection.query("SHOW statement_timeout")[0].decode(String.self, at: 0) == "0")
+        }
+    }
+
+    @Test func lockWaitTimesOutNamingTheHolder() async throws {
+        try await withFixture { schema, directory, connection in
+            let database = try await connection.query("SELECT current_database()")[0].decode(String.self, at: 0)
+            let lock = MigrationLock(database: database, schema: schema, table: "skyros_schema_migrations")
+            let holder = try await TestServer.connect()
+            try await holder.query("SELECT pg_advisory_lock(\(lock.key))")
+            let holderPID = await holder.backendPID
+            let migrator = self.migrator(schema, directory, lockWait: .milliseconds(300))
+            let error = await #expect(throws: MigrationError.self) { try await migrator.migrate(on: connection) }
+            #expect(error?.kind == .lockTimeout)
+            #expect(error?.message.contains("pid \(holderPID)") == true)
+            #expect(try await TestServer.scalar(Int.self, "SELECT count(*)::int FROM pg_namespace WHERE nspname = \(schema)") == 0)
+            await holder.close()
+            #expect(try await migrator.migrate(on: connection).completed.count == 3)
+        }
+    }
+
+    @Test func concurrentMigratorsApplyEachMigrationOnce() async throws {
+        try await withFixture { schema, directory, _ in
+            let migrator = self.migrator(schema, directory)
+            let configuration = try TestServer.configuration
+            let applied = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<8 {
+                    group.addTask { try await migrator.migrate(database: configuration).completed.count }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(applied == 3)
+            #expect(try await TestServer.scalar(Int.self, "SELECT count(*)::int FROM \(qualified: [schema, "authors"])") == 1)
+        }
+    }
+
+    @Test func baselineSkipsOlderFiles() async throws {
+        try await withFixture { schema, directory, connection in
+            try await connection.execute(
+                script: "CREATE SCHEMA \(quoteIdentifier(schema)); CREATE TABLE \(quoteIdentifier(schema)).authors (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), name text NOT NULL)")
+            let migrator = self.migrator(schema, directory)
+            try await migrator.baseline(version: 1, on: connection)
+            let report = try await migrator.migrate(on: connection)
+            #expect(report.completed.map(\.migration.version) == [2, 3])
+            #expect(try await migrator.status(on: connection).map(\.state) == [.baseline, .applied, .applied])
+            let error = await #expect(throws: MigrationError.self) { try await migrator.baseline(version: 5, on: connection) }
+            #expect(error?.kind == .invalidBaseline)
+        }
+    }
+
+    @Test func inCodeSourceWorks() async throws {
+        try await withFixture { schema, _, connection in
+            let migrations = try [
+                Migration(version: 1, description: "create t", up: "CREATE TABLE t (id int);", down: "DROP TABLE t;")
+            ]
+            let migrator = Migrator(source: .migrations(migrations), configuration: .init(schema: schema))
+            #expect(try await migrator.migrate(on: connection).completed.count == 1)
+            #expect(try await TestServer.relationExists(schema, "t"))
+        }
+    }
+}
