@@ -52,6 +52,18 @@ public final class PostgresStore: Store {
         }
     }
 
+    /// Checks entity types against the tables in this store's schema (see ``EntitySchema``).
+    ///
+    /// ```swift
+    /// try await store.validate([User.self, Post.self])
+    /// ```
+    /// - Throws: ``SchemaMismatchError`` listing every issue (entity, column, Swift and PostgreSQL types).
+    public func validate(_ types: [any Entity.Type]) async throws {
+        try await self.pool.withConnection { connection in
+            try await EntitySchema.validate(types, on: connection, schema: self.schema)
+        }
+    }
+
     // MARK: Reads
 
     public func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [Versioned<T>] {
