@@ -126,9 +126,13 @@ public actor Connection {
     /// that the server dropped is detected without running a statement.
     public func isHealthy() -> Bool {
         guard let handle, PQstatus(handle) == CONNECTION_OK else { return false }
-        if LibPQ.wait(handle, read: true, write: false, timeoutMilliseconds: 0) {
+        // Data on an idle connection is a notice, a notification, or the server's goodbye (FATAL, then EOF):
+        // consume until the socket is quiet so a closed peer is noticed.
+        var reads = 0
+        while reads < 8, LibPQ.wait(handle, read: true, write: false, timeoutMilliseconds: 0) {
             if PQconsumeInput(handle) == 0 { return false }
             while let notify = PQnotifies(handle) { PQfreemem(notify) }
+            reads += 1
         }
         return PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
     }
@@ -269,6 +273,7 @@ public actor Connection {
     /// }
     /// ```
     /// - Throws: the error thrown by `body` (after ROLLBACK), or the COMMIT's error.
+    @discardableResult
     public nonisolated func withTransaction<R>(
         isolation: IsolationLevel? = nil,
         _ body: (Connection) async throws -> R

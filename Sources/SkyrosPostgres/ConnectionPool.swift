@@ -59,7 +59,10 @@ public final class ConnectionPool: Service, Sendable {
 
     private struct Idle {
         let connection: Connection
+        /// When the connection became idle (for the idle timeout).
         let since: ContinuousClock.Instant
+        /// When its health was last confirmed.
+        var lastChecked: ContinuousClock.Instant
     }
 
     private struct Waiter {
@@ -222,11 +225,22 @@ public final class ConnectionPool: Service, Sendable {
             }
             if !state.waiters.isEmpty { return (state.waiters.removeFirst(), false) }
             state.leased -= 1
-            state.idle.append(Idle(connection: connection, since: .now))
+            state.idle.append(Idle(connection: connection, since: .now, lastChecked: .now))
             return (nil, false)
         }
         if closeIt { await connection.close() }
         waiter?.continuation.resume(returning: connection)
+    }
+
+    /// Puts a checked connection back, keeping its idle-since time, or hands it to a waiter.
+    private func returnIdle(_ idle: Idle) {
+        let waiter = self.state.withLock { state -> Waiter? in
+            if !state.waiters.isEmpty { return state.waiters.removeFirst() }
+            state.leased -= 1
+            state.idle.append(idle)
+            return nil
+        }
+        waiter?.continuation.resume(returning: idle.connection)
     }
 
     private func discard(_ connection: Connection) async {
@@ -245,6 +259,7 @@ public final class ConnectionPool: Service, Sendable {
     /// let rows = try await pool.withConnection { try await $0.query("SELECT 1") }
     /// ```
     /// - Throws: `.poolTimeout` when no connection frees up within the lease timeout, or `body`'s error.
+    @discardableResult
     public func withConnection<R>(_ body: (Connection) async throws -> R) async throws -> R {
         let connection = try await self.lease()
         do {
@@ -264,6 +279,7 @@ public final class ConnectionPool: Service, Sendable {
     ///     try await connection.query("INSERT INTO audit (event) VALUES (\(event))")
     /// }
     /// ```
+    @discardableResult
     public func withTransaction<R>(
         isolation: IsolationLevel? = nil, _ body: (Connection) async throws -> R
     ) async throws -> R {
@@ -305,14 +321,19 @@ public final class ConnectionPool: Service, Sendable {
         }
         for connection in expired { await connection.close() }
 
-        let idle = self.state.withLock { state -> [Connection] in
-            let connections = state.idle.map(\.connection)
-            state.idle.removeAll()
-            state.leased += connections.count
-            return connections
+        let checkBefore = now - self.configuration.healthCheckInterval
+        let idle = self.state.withLock { state -> [Idle] in
+            let due = state.idle.filter { $0.lastChecked < checkBefore }
+            state.idle.removeAll { $0.lastChecked < checkBefore }
+            state.leased += due.count
+            return due
         }
-        for connection in idle {
-            if await connection.isHealthy() { await self.release(connection) } else { await self.discard(connection) }
+        for entry in idle {
+            if await entry.connection.isHealthy() {
+                self.returnIdle(Idle(connection: entry.connection, since: entry.since, lastChecked: .now))
+            } else {
+                await self.discard(entry.connection)
+            }
         }
 
         while true {

@@ -48,7 +48,24 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
             cursor += 1
         }
         self.options = options
+        try self.validate()
         if self["application_name"] == nil { self["application_name"] = "skyros" }
+    }
+
+    /// libpq only checks some values when connecting; reject malformed numbers up front.
+    private func validate() throws {
+        if let ports = self["port"] {
+            for port in ports.split(separator: ",", omittingEmptySubsequences: false) {
+                guard port.isEmpty || (Int(port).map { (1...65_535).contains($0) } ?? false) else {
+                    throw PostgresError(kind: .invalidConfiguration, message: "invalid port \"\(port)\": expected a number from 1 to 65535")
+                }
+            }
+        }
+        for keyword in ["connect_timeout", "keepalives_idle", "keepalives_interval", "keepalives_count"] {
+            if let value = self[keyword], Int(value) == nil {
+                throw PostgresError(kind: .invalidConfiguration, message: "invalid \(keyword) \"\(value)\": expected an integer")
+            }
+        }
     }
 
     /// Builds a configuration from individual settings.

@@ -42,14 +42,32 @@ enum TestServer {
     }
 
     /// Runs `pg_ctl <arguments>` on the test cluster and waits for it.
-    static func pgCtl(_ arguments: String) throws {
+    static func pgCtl(_ arguments: String) async throws {
         guard let pgCtl else { throw PostgresError(kind: .invalidConfiguration, message: "no pg_ctl") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "\(pgCtl) \(arguments) >/dev/null 2>&1"]
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "pg_ctl \(arguments) failed")
+        let status = try await runProcess("/bin/sh", ["-c", "\(pgCtl) \(arguments) >/dev/null 2>&1"])
+        #expect(status == 0, "pg_ctl \(arguments) failed")
+    }
+}
+
+/// Runs a process and awaits its exit status.
+///
+/// Uses `posix_spawn` + `waitpid` on a dedicated thread: Foundation's `Process` termination monitoring
+/// never fired in the test process here (neither `waitUntilExit()` nor `terminationHandler`).
+func runProcess(_ path: String, _ arguments: [String]) async throws -> Int32 {
+    var pid: pid_t = 0
+    let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    let rc = posix_spawn(&pid, path, nil, nil, argv, environ)
+    guard rc == 0 else { throw PostgresError(kind: .invalidConfiguration, message: "posix_spawn \(path) failed: \(rc)") }
+    let child = pid
+    return await withCheckedContinuation { continuation in
+        Thread.detachNewThread {
+            var status: Int32 = 0
+            while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+            // WIFEXITED/WEXITSTATUS are macros: decode by hand.
+            let exited = status & 0x7F == 0
+            continuation.resume(returning: exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F))
+        }
     }
 }
 

@@ -133,7 +133,8 @@ struct ValueRoundTripTests {
     @Test func nullAndOptionals() async throws {
         let connection = try await TestServer.connect()
         let none: Int? = nil
-        let rows = try await connection.query("SELECT \(none)::int8, \(Optional(5))::int8, NULL::text")
+        let rows = try await connection.query(
+            PostgresQuery(unsafeSQL: "SELECT $1::int8, $2::int8, NULL::text", binds: [try PostgresValue(none), try PostgresValue(Optional(5))]))
         #expect(try rows[0].decode(Int?.self, at: 0) == nil)
         #expect(try rows[0].decode(Int?.self, at: 1) == 5)
         #expect(try rows[0].decode(String?.self, at: 2) == nil)

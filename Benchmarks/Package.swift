@@ -1,0 +1,25 @@
+// swift-tools-version:6.1
+// Benchmarks live in their own package so their dependencies never reach the library's users.
+import PackageDescription
+
+let package = Package(
+    name: "SkyrosBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(path: ".."),
+    ],
+    targets: [
+        .systemLibrary(name: "CLibPQRaw", pkgConfig: "libpq", providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
+        // The baseline: the same libpq calls made directly from C, timed in C.
+        .target(name: "RawLibPQ", dependencies: ["CLibPQRaw"], cSettings: [.unsafeFlags(["-I/usr/include/postgresql", "-O2"])]),
+        .executableTarget(
+            name: "skyros-bench",
+            dependencies: [
+                "RawLibPQ",
+                .product(name: "SkyrosPostgres", package: "main"),
+                .product(name: "Skyros", package: "main"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+    ]
+)

@@ -1,0 +1,23 @@
+#ifndef RAW_LIBPQ_H
+#define RAW_LIBPQ_H
+#include <stdint.h>
+
+/// Opaque libpq connection for the baseline.
+typedef struct raw_conn raw_conn;
+
+raw_conn *raw_connect(const char *conninfo);
+void raw_finish(raw_conn *conn);
+/// Runs a statement without parameters; returns 0 on success.
+int raw_exec(raw_conn *conn, const char *sql);
+/// n prepared point selects by id (ids cycle through 1...rows), decoding every column. Returns elapsed ns or -1.
+int64_t raw_point_selects(raw_conn *conn, int n, int rows);
+/// n autocommit prepared inserts into bench_insert (id, name). Returns elapsed ns or -1.
+int64_t raw_inserts(raw_conn *conn, int n, int64_t first_id);
+/// n prepared inserts in one transaction, one round trip each. Returns elapsed ns or -1.
+int64_t raw_sequential_transaction(raw_conn *conn, int n, int64_t first_id);
+/// n inserts in one transaction in pipeline mode (one sync). Returns elapsed ns or -1.
+int64_t raw_pipeline_transaction(raw_conn *conn, int n, int64_t first_id);
+/// Fetches rows with score < limit ordered by id (100 rows), decoding every column, n times. Returns ns or -1.
+int64_t raw_fetch_100(raw_conn *conn, int n);
+
+#endif

@@ -1,0 +1,149 @@
+#include "raw_libpq.h"
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct raw_conn { PGconn *pg; };
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+raw_conn *raw_connect(const char *conninfo) {
+    PGconn *pg = PQconnectdb(conninfo);
+    if (PQstatus(pg) != CONNECTION_OK) {
+        fprintf(stderr, "raw connect failed: %s", PQerrorMessage(pg));
+        PQfinish(pg);
+        return NULL;
+    }
+    raw_conn *conn = malloc(sizeof(raw_conn));
+    conn->pg = pg;
+    return conn;
+}
+
+void raw_finish(raw_conn *conn) { PQfinish(conn->pg); free(conn); }
+
+static int ok(PGresult *r) {
+    ExecStatusType s = PQresultStatus(r);
+    int good = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
+    if (!good) fprintf(stderr, "raw error: %s", PQresultErrorMessage(r));
+    PQclear(r);
+    return good;
+}
+
+int raw_exec(raw_conn *conn, const char *sql) { return ok(PQexec(conn->pg, sql)) ? 0 : 1; }
+
+static int prepare(raw_conn *conn, const char *name, const char *sql, int n, const Oid *types) {
+    PGresult *r = PQdescribePrepared(conn->pg, name);
+    int exists = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    if (exists) return 1;
+    return ok(PQprepare(conn->pg, name, sql, n, types));
+}
+
+int64_t raw_point_selects(raw_conn *conn, int n, int rows) {
+    Oid types[1] = {20};
+    if (!prepare(conn, "raw_point", "SELECT id, name, score FROM bench_items WHERE id = $1", 1, types)) return -1;
+    char id[24];
+    const char *values[1] = {id};
+    volatile int64_t sink = 0;
+    int64_t start = now_ns();
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof id, "%d", 1 + i % rows);
+        PGresult *r = PQexecPrepared(conn->pg, "raw_point", 1, values, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) { PQclear(r); return -1; }
+        int64_t got = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        char *name = strdup(PQgetvalue(r, 0, 1));
+        double score = strtod(PQgetvalue(r, 0, 2), NULL);
+        sink += got + (int64_t)score + (int64_t)strlen(name);
+        free(name);
+        PQclear(r);
+    }
+    return now_ns() - start;
+}
+
+int64_t raw_inserts(raw_conn *conn, int n, int64_t first_id) {
+    Oid types[2] = {20, 25};
+    if (!prepare(conn, "raw_insert", "INSERT INTO bench_insert (id, name) VALUES ($1, $2)", 2, types)) return -1;
+    char id[24];
+    const char *values[2] = {id, "benchmark row"};
+    int64_t start = now_ns();
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof id, "%lld", (long long)(first_id + i));
+        if (!ok(PQexecPrepared(conn->pg, "raw_insert", 2, values, NULL, NULL, 0))) return -1;
+    }
+    return now_ns() - start;
+}
+
+int64_t raw_sequential_transaction(raw_conn *conn, int n, int64_t first_id) {
+    Oid types[2] = {20, 25};
+    if (!prepare(conn, "raw_insert", "INSERT INTO bench_insert (id, name) VALUES ($1, $2)", 2, types)) return -1;
+    char id[24];
+    const char *values[2] = {id, "benchmark row"};
+    int64_t start = now_ns();
+    if (!ok(PQexec(conn->pg, "BEGIN"))) return -1;
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof id, "%lld", (long long)(first_id + i));
+        if (!ok(PQexecPrepared(conn->pg, "raw_insert", 2, values, NULL, NULL, 0))) return -1;
+    }
+    if (!ok(PQexec(conn->pg, "COMMIT"))) return -1;
+    return now_ns() - start;
+}
+
+int64_t raw_pipeline_transaction(raw_conn *conn, int n, int64_t first_id) {
+    Oid types[2] = {20, 25};
+    char id[24];
+    const char *values[2] = {id, "benchmark row"};
+    PGconn *pg = conn->pg;
+    int64_t start = now_ns();
+    if (!PQenterPipelineMode(pg)) return -1;
+    PQsetnonblocking(pg, 1);
+    PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof id, "%lld", (long long)(first_id + i));
+        PQsendQueryParams(pg, "INSERT INTO bench_insert (id, name) VALUES ($1, $2)", 2, types, values, NULL, NULL, 0);
+        if (i % 256 == 255) { PQflush(pg); PQconsumeInput(pg); }
+    }
+    PQsendQueryParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
+    PQpipelineSync(pg);
+    while (PQflush(pg) == 1) { PQconsumeInput(pg); }
+    PQsetnonblocking(pg, 0);
+    int failed = 0;
+    for (;;) {
+        PGresult *r = PQgetResult(pg);
+        if (r == NULL) continue;
+        ExecStatusType s = PQresultStatus(r);
+        if (s == PGRES_PIPELINE_SYNC) { PQclear(r); break; }
+        if (s != PGRES_COMMAND_OK) failed = 1;
+        PQclear(r);
+    }
+    PQexitPipelineMode(pg);
+    if (failed) return -1;
+    return now_ns() - start;
+}
+
+int64_t raw_fetch_100(raw_conn *conn, int n) {
+    Oid types[1] = {701};
+    if (!prepare(conn, "raw_fetch", "SELECT id, name, score FROM bench_items WHERE score < $1 ORDER BY id", 1, types)) return -1;
+    const char *values[1] = {"100"};
+    volatile int64_t sink = 0;
+    int64_t start = now_ns();
+    for (int i = 0; i < n; i++) {
+        PGresult *r = PQexecPrepared(conn->pg, "raw_fetch", 1, values, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) { PQclear(r); return -1; }
+        int rows = PQntuples(r);
+        for (int j = 0; j < rows; j++) {
+            int64_t id = strtoll(PQgetvalue(r, j, 0), NULL, 10);
+            char *name = strdup(PQgetvalue(r, j, 1));
+            double score = strtod(PQgetvalue(r, j, 2), NULL);
+            sink += id + (int64_t)score + (int64_t)strlen(name);
+            free(name);
+        }
+        PQclear(r);
+    }
+    return now_ns() - start;
+}

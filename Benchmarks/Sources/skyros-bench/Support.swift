@@ -1,0 +1,41 @@
+import Foundation
+
+/// Median of repeated measurements, in nanoseconds per operation.
+struct Measurement {
+    var samples: [Double] = []
+    mutating func add(totalNanoseconds: Int64, operations: Int) {
+        self.samples.append(Double(totalNanoseconds) / Double(operations))
+    }
+    var median: Double {
+        let sorted = self.samples.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    }
+}
+
+func elapsedNanoseconds(_ body: () async throws -> Void) async rethrows -> Int64 {
+    let clock = ContinuousClock()
+    let start = clock.now
+    try await body()
+    let d = clock.now - start
+    return d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
+}
+
+func microseconds(_ ns: Double) -> String { String(format: "%.1f µs", ns / 1000) }
+func milliseconds(_ ns: Double) -> String { String(format: "%.1f ms", ns / 1_000_000) }
+func ratio(_ a: Double, _ b: Double) -> String { String(format: "%.2f×", a / b) }
+
+/// A Markdown table printed at the end.
+struct Report {
+    var rows: [[String]] = []
+    mutating func add(_ row: String...) { self.rows.append(row) }
+    func print(header: [String]) {
+        Swift.print("| " + header.joined(separator: " | ") + " |")
+        Swift.print("|" + header.map { _ in "---" }.joined(separator: "|") + "|")
+        for row in self.rows { Swift.print("| " + row.joined(separator: " | ") + " |") }
+    }
+}
+
+struct BenchmarkFailure: Error, CustomStringConvertible {
+    var description: String
+}

@@ -1,0 +1,26 @@
+import Foundation
+
+// Usage: DATABASE_URL=postgres://… swift run -c release skyros-bench [--rounds N] [--iterations N]
+// Benchmarks/run starts a throw-away PostgreSQL and runs this.
+let arguments = CommandLine.arguments
+func option(_ name: String, _ fallback: Int) -> Int {
+    guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count, let value = Int(arguments[i + 1]) else { return fallback }
+    return value
+}
+guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
+    FileHandle.standardError.write(Data("DATABASE_URL is not set (use Benchmarks/run)\n".utf8))
+    exit(2)
+}
+let rounds = option("--rounds", 7)
+let iterations = option("--iterations", 2000)
+
+var report = Report()
+do {
+    try await ClientBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
+} catch {
+    FileHandle.standardError.write(Data("benchmark failed: \(error)\n".utf8))
+    exit(1)
+}
+print("rounds: \(rounds), iterations per round: \(iterations); medians")
+print("")
+report.print(header: ["Operation", "Baseline (raw libpq, C)", "Skyros", "Ratio", "Target"])

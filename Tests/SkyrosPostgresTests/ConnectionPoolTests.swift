@@ -1,0 +1,101 @@
+import Foundation
+import SkyrosPostgres
+import Testing
+
+@Suite("ConnectionPool")
+struct ConnectionPoolTests {
+    @Test func twoHundredTasksThroughEightConnections() async throws {
+        let pool = ConnectionPool(configuration: .init(maximumConnections: 8), postgres: try TestServer.configuration)
+        let sum = try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<200 {
+                group.addTask {
+                    try await pool.withConnection { connection in
+                        try await connection.query("SELECT \(i)::int8, pg_sleep(0.005)")[0].decode(Int.self, at: 0)
+                    }
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        #expect(sum == (0..<200).reduce(0, +))
+        let stats = pool.statistics
+        #expect(stats.inUse == 0)
+        #expect(stats.idle <= 8)
+        #expect(stats.opened <= 8)
+        #expect(stats.waiting == 0)
+        await pool.shutdown()
+    }
+
+    @Test func exhaustedPoolFailsWithLeaseTimeout() async throws {
+        let pool = ConnectionPool(
+            configuration: .init(maximumConnections: 2, leaseTimeout: .milliseconds(300)),
+            postgres: try TestServer.configuration)
+        let first = try await pool.lease()
+        let second = try await pool.lease()
+        #expect(pool.statistics.inUse == 2)
+        let clock = ContinuousClock()
+        let start = clock.now
+        let error = await #expect(throws: PostgresError.self) { try await pool.withConnection { _ in } }
+        #expect(error?.kind == .poolTimeout)
+        #expect(error?.message.contains("no connection became available") == true)
+        #expect(clock.now - start < .seconds(5))
+        #expect(pool.statistics.leaseTimeouts == 1)
+        // Releasing hands the connection to the next waiter.
+        let waiter = Task { try await pool.withConnection { try await $0.query("SELECT 1")[0].decode(Int.self, at: 0) } }
+        #expect(await eventually { pool.statistics.waiting == 1 })
+        await pool.release(first)
+        #expect(try await waiter.value == 1)
+        await pool.release(second)
+        await pool.shutdown()
+        await #expect(throws: PostgresError.self) { try await pool.withConnection { _ in } }
+    }
+
+    @Test func transactionCommitsOrRollsBack() async throws {
+        let schema = try await TestServer.makeSchema()
+        defer { Task { await TestServer.dropSchema(schema) } }
+        let pool = ConnectionPool(configuration: .init(maximumConnections: 2), postgres: try TestServer.configuration)
+        try await pool.withConnection { try await $0.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).t (n int)") }
+        struct Boom: Error {}
+        await #expect(throws: Boom.self) {
+            try await pool.withTransaction { try await $0.query("INSERT INTO \(qualified: [schema, "t"]) VALUES (1)"); throw Boom() }
+        }
+        try await pool.withTransaction(isolation: .repeatableRead) {
+            try await $0.query("INSERT INTO \(qualified: [schema, "t"]) VALUES (2)")
+        }
+        let values = try await pool.withConnection { try await $0.query("SELECT n FROM \(qualified: [schema, "t"])") }
+        #expect(try values.map { try $0.decode(Int.self, at: 0) } == [2])
+        await pool.shutdown()
+    }
+
+    @Test func droppedIdleConnectionIsReplacedTransparently() async throws {
+        let pool = ConnectionPool(configuration: .init(maximumConnections: 1), postgres: try TestServer.configuration)
+        let pid = try await pool.withConnection { await $0.backendPID }
+        let admin = try await TestServer.connect()
+        try await admin.query("SELECT pg_terminate_backend(\(pid))")
+        #expect(try await eventually {
+            try await admin.query("SELECT count(*) FROM pg_stat_activity WHERE pid = \(Int(pid))")[0].decode(Int.self, at: 0) == 0
+        })
+        let newPID = try await pool.withConnection { connection in
+            _ = try await connection.query("SELECT 1")
+            return await connection.backendPID
+        }
+        #expect(newPID != pid)
+        await admin.close()
+        await pool.shutdown()
+    }
+
+    @Test func idleConnectionsAboveMinimumAreClosedByRun() async throws {
+        let pool = ConnectionPool(
+            configuration: .init(minimumConnections: 1, maximumConnections: 4, idleTimeout: .milliseconds(100), healthCheckInterval: .milliseconds(50)),
+            postgres: try TestServer.configuration)
+        let runner = Task { try await pool.run() }
+        #expect(await eventually { pool.statistics.idle == 1 }, "run() opens the minimum")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 { group.addTask { try await pool.withConnection { _ = try await $0.query("SELECT pg_sleep(0.05)") } } }
+            try await group.waitForAll()
+        }
+        #expect(await eventually { pool.statistics.idle == 1 && pool.statistics.inUse == 0 }, "idle connections above the minimum close")
+        runner.cancel()
+        _ = await runner.result
+        #expect(pool.statistics.idle == 0)
+    }
+}

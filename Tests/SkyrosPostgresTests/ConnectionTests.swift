@@ -1,0 +1,211 @@
+import Foundation
+import SkyrosPostgres
+import Testing
+
+@Suite("Connection: statements, errors, cancellation, pipeline, COPY")
+struct ConnectionTests {
+    @Test func boundParametersNeverBecomeSQL() async throws {
+        let schema = try await TestServer.makeSchema()
+        defer { Task { await TestServer.dropSchema(schema) } }
+        let connection = try await TestServer.connect()
+        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).\"odd \"\"name\"\"\" (\"order\" text)")
+        let hostile = ["'; DROP TABLE x; --", "\\", "$1", "\"", "' OR '1'='1", "%_"]
+        for value in hostile {
+            try await connection.query("INSERT INTO \(qualified: [schema, "odd \"name\""]) (\(identifier: "order")) VALUES (\(value))")
+        }
+        let rows = try await connection.query("SELECT \(identifier: "order") FROM \(qualified: [schema, "odd \"name\""]) ORDER BY 1")
+        #expect(Set(try rows.map { try $0.decode(String.self, at: 0) }) == Set(hostile))
+        await connection.close()
+    }
+
+    @Test func preparedStatementsAreReused() async throws {
+        let connection = try await TestServer.connect()
+        for i in 0..<50 {
+            let value = try await connection.query("SELECT \(i)::int8 + 1")[0].decode(Int.self, at: 0)
+            #expect(value == i + 1)
+        }
+        let prepared = try await connection.query("SELECT count(*) FROM pg_prepared_statements WHERE statement = 'SELECT $1::int8 + 1'")
+        #expect(try prepared[0].decode(Int.self, at: 0) == 1)
+        await connection.close()
+    }
+
+    @Test func serverErrorsCarrySQLStateAndFields() async throws {
+        let schema = try await TestServer.makeSchema()
+        defer { Task { await TestServer.dropSchema(schema) } }
+        let connection = try await TestServer.connect()
+        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).users (id int PRIMARY KEY, email text CONSTRAINT users_email_key UNIQUE)")
+        try await connection.query("INSERT INTO \(qualified: [schema, "users"]) VALUES (1, \("a@x"))")
+        let duplicate = await #expect(throws: PostgresError.self) {
+            try await connection.query("INSERT INTO \(qualified: [schema, "users"]) VALUES (2, \("a@x"))")
+        }
+        #expect(duplicate?.kind == .uniqueViolation)
+        #expect(duplicate?.sqlState == .uniqueViolation)
+        #expect(duplicate?.constraint == "users_email_key")
+        #expect(duplicate?.table == "users")
+        #expect(duplicate?.schema == schema)
+        #expect(duplicate?.detail?.contains("already exists") == true)
+        #expect(duplicate.map { SQLState.integrityConstraintViolation ~= $0.sqlState } == true)
+
+        let syntax = await #expect(throws: PostgresError.self) { try await connection.query("SELEC 1") }
+        #expect(syntax?.kind == .syntaxError)
+        #expect(syntax?.position == 1)
+        let missing = await #expect(throws: PostgresError.self) { try await connection.query("SELECT * FROM no_such_table") }
+        #expect(missing?.kind == .undefinedTable)
+        // Still usable after errors.
+        #expect(try await connection.query("SELECT 2")[0].decode(Int.self, at: 0) == 2)
+        await connection.close()
+    }
+
+    @Test func transactionRollsBackOnThrow() async throws {
+        let schema = try await TestServer.makeSchema()
+        defer { Task { await TestServer.dropSchema(schema) } }
+        let connection = try await TestServer.connect()
+        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).t (n int)")
+        struct Boom: Error {}
+        await #expect(throws: Boom.self) {
+            try await connection.withTransaction(isolation: .serializable) { connection in
+                try await connection.query("INSERT INTO \(qualified: [schema, "t"]) VALUES (1)")
+                throw Boom()
+            }
+        }
+        try await connection.withTransaction { connection in
+            try await connection.query("INSERT INTO \(qualified: [schema, "t"]) VALUES (2)")
+        }
+        let rows = try await connection.query("SELECT n FROM \(qualified: [schema, "t"])")
+        #expect(try rows.map { try $0.decode(Int.self, at: 0) } == [2])
+        #expect(await connection.isInTransaction == false)
+        await connection.close()
+    }
+
+    @Test func cancellingTheTaskCancelsTheQuery() async throws {
+        let connection = try await TestServer.connect()
+        let observer = try await TestServer.connect()
+        let pid = await connection.backendPID
+        let clock = ContinuousClock()
+        let task = Task { try await connection.query("SELECT pg_sleep(10)") }
+        // Wait until the server is actually running the statement.
+        let running = try await eventually {
+            let rows = try await observer.query("SELECT state FROM pg_stat_activity WHERE pid = \(Int(pid))")
+            return try rows.first?.decode(String?.self, at: 0) == "active"
+        }
+        #expect(running)
+        let start = clock.now
+        task.cancel()
+        let result = await task.result
+        let elapsed = clock.now - start
+        #expect(elapsed < .seconds(1), "cancellation took \(elapsed)")
+        #expect(throws: PostgresError.self) { try result.get() }
+        if case .failure(let error as PostgresError) = result { #expect(error.kind == .queryCancelled) }
+        #expect(try await connection.query("SELECT 7")[0].decode(Int.self, at: 0) == 7)
+        await connection.close()
+        await observer.close()
+    }
+
+    @Test func pipelineOfTenThousandInsertsCommitsInOneTransaction() async throws {
+        let schema = try await TestServer.makeSchema()
+        defer { Task { await TestServer.dropSchema(schema) } }
+        let connection = try await TestServer.connect()
+        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int PRIMARY KEY, xid8 xid8 DEFAULT pg_current_xact_id())")
+        var batch: [PostgresQuery] = ["BEGIN"]
+        batch += (0..<10_000).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
+        batch.append("COMMIT")
+        let results = try await connection.pipeline(batch)
+        #expect(results.count == 10_002)
+        #expect(results[1].affectedRows == 1)
+        let rows = try await connection.query("SELECT count(*), count(DISTINCT xid8::text) FROM \(qualified: [schema, "items"])")
+        #expect(try rows[0].decode(Int.self, at: 0) == 10_000)
+        #expect(try rows[0].decode(Int.self, at: 1) == 1, "all rows were written by one transaction")
+        await connection.close()
+    }
+
+    @Test func pipelineErrorAbortsAndNamesTheStatement() async throws {
+        let schema = try await TestServer.makeSchema()
+        defer { Task { await TestServer.dropSchema(schema) } }
+        let connection = try await TestServer.connect()
+        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int PRIMARY KEY)")
+        var batch: [PostgresQuery] = (0..<100).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
+        batch[57] = "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(3))"  // duplicate key
+        let error = await #expect(throws: PostgresError.self) { try await connection.pipeline(batch) }
+        #expect(error?.kind == .uniqueViolation)
+        #expect(error?.statementIndex == 57)
+        let count = try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0)
+        #expect(count == 0, "the implicit pipeline transaction was rolled back")
+        // The connection left pipeline mode cleanly.
+        #expect(try await connection.query("SELECT \(5)::int8")[0].decode(Int.self, at: 0) == 5)
+        await connection.close()
+    }
+
+    @Test func copyFromStdin() async throws {
+        let schema = try await TestServer.makeSchema()
+        defer { Task { await TestServer.dropSchema(schema) } }
+        let connection = try await TestServer.connect()
+        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).docs (id int, body text, blob bytea, at timestamptz)")
+        let tricky = "tab\there\nnew line \\ back \\N not null"
+        var rows: [[PostgresValue]] = []
+        for i in 0..<5_000 {
+            rows.append([
+                try PostgresValue(i), i == 1 ? .null : try PostgresValue(i == 0 ? tricky : "row \(i)"),
+                try PostgresValue(Data([0, UInt8(i % 256)])), try PostgresValue(Date(timeIntervalSince1970: Double(i))),
+            ])
+        }
+        let copied = try await connection.copyFrom(table: [schema, "docs"], columns: ["id", "body", "blob", "at"], rows: rows)
+        #expect(copied == 5_000)
+        let first = try await connection.query("SELECT body, blob FROM \(qualified: [schema, "docs"]) WHERE id IN (0, 1) ORDER BY id")
+        #expect(try first[0].decode(String.self, at: 0) == tricky)
+        #expect(try first[1].decode(String?.self, at: 0) == nil)
+        #expect(try first[0].decode(Data.self, at: 1) == Data([0, 0]))
+        let bad = await #expect(throws: PostgresError.self) {
+            try await connection.copyFrom(table: [schema, "docs"], columns: ["id"], rows: [[try PostgresValue("not a number")]])
+        }
+        #expect(bad?.sqlState == .invalidTextRepresentation)
+        #expect(try await connection.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
+        await connection.close()
+    }
+
+    @Test func connectionFailuresAreSpecificAndNeverShowThePassword() async throws {
+        let base = try TestServer.configuration
+        let secret = "s3cr3t-Pa55word-%41"
+
+        let malformed = #expect(throws: PostgresError.self) {
+            _ = try PostgresConfiguration(url: "postgres://user:\(secret)@host:notaport/db")
+        }
+        #expect(malformed?.kind == .invalidConfiguration)
+        #expect(malformed.map { "\($0)".contains("s3cr3t") } == false)
+        let badEscape = #expect(throws: PostgresError.self) {
+            _ = try PostgresConfiguration(url: "postgres://user:bad%zzsecret@host/db")
+        }
+        #expect(badEscape.map { "\($0) \($0.debugDescription)".contains("zzsecret") } == false)
+
+        var wrongPassword = base
+        wrongPassword["password"] = secret
+        let auth = await #expect(throws: PostgresError.self) { _ = try await Connection.connect(to: wrongPassword) }
+        #expect(auth?.kind == .authenticationFailed)
+        #expect(auth.map { "\($0) \($0.debugDescription)".contains(secret) } == false)
+        #expect(!wrongPassword.description.contains(secret))
+
+        var unreachable = base
+        unreachable["host"] = "127.0.0.1"
+        unreachable["port"] = "1"
+        unreachable["password"] = secret
+        let refused = await #expect(throws: PostgresError.self) { _ = try await Connection.connect(to: unreachable) }
+        #expect(refused?.kind == .connectionFailed)
+        #expect(refused.map { "\($0) \($0.debugDescription)".contains(secret) } == false)
+
+        let missing = await #expect(throws: PostgresError.self) {
+            _ = try await Connection.connect(to: base.withDatabase("no_such_db_\(UUID().uuidString.prefix(6))"))
+        }
+        #expect(missing?.kind == .databaseNotFound)
+    }
+
+    @Test func keywordConninfoPassesLibpqOptions() async throws {
+        let base = try TestServer.configuration
+        let conninfo = "host=\(base.host!) port=\(base.port!) user=\(base.user!) password='\(base["password"] ?? "")' dbname=\(base.database!) application_name=skyros_conninfo_test connect_timeout=5 target_session_attrs=read-write"
+        let config = try PostgresConfiguration(conninfo: conninfo)
+        #expect(config["target_session_attrs"] == "read-write")
+        #expect(!config.description.contains(base["password"] ?? "\u{1}"))
+        let connection = try await Connection.connect(to: config)
+        let name = try await connection.query("SELECT current_setting('application_name')")[0].decode(String.self, at: 0)
+        #expect(name == "skyros_conninfo_test")
+        await connection.close()
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+import SkyrosPostgres
+import Testing
+
+/// Restarts the throw-away server: run alone by scripts/test after every other test.
+@Suite("ServerRestart", .serialized, .timeLimit(.minutes(2)), .enabled(if: TestServer.mayRestartServer, "needs scripts/test's own cluster"))
+struct ServerRestartTests {
+    @Test func poolAndListenerKeepWorkingAcrossARestart() async throws {
+        let channel = "skyros_restart"
+        let pool = ConnectionPool(configuration: .init(maximumConnections: 4), postgres: try TestServer.configuration)
+        let listener = try await PostgresListener.start(configuration: try TestServer.configuration, channels: [channel])
+        var events = listener.events.makeAsyncIterator()
+        #expect(await events.next() == .listening)
+
+        // Fill the pool with idle connections.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 { group.addTask { try await pool.withConnection { _ = try await $0.query("SELECT pg_sleep(0.02)") } } }
+            try await group.waitForAll()
+        }
+        #expect(pool.statistics.idle == 4)
+
+        try await TestServer.pgCtl("restart -m fast -w -t 60")
+
+        // New leases succeed without restarting the process.
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(30)
+        var answer: Int?
+        while answer == nil, clock.now < deadline {
+            answer = try? await pool.withConnection { try await $0.query("SELECT 42")[0].decode(Int.self, at: 0) }
+            if answer == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(answer == 42)
+        for _ in 0..<8 {
+            #expect(try await pool.withConnection { try await $0.query("SELECT 1")[0].decode(Int.self, at: 0) } == 1)
+        }
+
+        var reconnected = false
+        while let event = await events.next() {
+            if event == .reconnected { reconnected = true; break }
+        }
+        #expect(reconnected)
+        try await pool.withConnection { _ = try await $0.query("SELECT pg_notify(\(channel), 'back')") }
+        var payload: String?
+        while payload == nil, let event = await events.next() {
+            if case .notification(let n) = event { payload = n.payload }
+        }
+        #expect(payload == "back")
+        listener.stop()
+        await pool.shutdown()
+    }
+}
