@@ -17,7 +17,6 @@ let package = Package(
             dependencies: [
                 "RawLibPQ",
                 .product(name: "SkyrosPostgres", package: "main"),
-                .product(name: "Skyros", package: "main"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

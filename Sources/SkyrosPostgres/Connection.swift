@@ -43,7 +43,11 @@ public actor Connection {
         set { self.owned.pointer = newValue }
     }
     private var canceller: QueryCanceller?
-    private var statements: [String: String] = [:]
+    private struct PreparedStatement {
+        let name: String
+        let types: [Oid]
+    }
+    private var statements: [String: PreparedStatement] = [:]
     private var statementCounter = 0
     /// Whether named prepared statements are used (disable behind PgBouncer < 1.21 in transaction mode).
     private let usePreparedStatements: Bool
@@ -224,26 +228,22 @@ public actor Connection {
         }
     }
 
-    private func statementKey(_ query: PostgresQuery) -> String {
-        var key = query.sql
-        key.unicodeScalars.append("\u{1}")
-        for bind in query.binds {
-            key += String(bind.type.rawValue)
-            key.unicodeScalars.append(",")
-        }
-        return key
-    }
-
     private func preparedStatement(
         for query: PostgresQuery, types: UnsafePointer<Oid>?, count: Int32, on connection: OpaquePointer
     ) throws -> String {
-        let key = self.statementKey(query)
-        if let name = self.statements[key] { return name }
+        // Keyed by text; the parameter types are pinned when a statement is prepared, so a call with other
+        // types gets its own statement.
+        if let cached = self.statements[query.sql] {
+            if cached.types.count == Int(count), cached.types.indices.allSatisfy({ cached.types[$0] == types![$0] }) {
+                return cached.name
+            }
+        }
         self.statementCounter += 1
         let name = "skyros_\(self.statementCounter)"
         _ = try LibPQ.consume(PQprepare(connection, name, query.sql, count, types), connection: connection)
         if self.statements.count < Self.statementCacheLimit {
-            self.statements[key] = name
+            self.statements[query.sql] = PreparedStatement(
+                name: name, types: (0..<Int(count)).map { types![$0] })
         }
         return name
     }

@@ -24,7 +24,6 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
     /// Two entries per cell: start offset and length (-1 for NULL).
     let cells: [Int32]
     let rowCount: Int
-    let columnIndex: [String: Int]
 
     init(columns: [Column], commandTag: String, affectedRows: Int, storage: [UInt8], cells: [Int32], rowCount: Int) {
         self.columns = columns
@@ -33,9 +32,6 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
         self.storage = storage
         self.cells = cells
         self.rowCount = rowCount
-        var index: [String: Int] = [:]
-        for (i, column) in columns.enumerated() where index[column.name] == nil { index[column.name] = i }
-        self.columnIndex = index
     }
 
     public var startIndex: Int { 0 }
@@ -43,7 +39,7 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
     public subscript(position: Int) -> PostgresRow { PostgresRow(rows: self, index: position) }
 
     /// The position of a column by name.
-    public func index(ofColumn name: String) -> Int? { self.columnIndex[name] }
+    public func index(ofColumn name: String) -> Int? { self.columns.firstIndex { $0.name == name } }
 }
 
 /// One row of a ``PostgresRows`` result.
@@ -84,7 +80,7 @@ public struct PostgresRow: Sendable {
 
     /// Decodes the cell of a named column.
     public func decode<T: PostgresDecodable>(_ type: T.Type, column name: String) throws -> T {
-        guard let column = self.rows.columnIndex[name] else {
+        guard let column = self.rows.index(ofColumn: name) else {
             throw PostgresError(kind: .decoding, message: "no column named \"\(name)\" in the result", column: name)
         }
         return try self.decode(type, at: column)

@@ -22,6 +22,16 @@ struct ClientBenchmarks {
         defer { raw_finish(raw) }
         let connection = try await Connection.connect(to: config)
 
+        // The cost of reaching the connection's thread and coming back, with no I/O.
+        var hop = Measurement()
+        for _ in 0..<self.rounds {
+            let n = self.iterations * 5
+            hop.add(totalNanoseconds: await elapsedNanoseconds {
+                for _ in 0..<n { _ = await connection.isInTransaction }
+            }, operations: n)
+        }
+        report.add("Hop to the connection thread and back (no I/O)", "—", microseconds(hop.median), "—", "—")
+
         // Point select.
         var rawSelect = Measurement()
         var swiftSelect = Measurement()

@@ -14,9 +14,14 @@ guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
 let rounds = option("--rounds", 7)
 let iterations = option("--iterations", 2000)
 
-var report = Report()
-do {
+func runAll() async throws -> Report {
+    var report = Report()
     try await ClientBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
+    return report
+}
+let report: Report
+do {
+    report = try await runAll()
 } catch {
     FileHandle.standardError.write(Data("benchmark failed: \(error)\n".utf8))
     exit(1)
