@@ -1,0 +1,107 @@
+import Foundation
+
+/// A context's unsaved changes, in the order they were made: rows keyed by (table, id) and `delete(where:)`
+/// operations. Also remembers the rows the context read (value and version) so an update is diffed against
+/// what was read and sent with that version.
+///
+/// A value type guarded by the owning context's mutex; every method is synchronous.
+struct ChangeTracker: Sendable {
+    enum Slot: Sendable {
+        case row(RowKey)
+        case deleteWhere(PendingDeleteWhere)
+    }
+
+    /// Changes in order; `nil` marks a slot whose row moved or cancelled out.
+    private(set) var slots: [Slot?] = []
+    /// The current change of each row and its slot.
+    private(set) var rows: [RowKey: (slot: Int, row: PendingRow)] = [:]
+    /// Rows as read by this context: the diff base and expected version of a later update.
+    private(set) var snapshots: [RowKey: (value: any Entity, base: BaseVersion)] = [:]
+    /// The number of changed rows per table.
+    private(set) var countByTable: [String: Int] = [:]
+
+    var hasChanges: Bool { !self.rows.isEmpty || self.slots.contains { if case .deleteWhere? = $0 { return true } else { return false } } }
+
+    func row(_ key: RowKey) -> PendingRow? { self.rows[key]?.row }
+
+    /// The changed rows of one table.
+    func rows(ofTable table: String) -> [RowKey: PendingRow] {
+        guard (self.countByTable[table] ?? 0) > 0 else { return [:] }
+        var result: [RowKey: PendingRow] = [:]
+        for (key, entry) in self.rows where key.table == table { result[key] = entry.row }
+        return result
+    }
+
+    mutating func remember(_ key: RowKey, value: any Entity, base: BaseVersion) {
+        self.snapshots[key] = (value, base)
+    }
+
+    func snapshot(_ key: RowKey) -> (value: any Entity, base: BaseVersion)? { self.snapshots[key] }
+
+    /// Records `change` on top of this context's current change of the row (merging the two).
+    /// - Parameter moveToEnd: place the row after every earlier change (after a `delete(where:)`).
+    mutating func record(_ change: PendingRow, moveToEnd: Bool = false) {
+        let existing = self.rows[change.key]
+        let merged = PendingRow.merge(parent: existing?.row, child: change)
+        if let existing {
+            if let merged, !moveToEnd, !merged.recreates {
+                self.rows[change.key] = (existing.slot, merged)
+                return
+            }
+            self.slots[existing.slot] = nil
+            self.rows[change.key] = nil
+            self.countByTable[change.key.table, default: 1] -= 1
+        }
+        guard let merged else { return }
+        self.slots.append(.row(change.key))
+        self.rows[change.key] = (self.slots.count - 1, merged)
+        self.countByTable[change.key.table, default: 0] += 1
+    }
+
+    /// Drops this context's change of a row (an update back to the value read).
+    mutating func discard(_ key: RowKey) {
+        guard let existing = self.rows.removeValue(forKey: key) else { return }
+        self.slots[existing.slot] = nil
+        self.countByTable[key.table, default: 1] -= 1
+    }
+
+    mutating func record(deleteWhere: PendingDeleteWhere) {
+        self.slots.append(.deleteWhere(deleteWhere))
+    }
+
+    /// The changes in order, for a save; the tracker is left empty (snapshots too).
+    mutating func take() -> [ResolvedSlot] {
+        let result: [ResolvedSlot] = self.slots.compactMap { slot in
+            switch slot {
+            case .row(let key)?: return self.rows[key].map { .row($0.row) }
+            case .deleteWhere(let operation)?: return .deleteWhere(operation)
+            case nil: return nil
+            }
+        }
+        self = ChangeTracker()
+        return result
+    }
+
+    /// Applies a child's saved changes on top of these, in the child's order.
+    mutating func merge(_ changes: [ResolvedSlot]) {
+        var afterDeleteWhere = false
+        for slot in changes {
+            switch slot {
+            case .row(let row):
+                self.record(row, moveToEnd: afterDeleteWhere)
+            case .deleteWhere(let operation):
+                self.record(deleteWhere: operation)
+                afterDeleteWhere = true
+            }
+        }
+    }
+
+    mutating func reset() { self = ChangeTracker() }
+}
+
+/// A saved change with its row resolved (what a save hands to the parent).
+enum ResolvedSlot: Sendable {
+    case row(PendingRow)
+    case deleteWhere(PendingDeleteWhere)
+}
+

@@ -1,0 +1,336 @@
+import Foundation
+import SkyrosPostgres
+import Synchronization
+
+/// A scratch pad of entity changes over a parent: the stack's root (for ``DataStack/mainContext`` and
+/// background contexts) or another context (for child contexts, nestable).
+///
+/// Reads see the context's own unsaved changes over its parent's view (read-your-writes all the way down to
+/// the changes queued for commit). ``save()`` moves the changes into the parent atomically; for a context
+/// whose parent is the root, saving makes them visible to every reader in the process at once and queues
+/// their commit. ``saveToStore()`` pushes through every parent and waits for the PostgreSQL commit.
+///
+/// ```swift
+/// let context = stack.newBackgroundContext()
+/// try context.insert(Author(id: UUID(), name: "Ada"))
+/// if var book = try await context.first(FetchDescriptor<Book>(predicate: #Predicate { $0.title == "Notes" })) {
+///     book.year = 1843
+///     try await context.update(book)            // writes only "year", with the version read
+/// }
+/// try await context.saveToStore()              // one transaction; throws its error
+/// ```
+///
+/// Contexts are thread-safe (`Sendable`): each operation is atomic. Use ``perform(_:)`` to group work.
+///
+/// ## Topics
+/// - ``fetch(_:)``, ``first(_:)``, ``count(_:)``, ``object(_:id:)``
+/// - ``insert(_:)``, ``update(_:)``, ``delete(_:)``, ``delete(_:id:)``, ``delete(where:)``, ``upsert(_:)``,
+///   ``bulkInsert(_:)``, ``findOrCreate(_:)``
+/// - ``save()``, ``saveToStore()``, ``reset()``, ``hasChanges``, ``newChildContext()``, ``perform(_:)``
+public final class DataContext: Sendable {
+    enum Parent: Sendable {
+        case root
+        case context(DataContext)
+    }
+
+    let core: StackCore
+    let parent: Parent
+    /// The main context does not remember what it reads (the cache does).
+    let isMain: Bool
+    private let tracker = Mutex(ChangeTracker())
+
+    init(core: StackCore, parent: Parent, isMain: Bool = false) {
+        self.core = core
+        self.parent = parent
+        self.isMain = isMain
+    }
+
+    // MARK: Reads
+
+    /// The rows matching a descriptor (predicate, sort, limit, offset), with this context's unsaved changes
+    /// and the stack's queued changes applied.
+    ///
+    /// ```swift
+    /// let recent = try await context.fetch(FetchDescriptor<Book>(sortBy: [SortDescriptor(\.year, order: .reverse)], fetchLimit: 10))
+    /// ```
+    /// - Throws: `QueryError` for an untranslatable predicate, `PostgresError`, ``DataStackError``.
+    public func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [T] {
+        try await self.layeredFetch(descriptor).map(\.value)
+    }
+
+    /// Every row of `T` in its default order.
+    public func fetch<T: Entity>(_ type: T.Type) async throws -> [T] {
+        try await self.fetch(FetchDescriptor<T>())
+    }
+
+    /// The first row matching the descriptor (its limit is set to 1), or `nil`.
+    public func first<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> T? {
+        var descriptor = descriptor
+        descriptor.fetchLimit = 1
+        return try await self.fetch(descriptor).first
+    }
+
+    /// The number of rows matching the descriptor, with unsaved and queued changes counted.
+    public func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int {
+        try self.checkValid()
+        let changed = self.tracker.withLock { $0.countByTable[T.tableName] ?? 0 } > 0
+        if changed { return try await self.fetch(descriptor).count }
+        switch self.parent {
+        case .root: return try await self.core.count(descriptor)
+        case .context(let parent): return try await parent.count(descriptor)
+        }
+    }
+
+    /// The row with a primary key, or `nil`. On the main context a cached row is served from memory.
+    public func object<T: Entity>(_ type: T.Type, id: T.ID) async throws -> T? {
+        try await self.lookup(type, id: id)?.value
+    }
+
+    // MARK: Writes
+
+    /// Inserts a row (committed on save; a duplicate primary key fails the commit with `.uniqueViolation`).
+    public func insert<T: Entity>(_ value: T) throws {
+        try self.checkValid()
+        try self.record(value, .inserted(value))
+    }
+
+    /// Inserts many rows (one bulk insert — `COPY` for large batches — when committed).
+    public func bulkInsert<T: Entity>(_ values: [T]) throws {
+        try self.checkValid()
+        let changes = try values.map { try self.change($0, .inserted($0)) }
+        self.tracker.withLock { tracker in for change in changes { tracker.record(change) } }
+    }
+
+    /// Inserts the row or overwrites every column of the stored row with its primary key (`ON CONFLICT DO
+    /// UPDATE` when committed: race-free across processes).
+    public func upsert<T: Entity>(_ value: T) throws {
+        try self.checkValid()
+        try self.record(value, .upserted(value))
+    }
+
+    /// Records a new state of an existing row. Only the columns that differ from the row as this context read
+    /// it are written, guarded by the version read (optimistic locking); nothing at all when nothing changed.
+    /// - Throws: `StoreError.notFound` when no such row is visible to this context.
+    public func update<T: Entity>(_ value: T) async throws {
+        try self.checkValid()
+        let key = try RowKey(value)
+        if let own = self.tracker.withLock({ $0.row(key) }) {
+            switch own.state {
+            case .deleted:
+                throw StoreError.notFound(entity: String(describing: T.self), id: key.id.text ?? "NULL")
+            case .updated(_, let original, let base):
+                if try RowEncoder<T>().changedColumns(from: original as! T, to: value).isEmpty {
+                    self.tracker.withLock { $0.discard(key) }
+                } else {
+                    let change = try self.change(value, .updated(value, original: original, base: base))
+                    self.tracker.withLock { $0.record(change) }
+                }
+            case .inserted, .upserted:
+                try self.record(value, .updated(value, original: value, base: .none))
+            }
+            return
+        }
+        let read: (value: any Entity, base: BaseVersion)?
+        if let snapshot = self.tracker.withLock({ $0.snapshot(key) }) {
+            read = snapshot
+        } else {
+            read = try await self.parentLookup(T.self, id: value.id).map { ($0.value, $0.base) }
+        }
+        guard let read, let original = read.value as? T else {
+            throw StoreError.notFound(entity: String(describing: T.self), id: key.id.text ?? "NULL")
+        }
+        if try RowEncoder<T>().changedColumns(from: original, to: value).isEmpty { return }
+        try self.record(value, .updated(value, original: original, base: read.base))
+    }
+
+    /// Deletes a row (nothing when it does not exist).
+    public func delete<T: Entity>(_ value: T) async throws {
+        try await self.delete(T.self, id: value.id)
+    }
+
+    /// Deletes the row with a primary key, guarded by the version this context read (nothing when it does
+    /// not exist).
+    public func delete<T: Entity>(_ type: T.Type, id: T.ID) async throws {
+        try self.checkValid()
+        let key = try RowKey(type, id: id)
+        let change = PendingRow(key: key, kind: EntityKind<T>(), id: id, state: .deleted(base: .none, emit: true))
+        if let own = self.tracker.withLock({ $0.row(key) }) {
+            if case .deleted = own.state { return }
+            self.tracker.withLock { $0.record(change) }
+            return
+        }
+        let base: BaseVersion
+        if let snapshot = self.tracker.withLock({ $0.snapshot(key) }) {
+            base = snapshot.base
+        } else {
+            guard let row = try await self.parentLookup(type, id: id) else { return }
+            base = row.base
+        }
+        self.tracker.withLock {
+            $0.record(PendingRow(key: key, kind: EntityKind<T>(), id: id, state: .deleted(base: base, emit: true)))
+        }
+    }
+
+    /// Deletes every row matching `predicate` (`nil`: every row of the table) and returns how many this
+    /// context sees. When committed, the `DELETE … WHERE` also removes matching rows it had not seen.
+    @discardableResult
+    public func delete<T: Entity>(where predicate: Predicate<T>?) async throws -> Int {
+        let matching = try await self.layeredFetch(FetchDescriptor<T>(predicate: predicate))
+        let kind = EntityKind<T>()
+        let changes = try matching.map { row in
+            PendingRow(key: try RowKey(row.value), kind: kind, id: row.value.id, state: .deleted(base: .none, emit: false))
+        }
+        let operation = PendingDeleteWhere(
+            table: T.tableName,
+            emit: { $0.delete(where: predicate) },
+            matches: { value in (value as? T).map { (try? InMemoryQuery.matches(predicate, $0)) ?? false } ?? false })
+        self.tracker.withLock { tracker in
+            tracker.record(deleteWhere: operation)
+            for change in changes { tracker.record(change, moveToEnd: true) }
+        }
+        return matching.count
+    }
+
+    /// Returns the row with `value`'s primary key, creating it from `value` when there is none. The row is
+    /// created in the store at once with `INSERT … ON CONFLICT DO NOTHING` (race-free across processes), not
+    /// on save; a row this context or a queued write already holds is returned without touching the store.
+    @discardableResult
+    public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
+        try self.checkValid()
+        if let existing = try await self.lookup(T.self, id: value.id) { return (existing.value, false) }
+        let (row, created) = try await self.core.findOrCreate(value)
+        if !self.isMain {
+            let key = try RowKey(row)
+            self.tracker.withLock { $0.remember(key, value: row, base: .none) }
+        }
+        return (row, created)
+    }
+
+    // MARK: Saving
+
+    /// Whether the context has unsaved changes.
+    public var hasChanges: Bool { self.tracker.withLock { $0.hasChanges } }
+
+    /// Moves the unsaved changes into the parent, atomically. For the main context and background contexts
+    /// the changes become visible to every reader at once and their commit is queued (in save order); commit
+    /// failures are reported on ``DataStack/errors``. Use ``saveToStore()`` to wait for the commit.
+    /// - Throws: ``DataStackError`` (`.contextInvalidated`, `.stackShutDown`).
+    public func save() throws {
+        _ = try self.push()
+    }
+
+    /// Saves through every parent and waits until PostgreSQL committed; throws the commit's error (for
+    /// example `StoreError.versionConflict` or a `PostgresError` `.uniqueViolation`), after which the change
+    /// is reverted from the main context.
+    public func saveToStore() async throws {
+        var context = self
+        while case .context(let parent) = context.parent {
+            try context.save()
+            context = parent
+        }
+        if let ticket = try context.push() {
+            try await ticket.wait()
+        } else {
+            await self.core.flush()
+        }
+    }
+
+    /// Discards the unsaved changes and what the context remembered of the rows it read.
+    public func reset() {
+        self.tracker.withLock { $0.reset() }
+    }
+
+    /// A new child context whose parent is this one.
+    public func newChildContext() -> DataContext {
+        DataContext(core: self.core, parent: .context(self))
+    }
+
+    /// Runs `body` with this context and returns its value (errors are rethrown).
+    ///
+    /// ```swift
+    /// let count = try await context.perform { try await $0.count(FetchDescriptor<Book>()) }
+    /// ```
+    public func perform<R>(_ body: (DataContext) async throws -> R) async throws -> R {
+        try self.checkValid()
+        return try await body(self)
+    }
+
+    // MARK: Internals
+
+    func checkValid() throws {
+        if self.core.isInvalidated {
+            throw DataStackError(
+                code: .contextInvalidated,
+                message: "this context was created before the store was destroyed and rebuilt; use a new context")
+        }
+    }
+
+    /// Saves into the parent; returns the commit ticket when the parent is the root.
+    func push() throws -> CommitTicket? {
+        try self.checkValid()
+        switch self.parent {
+        case .root:
+            return try self.tracker.withLock { tracker in
+                var copy = tracker
+                let ticket = try self.core.enqueue(copy.take())
+                tracker = copy
+                return ticket
+            }
+        case .context(let parent):
+            self.tracker.withLock { tracker in
+                let slots = tracker.take()
+                parent.tracker.withLock { $0.merge(slots) }
+            }
+            return nil
+        }
+    }
+
+    private func change<T: Entity>(_ value: T, _ state: PendingRow.State) throws -> PendingRow {
+        PendingRow(key: try RowKey(value), kind: EntityKind<T>(), id: value.id, state: state)
+    }
+
+    private func record<T: Entity>(_ value: T, _ state: PendingRow.State) throws {
+        let change = try self.change(value, state)
+        self.tracker.withLock { $0.record(change) }
+    }
+
+    func lookup<T: Entity>(_ type: T.Type, id: T.ID) async throws -> (value: T, base: BaseVersion)? {
+        try self.checkValid()
+        let key = try RowKey(type, id: id)
+        if let own = self.tracker.withLock({ $0.row(key) }) {
+            return (own.value as? T).map { ($0, BaseVersion.none) }
+        }
+        return try await self.parentLookup(type, id: id)
+    }
+
+    private func parentLookup<T: Entity>(_ type: T.Type, id: T.ID) async throws -> (value: T, base: BaseVersion)? {
+        let found: (value: T, base: BaseVersion)?
+        switch self.parent {
+        case .root: found = try await self.core.lookup(type, id: id)
+        case .context(let parent): found = try await parent.lookup(type, id: id)
+        }
+        if !self.isMain, let found {
+            let key = try RowKey(type, id: id)
+            self.tracker.withLock { $0.remember(key, value: found.value, base: found.base) }
+        }
+        return found
+    }
+
+    func layeredFetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [(value: T, base: BaseVersion)] {
+        try self.checkValid()
+        let changes = self.tracker.withLock { $0.rows(ofTable: T.tableName) }
+        let widened = Overlay.widened(descriptor, by: changes.count)
+        let parentRows: [(value: T, base: BaseVersion)]
+        switch self.parent {
+        case .root: parentRows = try await self.core.fetch(widened)
+        case .context(let parent): parentRows = try await parent.layeredFetch(widened)
+        }
+        if !self.isMain {
+            let keyed = try parentRows.map { (try RowKey($0.value), $0) }
+            self.tracker.withLock { tracker in
+                for (key, row) in keyed where changes[key] == nil { tracker.remember(key, value: row.value, base: row.base) }
+            }
+        }
+        return try Overlay.apply(descriptor, base: parentRows.map { ($0.value, $0.base) }, changes: changes, changeBase: .none)
+    }
+}

@@ -1,0 +1,55 @@
+import SkyrosMigrations
+import SkyrosPostgres
+
+/// Everything ``DataStack/start(_:logger:)`` needs: where the data lives, the migrations to apply, the
+/// entities to validate, and the cache bound.
+///
+/// ```swift
+/// var configuration = DataStackConfiguration(
+///     store: .postgres(try PostgresConfiguration(url: url), schema: "app"),
+///     migrations: .directory(path: "migrations"),
+///     entities: [Author.self, Book.self])
+/// configuration.cacheLimit = CacheLimit(maxRows: 50_000)
+/// let stack = try await DataStack.start(configuration)
+/// ```
+public struct DataStackConfiguration: Sendable {
+    /// Where a stack keeps its rows.
+    public enum StoreLocation: Sendable {
+        /// In process memory (``InMemoryStore``): no server, same semantics. For tests and demos.
+        case inMemory
+        /// A PostgreSQL database, optionally sandboxed in a schema (created when missing; migrations run in it).
+        case postgres(PostgresConfiguration, schema: String? = nil)
+    }
+
+    /// Where the rows live.
+    public var store: StoreLocation
+    /// Migrations applied at start (PostgreSQL only); `nil` applies none.
+    public var migrations: MigrationSource?
+    /// The history table and timeouts of the migrator (its schema is the store's schema).
+    public var migrator: Migrator.Configuration
+    /// Entities checked against the live schema at start (PostgreSQL only).
+    public var entities: [any Entity.Type]
+    /// The bound of the main context's row cache.
+    public var cacheLimit: CacheLimit
+    /// The connection pool's configuration (PostgreSQL only).
+    public var pool: ConnectionPool.Configuration
+
+    /// Creates a configuration.
+    /// - Parameters:
+    ///   - store: ``StoreLocation/inMemory`` or ``StoreLocation/postgres(_:schema:)``.
+    ///   - migrations: the migrations to apply at start; `nil` for none.
+    ///   - entities: the entity types to validate against the schema at start.
+    ///   - cacheLimit: the row cache bound.
+    ///   - pool: the connection pool configuration.
+    public init(
+        store: StoreLocation, migrations: MigrationSource? = nil, entities: [any Entity.Type] = [],
+        cacheLimit: CacheLimit = .default, pool: ConnectionPool.Configuration = .init()
+    ) {
+        self.store = store
+        self.migrations = migrations
+        self.migrator = Migrator.Configuration()
+        self.entities = entities
+        self.cacheLimit = cacheLimit
+        self.pool = pool
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import SkyrosPostgres
+
+/// One row changed by a context and not yet committed: its key, its entity kind and its new state.
+struct PendingRow: Sendable {
+    /// What happened to the row, relative to its parent's view.
+    enum State: Sendable {
+        case inserted(any Entity)
+        /// `original` is the row as it was read (the diff base for "only changed columns").
+        case updated(any Entity, original: any Entity, base: BaseVersion)
+        case upserted(any Entity)
+        /// `emit == false`: a `delete(where:)` of the same change set removes the row.
+        case deleted(base: BaseVersion, emit: Bool)
+    }
+
+    let key: RowKey
+    let kind: any AnyEntityKind
+    /// The primary key as `T.ID`.
+    let id: any Sendable
+    var state: State
+
+    /// The row's value after the change, or `nil` when it is deleted.
+    var value: (any Entity)? {
+        switch self.state {
+        case .inserted(let value), .upserted(let value), .updated(let value, _, _): return value
+        case .deleted: return nil
+        }
+    }
+
+    /// Whether this state re-creates a row after a delete (then it must run after any earlier delete).
+    var recreates: Bool {
+        if case .upserted = self.state { return true }
+        return false
+    }
+
+    /// The state after `child` is applied on top of `parent`; `nil` when they cancel out (inserted then deleted).
+    static func merge(parent: PendingRow?, child: PendingRow) -> PendingRow? {
+        guard var merged = parent else { return child }
+        switch (merged.state, child.state) {
+        case (.inserted, .inserted(let value)), (.inserted, .updated(let value, _, _)), (.inserted, .upserted(let value)):
+            merged.state = .inserted(value)
+        case (.inserted, .deleted):
+            return nil
+        case (.updated(_, let original, let base), .updated(let value, _, _)):
+            merged.state = .updated(value, original: original, base: base)
+        case (.updated, .inserted(let value)), (.updated, .upserted(let value)):
+            merged.state = .upserted(value)
+        case (.updated(_, _, let base), .deleted(_, let emit)):
+            merged.state = .deleted(base: base, emit: emit)
+        case (.upserted, .inserted(let value)), (.upserted, .updated(let value, _, _)), (.upserted, .upserted(let value)):
+            merged.state = .upserted(value)
+        case (.upserted, .deleted(_, let emit)):
+            merged.state = .deleted(base: .none, emit: emit)
+        case (.deleted, .inserted(let value)), (.deleted, .updated(let value, _, _)), (.deleted, .upserted(let value)):
+            merged.state = .upserted(value)
+        case (.deleted(let base, let emitted), .deleted(_, let emit)):
+            merged.state = .deleted(base: base, emit: emitted || emit)
+        }
+        return merged
+    }
+}
+
+/// A `delete(where:)` recorded by a context, emitted at its place in the change set.
+struct PendingDeleteWhere: Sendable {
+    let table: String
+    let emit: @Sendable (inout ChangeSet) -> Void
+    /// Whether a value of this table matches the predicate (for read overlays of later rows).
+    let matches: @Sendable (any Entity) -> Bool
+}
+
+/// The typed operations on one entity type, behind a type-erased ``PendingRow``.
+protocol AnyEntityKind: Sendable {
+    var table: String { get }
+    /// Appends the operation for `row` (consecutive inserts of one type become one bulk insert by the caller).
+    func emit(_ row: PendingRow, resolve: (RowKey, BaseVersion) -> Int64?, into changes: inout ChangeSet) throws
+    /// Appends one bulk insert of several inserted rows.
+    func emitBulkInsert(_ rows: [PendingRow], into changes: inout ChangeSet)
+    /// The approximate memory of a row: the encoded size of its column values.
+    func approximateSize(_ value: any Entity) -> Int
+}
+
+/// The ``AnyEntityKind`` of `T`.
+struct EntityKind<T: Entity>: AnyEntityKind {
+    var table: String { T.tableName }
+
+    func emit(_ row: PendingRow, resolve: (RowKey, BaseVersion) -> Int64?, into changes: inout ChangeSet) throws {
+        switch row.state {
+        case .inserted(let value):
+            changes.insert(value as! T)
+        case .upserted(let value):
+            changes.upsert(value as! T)
+        case .updated(let value, let original, let base):
+            let value = value as! T
+            let columns = try RowEncoder<T>().changedColumns(from: original as! T, to: value)
+            if columns.isEmpty { return }
+            changes.update(value, changedColumns: columns, expectedVersion: resolve(row.key, base))
+        case .deleted(let base, let emit):
+            guard emit else { return }
+            changes.delete(T.self, id: row.id as! T.ID, expectedVersion: resolve(row.key, base))
+        }
+    }
+
+    func emitBulkInsert(_ rows: [PendingRow], into changes: inout ChangeSet) {
+        changes.bulkInsert(rows.compactMap { $0.value as? T })
+    }
+
+    func approximateSize(_ value: any Entity) -> Int {
+        guard let value = value as? T, let encoded = try? RowEncoder<T>().encode(value) else { return 64 }
+        return encoded.reduce(64) { $0 + 16 + ($1.text?.utf8.count ?? 0) }
+    }
+}

@@ -1,0 +1,31 @@
+import SkyrosPostgres
+
+/// The identity of a row in the identity map: its table and its primary key as it is bound.
+struct RowKey: Hashable, Sendable {
+    let table: String
+    let id: PostgresValue
+
+    init(table: String, id: PostgresValue) {
+        self.table = table
+        self.id = id
+    }
+
+    init<T: Entity>(_ value: T) throws {
+        self.init(table: T.tableName, id: try PostgresValue(value.id))
+    }
+
+    init<T: Entity>(_ type: T.Type, id: T.ID) throws {
+        self.init(table: T.tableName, id: try PostgresValue(id))
+    }
+}
+
+/// The version a change was based on, sent as the expected version of an update or delete.
+enum BaseVersion: Sendable, Hashable {
+    /// Read from the store or the cache: the version the row had.
+    case known(Int64)
+    /// Read from a change still queued for commit: resolved to the version that commit produced, when the
+    /// change set is built (in commit order).
+    case pending
+    /// No optimistic check (the row was not read, or was created in the same change).
+    case none
+}

@@ -1,0 +1,394 @@
+import Foundation
+import Logging
+import SkyrosPostgres
+import Synchronization
+
+/// The root of a stack's context tree: the row cache, the changes saved into it that are still queued for
+/// commit (overlaid on every read, so readers see a write as soon as it is saved), and the ordered commit
+/// path that applies one ``ChangeSet`` per save through ``Store/apply(_:)``, in save order.
+///
+/// All state is in one mutex with short, synchronous critical sections; store calls happen outside it.
+/// A destroyed store gets a new core; the old one is invalidated and its contexts refuse to work.
+final class StackCore: Sendable {
+    struct PendingEntry: Sendable {
+        let commit: UInt64
+        let row: PendingRow
+    }
+
+    struct QueuedCommit: Sendable {
+        let id: UInt64
+        let slots: [ResolvedSlot]
+        let ticket: CommitTicket
+    }
+
+    struct State: Sendable {
+        var cache: RowCache
+        /// Queued changes per row, oldest first; the last one is what readers see.
+        var pending: [RowKey: [PendingEntry]] = [:]
+        var pendingCountByTable: [String: Int] = [:]
+        var queue: [QueuedCommit] = []
+        var queueHead = 0
+        var nextCommit: UInt64 = 1
+        /// Bumped whenever a commit finishes (either way): a read that overlaps one retries or skips caching.
+        var finishedCommits: UInt64 = 0
+        var draining = false
+        var held = false
+        var accepting = true
+        var lastTicket: CommitTicket?
+
+        var queuedCount: Int { self.queue.count - self.queueHead }
+
+        /// The latest queued change of each row of `table`.
+        func pendingRows(ofTable table: String) -> [RowKey: PendingRow] {
+            guard (self.pendingCountByTable[table] ?? 0) > 0 else { return [:] }
+            var rows: [RowKey: PendingRow] = [:]
+            for (key, entries) in self.pending where key.table == table {
+                if let last = entries.last { rows[key] = last.row }
+            }
+            return rows
+        }
+    }
+
+    let store: any Store
+    let generation: Int
+    private let logger: Logger
+    private let onCommitError: @Sendable (DataStackError) -> Void
+    private let invalidatedFlag = Atomic<Bool>(false)
+    let state: Mutex<State>
+
+    init(
+        store: any Store, cacheLimit: CacheLimit, generation: Int, logger: Logger,
+        onCommitError: @escaping @Sendable (DataStackError) -> Void
+    ) {
+        self.store = store
+        self.generation = generation
+        self.logger = logger
+        self.onCommitError = onCommitError
+        self.state = Mutex(State(cache: RowCache(limit: cacheLimit)))
+    }
+
+    var isInvalidated: Bool { self.invalidatedFlag.load(ordering: .acquiring) }
+
+    var measuresBytes: Bool { self.state.withLock { $0.cache.limit.maxBytes != nil } }
+
+    var statistics: CacheStatistics {
+        self.state.withLock {
+            CacheStatistics(
+                rows: $0.cache.count, bytes: $0.cache.totalBytes, hits: $0.cache.hits, misses: $0.cache.misses,
+                evictions: $0.cache.evictions)
+        }
+    }
+
+    // MARK: Reads
+
+    /// The row with `id` as readers of the main context see it: queued change, else cache, else store.
+    func lookup<T: Entity>(_ type: T.Type, id: T.ID) async throws -> (value: T, base: BaseVersion)? {
+        let key = try RowKey(type, id: id)
+        var fetched: Versioned<T>?
+        for attempt in 0..<3 {
+            let phase = self.state.withLock { state -> Result<(T, BaseVersion)?, UInt64Box> in
+                if let entry = state.pending[key]?.last {
+                    return .success((entry.row.value as? T).map { ($0, BaseVersion.pending) })
+                }
+                if let entry = state.cache.get(key), let value = entry.value as? T {
+                    return .success((value, .known(entry.version)))
+                }
+                return .failure(UInt64Box(value: state.finishedCommits))
+            }
+            let before: UInt64
+            switch phase {
+            case .success(let result): return result
+            case .failure(let miss): before = miss.value
+            }
+            fetched = try await self.store.object(T.self, id: id)
+            let bytes = try fetched.map { try self.size(of: $0.value) } ?? 0
+            let settled = self.state.withLock { state -> Bool in
+                guard state.finishedCommits == before else { return false }
+                if let fetched, state.pending[key] == nil {
+                    state.cache.put(key, value: fetched.value, version: fetched.version, bytes: bytes)
+                }
+                return true
+            }
+            if settled || attempt == 2 { break }
+        }
+        // A change queued while the row was read wins over what the store returned.
+        return self.state.withLock { state in
+            if let entry = state.pending[key]?.last { return (entry.row.value as? T).map { ($0, BaseVersion.pending) } }
+            return fetched.map { ($0.value, BaseVersion.known($0.version)) }
+        }
+    }
+
+    /// The rows matching `descriptor` as readers of the main context see them: the store's rows with the
+    /// queued changes overlaid (inserts that match added, updates replaced, deletes removed, sort and window
+    /// applied again). Fills the cache with what it read.
+    func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [(value: T, base: BaseVersion)] {
+        let table = T.tableName
+        var result: [(value: T, base: BaseVersion)] = []
+        for attempt in 0..<3 {
+            let (snapshot, before) = self.state.withLock { ($0.pendingRows(ofTable: table), $0.finishedCommits) }
+            let rows = try await self.store.fetch(Overlay.widened(descriptor, by: snapshot.count))
+            let measure = self.measuresBytes
+            let keyed = try rows.map { row in
+                (key: try RowKey(row.value), row: row, bytes: measure ? try self.size(of: row.value) : 0)
+            }
+            let (settled, current) = self.state.withLock { state -> (Bool, [RowKey: PendingRow]) in
+                guard state.finishedCommits == before else { return (false, [:]) }
+                for entry in keyed where state.pending[entry.key] == nil {
+                    state.cache.put(entry.key, value: entry.row.value, version: entry.row.version, bytes: entry.bytes)
+                }
+                var current: [RowKey: PendingRow] = [:]
+                for key in snapshot.keys { current[key] = state.pending[key]?.last?.row }
+                return (true, current)
+            }
+            if !settled && attempt < 2 { continue }
+            // Overlay the rows that were queued when the read began, in their latest queued state.
+            var overlay = snapshot
+            for (key, row) in current { overlay[key] = row }
+            result = try Overlay.apply(
+                descriptor, base: rows.map { ($0.value, BaseVersion.known($0.version)) }, changes: overlay,
+                changeBase: .pending)
+            break
+        }
+        return result
+    }
+
+    func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int {
+        let pending = self.state.withLock { ($0.pendingCountByTable[T.tableName] ?? 0) > 0 }
+        if !pending { return try await self.store.count(descriptor) }
+        return try await self.fetch(descriptor).count
+    }
+
+    /// Creates the row unless it exists, in the store at once (race-free across processes), and caches it.
+    func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
+        let (row, created) = try await self.store.findOrCreate(value)
+        let key = try RowKey(row.value)
+        let bytes = try self.size(of: row.value)
+        self.state.withLock { state in
+            if state.pending[key] == nil {
+                state.cache.put(key, value: row.value, version: row.version, bytes: bytes)
+            }
+        }
+        return (row.value, created)
+    }
+
+    private func size<T: Entity>(of value: T) throws -> Int {
+        guard self.measuresBytes else { return 0 }
+        return EntityKind<T>().approximateSize(value)
+    }
+
+    // MARK: Commits
+
+    /// Makes saved changes visible to every reader at once and queues their commit.
+    /// - Returns: the commit's ticket, or `nil` when there was nothing to commit.
+    /// - Throws: ``DataStackError`` `.stackShutDown` after ``shutdown()``.
+    func enqueue(_ slots: [ResolvedSlot]) throws -> CommitTicket? {
+        if slots.isEmpty { return nil }
+        let ticket = CommitTicket()
+        let startDrain = try self.state.withLock { state -> Bool in
+            guard state.accepting else {
+                throw DataStackError(code: .stackShutDown, message: "the stack was shut down; the write was not saved")
+            }
+            let id = state.nextCommit
+            state.nextCommit += 1
+            for case .row(let row) in slots {
+                state.pending[row.key, default: []].append(PendingEntry(commit: id, row: row))
+                state.pendingCountByTable[row.key.table, default: 0] += 1
+                state.cache.pin(row.key)
+            }
+            state.queue.append(QueuedCommit(id: id, slots: slots, ticket: ticket))
+            state.lastTicket = ticket
+            return self.claimDrain(&state)
+        }
+        if startDrain { self.startDrain() }
+        return ticket
+    }
+
+    /// Whether the caller should start a drainer (and marks one as running).
+    private func claimDrain(_ state: inout State) -> Bool {
+        guard !state.draining, !state.held, state.queuedCount > 0 else { return false }
+        state.draining = true
+        return true
+    }
+
+    private func startDrain() {
+        Task { await self.drain() }
+    }
+
+    /// Applies queued commits one at a time, in order, until the queue is empty or held.
+    private func drain() async {
+        while true {
+            let next = self.state.withLock { state -> (QueuedCommit, Result<ChangeSet, any Error>)? in
+                guard !state.held, state.queuedCount > 0 else {
+                    state.draining = false
+                    return nil
+                }
+                let commit = state.queue[state.queueHead]
+                state.queueHead += 1
+                if state.queueHead > 64, state.queueHead * 2 > state.queue.count {
+                    state.queue.removeFirst(state.queueHead)
+                    state.queueHead = 0
+                }
+                return (commit, Result { try self.changeSet(for: commit, state: state) })
+            }
+            guard let (commit, built) = next else { return }
+            do {
+                let changes = try built.get()
+                let result = changes.isEmpty ? ChangeSetResult(operations: []) : try await self.store.apply(changes)
+                try self.succeed(commit, result: result)
+                commit.ticket.complete(.success(()))
+            } catch {
+                self.fail(commit)
+                self.logger.debug("commit failed", metadata: ["skyros.stack.commit": "\(commit.id)", "skyros.error": "\(error)"])
+                self.onCommitError(
+                    DataStackError(code: .commitFailed, message: "a queued write was not committed and was reverted", underlying: error))
+                commit.ticket.complete(.failure(error))
+            }
+        }
+    }
+
+    /// The change set of a commit; expected versions of rows read from earlier queued commits are resolved now,
+    /// from the versions those commits produced.
+    private func changeSet(for commit: QueuedCommit, state: State) throws -> ChangeSet {
+        var changes = ChangeSet(expectedGeneration: self.generation)
+        func resolve(_ key: RowKey, _ base: BaseVersion) -> Int64? {
+            switch base {
+            case .known(let version): return version
+            case .none: return nil
+            case .pending: return state.cache.version(key)
+            }
+        }
+        var inserts: [PendingRow] = []
+        func flushInserts() {
+            if inserts.count == 1 {
+                try? inserts[0].kind.emit(inserts[0], resolve: resolve, into: &changes)
+            } else if let first = inserts.first {
+                first.kind.emitBulkInsert(inserts, into: &changes)
+            }
+            inserts.removeAll()
+        }
+        for slot in commit.slots {
+            switch slot {
+            case .row(let row):
+                if case .inserted = row.state {
+                    if let first = inserts.first, first.key.table != row.key.table { flushInserts() }
+                    inserts.append(row)
+                    continue
+                }
+                flushInserts()
+                try row.kind.emit(row, resolve: resolve, into: &changes)
+            case .deleteWhere(let operation):
+                flushInserts()
+                operation.emit(&changes)
+            }
+        }
+        flushInserts()
+        return changes
+    }
+
+    private func succeed(_ commit: QueuedCommit, result: ChangeSetResult) throws {
+        var written: [RowKey: RowChange] = [:]
+        for change in result.changes { written[RowKey(table: change.table, id: change.id)] = change }
+        let measure = self.measuresBytes
+        var sizes: [RowKey: Int] = [:]
+        if measure {
+            for case .row(let row) in commit.slots {
+                if let value = row.value { sizes[row.key] = row.kind.approximateSize(value) }
+            }
+        }
+        self.state.withLock { state in
+            var rowKeys = Set<RowKey>()
+            for case .row(let row) in commit.slots {
+                rowKeys.insert(row.key)
+                self.unqueue(row.key, commit: commit.id, state: &state)
+                if let value = row.value {
+                    if let version = written[row.key]?.version {
+                        state.cache.put(row.key, value: value, version: version, bytes: sizes[row.key] ?? 0)
+                    }
+                } else {
+                    state.cache.remove(row.key)
+                }
+            }
+            for (key, change) in written where change.kind == .deleted && !rowKeys.contains(key) {
+                state.cache.remove(key)
+            }
+            state.finishedCommits += 1
+        }
+    }
+
+    /// Reverts a failed commit from the main context: its queued changes vanish and its rows leave the cache
+    /// (they may be stale: the usual cause is a version conflict).
+    private func fail(_ commit: QueuedCommit) {
+        self.state.withLock { state in
+            for case .row(let row) in commit.slots {
+                self.unqueue(row.key, commit: commit.id, state: &state)
+                state.cache.remove(row.key)
+            }
+            state.finishedCommits += 1
+        }
+    }
+
+    private func unqueue(_ key: RowKey, commit: UInt64, state: inout State) {
+        guard var entries = state.pending[key], let index = entries.firstIndex(where: { $0.commit == commit }) else { return }
+        entries.remove(at: index)
+        state.pending[key] = entries.isEmpty ? nil : entries
+        state.pendingCountByTable[key.table, default: 1] -= 1
+        state.cache.unpin(key)
+    }
+
+    // MARK: Lifecycle
+
+    /// Test hook: queued commits wait (a commit already running finishes) until ``releaseCommits()``.
+    func holdCommits() { self.state.withLock { $0.held = true } }
+
+    func releaseCommits() {
+        let start = self.state.withLock { state -> Bool in
+            state.held = false
+            return self.claimDrain(&state)
+        }
+        if start { self.startDrain() }
+    }
+
+    /// The number of commits queued and not yet started.
+    var queuedCommits: Int { self.state.withLock { $0.queuedCount } }
+
+    /// Waits until every commit queued so far has finished (either way).
+    func flush() async {
+        guard let ticket = self.state.withLock({ $0.lastTicket }) else { return }
+        _ = try? await ticket.wait()
+    }
+
+    /// Stops accepting saves, releases a hold, and waits for the queue to drain.
+    func shutdown() async {
+        let start = self.state.withLock { state -> Bool in
+            state.accepting = false
+            state.held = false
+            return self.claimDrain(&state)
+        }
+        if start { self.startDrain() }
+        await self.flush()
+    }
+
+    /// Invalidates the core (after a destroy): queued commits fail, contexts refuse to work.
+    func invalidate() {
+        self.invalidatedFlag.store(true, ordering: .releasing)
+        let queued = self.state.withLock { state -> [QueuedCommit] in
+            state.accepting = false
+            let queued = Array(state.queue[state.queueHead...])
+            state.queue = []
+            state.queueHead = 0
+            state.pending = [:]
+            state.pendingCountByTable = [:]
+            state.cache.removeAll()
+            return queued
+        }
+        for commit in queued {
+            commit.ticket.complete(.failure(DataStackError(
+                code: .contextInvalidated, message: "the store was destroyed before this write was committed")))
+        }
+    }
+}
+
+/// A cache miss in ``StackCore/lookup(_:id:)``: the commit counter when the miss was seen.
+private struct UInt64Box: Error {
+    let value: UInt64
+}
