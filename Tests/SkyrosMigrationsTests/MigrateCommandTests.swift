@@ -3,7 +3,7 @@ import SkyrosPostgres
 import Testing
 
 /// The real `migrate` executable (built next to the test bundle by `swift build --build-tests`).
-@Suite("migrate command (PostgreSQL)")
+@Suite("migrate command (PostgreSQL)", .timeLimit(.minutes(5)))
 struct MigrateCommandTests {
     struct Result {
         var status: Int32

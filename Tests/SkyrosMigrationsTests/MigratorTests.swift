@@ -5,7 +5,7 @@ import Testing
 @testable import SkyrosMigrations
 
 /// The library against the real server; each test migrates its own schema and drops it.
-@Suite("Migrator (PostgreSQL)")
+@Suite("Migrator (PostgreSQL)", .timeLimit(.minutes(3)))
 struct MigratorTests {
     /// Runs `body` with a fresh schema name, a directory holding the example migrations and a connection.
     func withFixture(
@@ -269,5 +269,30 @@ struct MigratorTests {
             #expect(try await migrator.migrate(on: connection).completed.count == 1)
             #expect(try await TestServer.relationExists(schema, "t"))
         }
+    }
+
+    /// The example schema shipped in `migrations/` at the package root applies, and reverts, cleanly.
+    @Test func packageExampleMigrationsApplyAndRevert() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let schema = TestServer.uniqueSchema("example")
+        let connection = try await TestServer.connect()
+        let migrator = Migrator(
+            source: .directory(root.appendingPathComponent("migrations")), configuration: .init(schema: schema))
+        do {
+            let report = try await migrator.migrate(on: connection)
+            #expect(report.completed.count == (try migrator.migrations()).count)
+            #expect(try await TestServer.relationExists(schema, "books"))
+            #expect(try await TestServer.relationExists(schema, "books_title"))
+            let steps = report.completed.count
+            try await migrator.rollback(steps: steps, on: connection)
+            #expect(!(try await TestServer.relationExists(schema, "authors")))
+        } catch {
+            await connection.close()
+            await TestServer.dropSchema(schema)
+            throw error
+        }
+        await connection.close()
+        await TestServer.dropSchema(schema)
     }
 }
