@@ -54,26 +54,12 @@ public final class InMemoryStore: Store {
     }
 
     public func apply(_ changes: ChangeSet) async throws -> ChangeSetResult {
-        try self.database.withLock { database in
-            var copy = database
-            let result = try copy.apply(changes)
-            database = copy
-            return result
-        }
+        try self.database.withLock { try $0.applyAtomically(changes) }
     }
 
     public func apply(batch: [ChangeSet]) async throws -> [Result<ChangeSetResult, any Error>] {
         self.database.withLock { database in
-            batch.map { changes in
-                var copy = database
-                do {
-                    let result = try copy.apply(changes)
-                    database = copy
-                    return .success(result)
-                } catch {
-                    return .failure(error)
-                }
-            }
+            batch.map { changes in Result { try database.applyAtomically(changes) } }
         }
     }
 
@@ -108,29 +94,56 @@ struct InMemoryTable: Sendable {
     var rows: [PostgresValue: InMemoryRow] = [:]
 }
 
-/// The whole in-memory database: a value, so a change set runs on a copy and commits by assignment.
+/// The whole in-memory database. A change set runs in place while an undo journal records every row it
+/// replaces; on failure the journal is replayed backwards, so a write costs O(1), not a copy of the table.
 struct InMemoryDatabase: Sendable {
+    private struct Undo: Sendable {
+        var table: String
+        var key: PostgresValue
+        var previous: InMemoryRow?
+    }
+
     var tables: [String: InMemoryTable] = [:]
     var generation = 0
     var nextSequence = 0
+    private var journal: [Undo]?
 
-    mutating func apply(_ changes: ChangeSet) throws -> ChangeSetResult {
+    /// Applies every operation or none.
+    mutating func applyAtomically(_ changes: ChangeSet) throws -> ChangeSetResult {
         if let expected = changes.expectedGeneration, expected != self.generation {
             throw StoreError.storeDestroyed(generation: self.generation)
         }
-        var results: [[RowChange]] = []
-        results.reserveCapacity(changes.operations.count)
-        for operation in changes.operations {
-            results.append(try operation.change.run(in: &self))
+        self.journal = []
+        defer { self.journal = nil }
+        do {
+            var results: [[RowChange]] = []
+            results.reserveCapacity(changes.operations.count)
+            for operation in changes.operations {
+                results.append(try operation.change.run(in: &self))
+            }
+            return ChangeSetResult(operations: results)
+        } catch {
+            for undo in (self.journal ?? []).reversed() {
+                self.tables[undo.table, default: InMemoryTable()].rows[undo.key] = undo.previous
+            }
+            throw error
         }
-        return ChangeSetResult(operations: results)
+    }
+
+    func row(_ table: String, _ key: PostgresValue) -> InMemoryRow? { self.tables[table]?.rows[key] }
+
+    /// Replaces (or removes, with `nil`) one row, journaling the previous state.
+    mutating func setRow(_ table: String, _ key: PostgresValue, _ row: InMemoryRow?) {
+        let previous = self.tables[table]?.rows[key]
+        self.tables[table, default: InMemoryTable()].rows[key] = row
+        self.journal?.append(Undo(table: table, key: key, previous: previous))
     }
 
     @discardableResult
     mutating func insert(_ values: [PostgresValue], key: PostgresValue, table: String) -> InMemoryRow {
         self.nextSequence += 1
         let row = InMemoryRow(values: values, version: 1, sequence: self.nextSequence)
-        self.tables[table, default: InMemoryTable()].rows[key] = row
+        self.setRow(table, key, row)
         return row
     }
 }
@@ -145,7 +158,7 @@ extension EntityChange {
         func insert(_ value: T) throws -> RowChange {
             let values = try RowEncoder(plan: plan).encode(value)
             let key = values[plan.idIndex]
-            if database.tables[table]?.rows[key] != nil {
+            if database.row(table, key) != nil {
                 throw PostgresError(
                     kind: .uniqueViolation, sqlState: .uniqueViolation, severity: "ERROR",
                     message: "duplicate key value violates unique constraint \"\(table)_pkey\"",
@@ -166,7 +179,7 @@ extension EntityChange {
             let indices = try Self.columnIndices(columns, plan: plan)
             let key = try plan.idValue(value.id)
             if indices.isEmpty { return [] }
-            guard var row = database.tables[table]?.rows[key] else {
+            guard var row = database.row(table, key) else {
                 if let expected {
                     throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: nil)
                 }
@@ -178,12 +191,12 @@ extension EntityChange {
             let values = try RowEncoder(plan: plan).encode(value)
             for index in indices { row.values[index] = values[index] }
             row.version += 1
-            database.tables[table]?.rows[key] = row
+            database.setRow(table, key, row)
             return [change(key, .updated, row.version)]
 
         case .delete(let id, let expected):
             let key = try plan.idValue(id)
-            guard let row = database.tables[table]?.rows[key] else {
+            guard let row = database.row(table, key) else {
                 if let expected {
                     throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: nil)
                 }
@@ -192,18 +205,18 @@ extension EntityChange {
             if let expected, row.version != expected {
                 throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: row.version)
             }
-            database.tables[table]?.rows[key] = nil
+            database.setRow(table, key, nil)
             return [change(key, .deleted, nil)]
 
         case .upsert(let value):
             let values = try RowEncoder(plan: plan).encode(value)
             let key = values[plan.idIndex]
-            guard var row = database.tables[table]?.rows[key] else {
+            guard var row = database.row(table, key) else {
                 return [change(key, .inserted, database.insert(values, key: key, table: table).version)]
             }
             row.values = values
             row.version += 1
-            database.tables[table]?.rows[key] = row
+            database.setRow(table, key, row)
             return [change(key, .updated, row.version)]
 
         case .deleteWhere(let predicate):
@@ -214,7 +227,7 @@ extension EntityChange {
                 let value = try decoder.decode(values: row.values)
                 guard try InMemoryQuery.matches(predicate, value) else { continue }
                 let key = row.values[plan.idIndex]
-                database.tables[table]?.rows[key] = nil
+                database.setRow(table, key, nil)
                 deleted.append(change(key, .deleted, nil))
             }
             return deleted

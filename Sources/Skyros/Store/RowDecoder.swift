@@ -28,8 +28,8 @@ package struct RowDecoder<T: Entity>: Sendable {
         var result: [Versioned<T>] = []
         result.reserveCapacity(rows.count)
         for row in rows {
-            state.begin(.row(row))
-            let value = try T(from: RowDecoderImpl(state: state))
+            state.begin()
+            let value = try T(from: RowDecoderImpl(state: state, source: .row(row)))
             try state.end()
             let version: Int64
             do {
@@ -45,8 +45,8 @@ package struct RowDecoder<T: Entity>: Sendable {
     /// Decodes one value from encoded column values in ``Entity/columns`` order (the in-memory store's rows).
     package func decode(values: [PostgresValue]) throws -> T {
         let state = try RowDecodingState(plan: self.plan, columns: nil)
-        state.begin(.values(values))
-        let value = try T(from: RowDecoderImpl(state: state))
+        state.begin()
+        let value = try T(from: RowDecoderImpl(state: state, source: .values(values)))
         try state.end()
         return value
     }
@@ -57,20 +57,23 @@ package struct RowDecoder<T: Entity>: Sendable {
         var result: [T] = []
         result.reserveCapacity(valueRows.count)
         for values in valueRows {
-            state.begin(.values(values))
-            result.append(try T(from: RowDecoderImpl(state: state)))
+            state.begin()
+            result.append(try T(from: RowDecoderImpl(state: state, source: .values(values))))
             try state.end()
         }
         return result
     }
 }
 
+/// Where a row's cells come from. Passed down by value (borrowed), never stored in the shared state, so
+/// reading a cell does not retain the result's buffers.
+enum RowSource {
+    case row(PostgresRow)
+    case values([PostgresValue])
+}
+
 /// The state of one decoding pass over many rows of one entity type.
 final class RowDecodingState {
-    enum Source {
-        case row(PostgresRow)
-        case values([PostgresValue])
-    }
 
     let entityName: String
     let columnNames: [String]
@@ -78,7 +81,6 @@ final class RowDecodingState {
     let keyStrategy: ColumnKeyStrategy
     /// Entity column → result column.
     let resultIndex: [Int]
-    var source: Source = .values([])
     /// The key sequence of the first row: (key, entity column).
     private var learned: [(key: String, index: Int)] = []
     private var learning = true
@@ -111,8 +113,7 @@ final class RowDecodingState {
     }
 
     @inline(__always)
-    func begin(_ source: Source) {
-        self.source = source
+    func begin() {
         self.cursor = 0
     }
 
@@ -149,15 +150,15 @@ final class RowDecodingState {
         return index
     }
 
-    func isNull(_ index: Int) -> Bool {
-        switch self.source {
+    func isNull(_ source: RowSource, _ index: Int) -> Bool {
+        switch source {
         case .row(let row): return row.isNull(at: self.resultIndex[index])
         case .values(let values): return values[index].isNull
         }
     }
 
-    func columnType(_ index: Int) -> PostgresType {
-        switch self.source {
+    func columnType(_ source: RowSource, _ index: Int) -> PostgresType {
+        switch source {
         case .row(let row): return row.columns[self.resultIndex[index]].type
         case .values(let values): return values[index].type == .unspecified ? .unknown : values[index].type
         }
@@ -165,9 +166,9 @@ final class RowDecodingState {
 
     /// Decodes a natively supported type.
     @inline(__always)
-    func native<V: PostgresDecodable>(_ type: V.Type, _ index: Int) throws -> V {
+    func native<V: PostgresDecodable>(_ type: V.Type, _ source: RowSource, _ index: Int) throws -> V {
         do {
-            switch self.source {
+            switch source {
             case .row(let row):
                 return try row.decode(V.self, at: self.resultIndex[index])
             case .values(let values):
@@ -181,23 +182,23 @@ final class RowDecodingState {
         }
     }
 
-    func nativeExistential(_ type: any PostgresDecodable.Type, _ index: Int) throws -> any PostgresDecodable {
-        try self.native(type, index)
+    func nativeExistential(_ type: any PostgresDecodable.Type, _ source: RowSource, _ index: Int) throws -> any PostgresDecodable {
+        try self.native(type, source, index)
     }
 
     /// Decodes any Decodable column value: native, JSON (json/jsonb columns), or through a single-value decoder.
-    func decodeAny<V: Decodable>(_ type: V.Type, _ index: Int) throws -> V {
-        if V.self == Date.self { return unsafeBitCast(try self.native(Date.self, index), to: V.self) }
-        if V.self == UUID.self { return unsafeBitCast(try self.native(UUID.self, index), to: V.self) }
-        if V.self == Decimal.self { return unsafeBitCast(try self.native(Decimal.self, index), to: V.self) }
-        if V.self == Data.self { return unsafeBitCast(try self.native(Data.self, index), to: V.self) }
+    func decodeAny<V: Decodable>(_ type: V.Type, _ source: RowSource, _ index: Int) throws -> V {
+        if V.self == Date.self { return unsafeBitCast(try self.native(Date.self, source, index), to: V.self) }
+        if V.self == UUID.self { return unsafeBitCast(try self.native(UUID.self, source, index), to: V.self) }
+        if V.self == Decimal.self { return unsafeBitCast(try self.native(Decimal.self, source, index), to: V.self) }
+        if V.self == Data.self { return unsafeBitCast(try self.native(Data.self, source, index), to: V.self) }
         if let native = V.self as? any PostgresDecodable.Type {
-            return try self.nativeExistential(native, index) as! V
+            return try self.nativeExistential(native, source, index) as! V
         }
-        let pgType = self.columnType(index)
+        let pgType = self.columnType(source, index)
         if pgType == .jsonb || pgType == .json {
             do {
-                guard let bytes = self.bytes(index) else {
+                guard let bytes = self.bytes(source, index) else {
                     throw PostgresError(kind: .decoding, message: "unexpected NULL for non-optional \(V.self)")
                 }
                 if self.json == nil { self.json = ColumnJSON.makeDecoder() }
@@ -206,11 +207,11 @@ final class RowDecodingState {
                 throw self.columnError(error, column: index)
             }
         }
-        return try V(from: ColumnValueDecoder(state: self, index: index))
+        return try V(from: ColumnValueDecoder(state: self, source: source, index: index))
     }
 
-    func bytes(_ index: Int) -> ArraySlice<UInt8>? {
-        switch self.source {
+    func bytes(_ source: RowSource, _ index: Int) -> ArraySlice<UInt8>? {
+        switch source {
         case .row(let row): return row.bytes(at: self.resultIndex[index])
         case .values(let values): return values[index].text.map { ArraySlice($0.utf8) }
         }
@@ -241,21 +242,22 @@ final class RowDecodingState {
         return error
     }
 
-    func nestingError(_ index: Int) -> any Error {
+    func nestingError(_ source: RowSource, _ index: Int) -> any Error {
         PostgresError(
             kind: .decoding,
-            message: "entity \(self.entityName), column \"\(self.columnNames[index])\": a nested Codable value needs a json or jsonb column (the column is \(self.columnType(index)))",
+            message: "entity \(self.entityName), column \"\(self.columnNames[index])\": a nested Codable value needs a json or jsonb column (the column is \(self.columnType(source, index)))",
             column: self.columnNames[index])
     }
 }
 
 struct RowDecoderImpl: Decoder {
     let state: RowDecodingState
+    let source: RowSource
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        KeyedDecodingContainer(RowKeyedDecoder<Key>(state: self.state))
+        KeyedDecodingContainer(RowKeyedDecoder<Key>(state: self.state, source: self.source))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -269,6 +271,7 @@ struct RowDecoderImpl: Decoder {
 
 struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let state: RowDecodingState
+    let source: RowSource
     var codingPath: [any CodingKey] { [] }
 
     var allKeys: [Key] { self.state.columnNames.compactMap { Key(stringValue: $0) } }
@@ -277,18 +280,18 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         self.state.columnIndex[self.state.keyStrategy.columnName(forKey: key.stringValue)] != nil
     }
 
-    func decodeNil(forKey key: Key) throws -> Bool { self.state.isNull(try self.state.index(for: key)) }
+    func decodeNil(forKey key: Key) throws -> Bool { self.state.isNull(self.source, try self.state.index(for: key)) }
 
     @inline(__always)
     private func scalar<V: PostgresDecodable>(_ type: V.Type, _ key: Key) throws -> V {
-        try self.state.native(V.self, try self.state.index(for: key))
+        try self.state.native(V.self, self.source, try self.state.index(for: key))
     }
 
     @inline(__always)
     private func optional<V: PostgresDecodable>(_ type: V.Type, _ key: Key) throws -> V? {
         let index = try self.state.index(for: key)
-        if self.state.isNull(index) { return nil }
-        return try self.state.native(V.self, index)
+        if self.state.isNull(self.source, index) { return nil }
+        return try self.state.native(V.self, self.source, index)
     }
 
     private func narrow<V: FixedWidthInteger>(_ type: V.Type, _ key: Key) throws -> V {
@@ -297,7 +300,7 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     private func narrow<V: FixedWidthInteger>(_ type: V.Type, _ index: Int) throws -> V {
-        let wide = try self.state.native(Int64.self, index)
+        let wide = try self.state.native(Int64.self, self.source, index)
         guard let value = V(exactly: wide) else {
             throw self.state.columnError(PostgresError(kind: .decoding, message: "\(wide) does not fit in \(V.self)"), column: index)
         }
@@ -306,7 +309,7 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     private func optionalNarrow<V: FixedWidthInteger>(_ type: V.Type, _ key: Key) throws -> V? {
         let index = try self.state.index(for: key)
-        if self.state.isNull(index) { return nil }
+        if self.state.isNull(self.source, index) { return nil }
         return try self.narrow(V.self, index)
     }
 
@@ -325,7 +328,7 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try self.narrow(UInt32.self, key) }
     func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try self.narrow(UInt64.self, key) }
     func decode<V: Decodable>(_ type: V.Type, forKey key: Key) throws -> V {
-        try self.state.decodeAny(V.self, try self.state.index(for: key))
+        try self.state.decodeAny(V.self, self.source, try self.state.index(for: key))
     }
 
     func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try self.optional(Bool.self, key) }
@@ -344,18 +347,18 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try self.optionalNarrow(UInt64.self, key) }
     func decodeIfPresent<V: Decodable>(_ type: V.Type, forKey key: Key) throws -> V? {
         let index = try self.state.index(for: key)
-        if self.state.isNull(index) { return nil }
-        return try self.state.decodeAny(V.self, index)
+        if self.state.isNull(self.source, index) { return nil }
+        return try self.state.decodeAny(V.self, self.source, index)
     }
 
     func nestedContainer<NestedKey: CodingKey>(
         keyedBy type: NestedKey.Type, forKey key: Key
     ) throws -> KeyedDecodingContainer<NestedKey> {
-        throw self.state.nestingError(try self.state.index(for: key))
+        throw self.state.nestingError(self.source, try self.state.index(for: key))
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        throw self.state.nestingError(try self.state.index(for: key))
+        throw self.state.nestingError(self.source, try self.state.index(for: key))
     }
 
     func superDecoder() throws -> any Decoder {
@@ -363,42 +366,43 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func superDecoder(forKey key: Key) throws -> any Decoder {
-        throw self.state.nestingError(try self.state.index(for: key))
+        throw self.state.nestingError(self.source, try self.state.index(for: key))
     }
 }
 
 /// Decodes one column as a single value: enums with raw values and other single-value wrappers.
 struct ColumnValueDecoder: Decoder, SingleValueDecodingContainer {
     let state: RowDecodingState
+    let source: RowSource
     let index: Int
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        throw self.state.nestingError(self.index)
+        throw self.state.nestingError(self.source, self.index)
     }
-    func unkeyedContainer() throws -> any UnkeyedDecodingContainer { throw self.state.nestingError(self.index) }
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer { throw self.state.nestingError(self.source, self.index) }
     func singleValueContainer() throws -> any SingleValueDecodingContainer { self }
 
-    func decodeNil() -> Bool { self.state.isNull(self.index) }
-    func decode(_ type: Bool.Type) throws -> Bool { try self.state.native(Bool.self, self.index) }
-    func decode(_ type: String.Type) throws -> String { try self.state.native(String.self, self.index) }
-    func decode(_ type: Double.Type) throws -> Double { try self.state.native(Double.self, self.index) }
-    func decode(_ type: Float.Type) throws -> Float { try self.state.native(Float.self, self.index) }
-    func decode(_ type: Int.Type) throws -> Int { try self.state.native(Int.self, self.index) }
+    func decodeNil() -> Bool { self.state.isNull(self.source, self.index) }
+    func decode(_ type: Bool.Type) throws -> Bool { try self.state.native(Bool.self, self.source, self.index) }
+    func decode(_ type: String.Type) throws -> String { try self.state.native(String.self, self.source, self.index) }
+    func decode(_ type: Double.Type) throws -> Double { try self.state.native(Double.self, self.source, self.index) }
+    func decode(_ type: Float.Type) throws -> Float { try self.state.native(Float.self, self.source, self.index) }
+    func decode(_ type: Int.Type) throws -> Int { try self.state.native(Int.self, self.source, self.index) }
     func decode(_ type: Int8.Type) throws -> Int8 { try self.integer(Int8.self) }
-    func decode(_ type: Int16.Type) throws -> Int16 { try self.state.native(Int16.self, self.index) }
-    func decode(_ type: Int32.Type) throws -> Int32 { try self.state.native(Int32.self, self.index) }
-    func decode(_ type: Int64.Type) throws -> Int64 { try self.state.native(Int64.self, self.index) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try self.state.native(Int16.self, self.source, self.index) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try self.state.native(Int32.self, self.source, self.index) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try self.state.native(Int64.self, self.source, self.index) }
     func decode(_ type: UInt.Type) throws -> UInt { try self.integer(UInt.self) }
     func decode(_ type: UInt8.Type) throws -> UInt8 { try self.integer(UInt8.self) }
     func decode(_ type: UInt16.Type) throws -> UInt16 { try self.integer(UInt16.self) }
     func decode(_ type: UInt32.Type) throws -> UInt32 { try self.integer(UInt32.self) }
     func decode(_ type: UInt64.Type) throws -> UInt64 { try self.integer(UInt64.self) }
-    func decode<V: Decodable>(_ type: V.Type) throws -> V { try self.state.decodeAny(V.self, self.index) }
+    func decode<V: Decodable>(_ type: V.Type) throws -> V { try self.state.decodeAny(V.self, self.source, self.index) }
 
     private func integer<V: FixedWidthInteger>(_ type: V.Type) throws -> V {
-        let wide = try self.state.native(Int64.self, self.index)
+        let wide = try self.state.native(Int64.self, self.source, self.index)
         guard let value = V(exactly: wide) else {
             throw self.state.columnError(PostgresError(kind: .decoding, message: "\(wide) does not fit in \(V.self)"), column: self.index)
         }
