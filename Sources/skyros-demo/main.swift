@@ -1,1 +1,104 @@
-print("demo")
+// skyros-demo: the context stack at work, with no setup.
+//
+//   swift run skyros-demo                      # in memory
+//   DATABASE_URL=postgresql://… swift run skyros-demo   # PostgreSQL: applies migrations/ first, leaves its rows
+import Foundation
+import Skyros
+import SkyrosPostgres
+
+struct Author: Entity, ColumnKeyStrategyProviding {
+    var id: UUID
+    var name: String
+    var email: String?
+
+    static let tableName = "authors"
+    static let columnKeyStrategy = ColumnKeyStrategy.convertToSnakeCase
+    static let columns: [EntityColumn<Author>] = [
+        EntityColumn(\.id, "id"), EntityColumn(\.name, "name"), EntityColumn(\.email, "email"),
+    ]
+    static let defaultSort = [SortDescriptor(\Author.name)]
+}
+
+struct Book: Entity, ColumnKeyStrategyProviding {
+    var id: UUID
+    var title: String
+    var authorID: UUID
+    var year: Int32?
+    var tags: [String]
+
+    enum CodingKeys: String, CodingKey {
+        case id, title, year, tags
+        case authorID = "author_id"
+    }
+
+    static let tableName = "books"
+    static let columnKeyStrategy = ColumnKeyStrategy.useCodingKeys
+    static let columns: [EntityColumn<Book>] = [
+        EntityColumn(\.id, "id"), EntityColumn(\.title, "title"), EntityColumn(\.authorID, "author_id"),
+        EntityColumn(\.year, "year"), EntityColumn(\.tags, "tags"),
+    ]
+    static let defaultSort = [SortDescriptor(\Book.title)]
+}
+
+func run() async throws {
+    let configuration: DataStackConfiguration
+    if let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty {
+        let postgres = try PostgresConfiguration(url: url)
+        configuration = DataStackConfiguration(
+            store: .postgres(postgres), migrations: .directory(path: "migrations"), entities: [Author.self, Book.self])
+        print("Store: PostgreSQL (\(postgres)); applying migrations/ first")
+    } else {
+        configuration = DataStackConfiguration(store: .inMemory)
+        print("Store: in memory (set DATABASE_URL to use PostgreSQL)")
+    }
+    let stack = try await DataStack.start(configuration)
+    print("Stack started (store reachable, migrations applied, entities validated)")
+
+    // 1. A write: visible to every reader in the process as soon as it returns; the commit is queued.
+    let adaID = UUID()
+    let ada = Author(id: adaID, name: "Ada Lovelace", email: nil)
+    try await stack.write { context in
+        try context.insert(ada)
+        try context.insert(Book(id: UUID(), title: "Notes on the Analytical Engine", authorID: ada.id, year: 1843, tags: ["computing"]))
+    }
+    print("write: inserted author \(ada.name) and one book")
+
+    // 2. A read on the main context (by id: served from memory).
+    let books = try await stack.read { context in
+        try await context.fetch(FetchDescriptor<Book>(predicate: #Predicate { $0.authorID == adaID }))
+    }
+    let cached = try await stack.read { try await $0.object(Author.self, id: ada.id) }
+    print("read: \(books.count) book(s) by \(cached?.name ?? "?"): \(books.map(\.title))")
+
+    // 3. A background context: its own scratch pad, saved into the stack.
+    let background = stack.newBackgroundContext()
+    if var book = try await background.first(FetchDescriptor<Book>(predicate: #Predicate { $0.authorID == adaID })) {
+        book.tags.append("classic")
+        try await background.update(book)  // only "tags" is written
+    }
+    print("background context: has changes = \(background.hasChanges)")
+    try await background.saveToStore()
+    print("background context: saved and committed")
+
+    // 4. A durable write: returns after the PostgreSQL commit (and throws its error).
+    let grace = Author(id: UUID(), name: "Grace Hopper", email: "grace-\(ada.id.uuidString.prefix(8))@example.com")
+    try await stack.write(durability: .committed) { context in
+        try context.insert(grace)
+        try context.insert(Book(id: UUID(), title: "A Manual of Operation for the ASCC", authorID: grace.id, year: 1946, tags: []))
+    }
+    print("durable write: \(grace.name) committed")
+
+    let authors = try await stack.read { try await $0.fetch(Author.self) }
+    print("authors now: \(authors.map(\.name))")
+    let statistics = stack.cacheStatistics
+    print("cache: \(statistics.rows) rows, \(statistics.hits) hits, \(statistics.misses) misses")
+    await stack.shutdown()
+    print("done")
+}
+
+do {
+    try await run()
+} catch {
+    print("skyros-demo failed: \(error)")
+    exit(1)
+}

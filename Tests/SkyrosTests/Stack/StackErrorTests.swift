@@ -1,0 +1,102 @@
+import Foundation
+import Skyros
+import SkyrosMigrations
+import SkyrosPostgres
+import Testing
+
+/// Start-up and lifecycle failures each give their specific error.
+@Suite("Stack errors")
+struct StackErrorTests {
+    @Test("An unreachable server fails start with storeUnreachable, without the password")
+    func unreachable() async throws {
+        let configuration = try PostgresConfiguration(url: "postgresql://skyros:s3cret-pw@127.0.0.1:1/nowhere?connect_timeout=2")
+        let error = await stackError { _ = try await DataStack.start(DataStackConfiguration(store: .postgres(configuration))) }
+        let stackError = try #require(error as? DataStackError)
+        #expect(stackError.code == .storeUnreachable)
+        #expect(stackError.underlying is PostgresError)
+        #expect(!"\(stackError)".contains("s3cret-pw"))
+        #expect("\(stackError)".contains("127.0.0.1:1"))
+    }
+
+    @Test("A failing migration fails start with migrationFailed naming the file; earlier migrations stay")
+    func failingMigration() async throws {
+        let schema = StackTestServer.uniqueSchemaName()
+        let files = [
+            "1_stack.sql": StackTestServer.migrationSQL,
+            "2_broken.sql": "-- migrate:up\nALTER TABLE stack_notes ADD COLUMN broken no_such_type;\n",
+        ]
+        try await StackTestServer.withMigrations(files) { directory in
+            let error = await stackError {
+                _ = try await DataStack.start(DataStackConfiguration(
+                    store: .postgres(try StackTestServer.configuration, schema: schema), migrations: .directory(directory)))
+            }
+            let stackError = try #require(error as? DataStackError)
+            #expect(stackError.code == .migrationFailed)
+            #expect(stackError.underlying is MigrationError)
+            #expect("\(stackError)".contains("2_broken.sql"))
+            // Nothing was deleted: the first migration's table is still there.
+            let connection = try await Connection.connect(to: try StackTestServer.configuration)
+            let rows = try await connection.query(
+                "SELECT count(*)::int8 FROM pg_tables WHERE schemaname = \(schema) AND tablename = 'stack_notes'")
+            #expect(try rows.first?.decode(Int.self, at: 0) == 1)
+            await connection.close()
+        }
+        try await StackTestServer.dropSchema(schema)
+    }
+
+    @Test("A schema-mismatched entity fails start with schemaMismatch naming entity, column and types")
+    func schemaMismatch() async throws {
+        struct WrongNote: Entity {
+            var id: Int
+            var title: Int  // text in the table
+            static let tableName = "stack_notes"
+            static let columns: [EntityColumn<WrongNote>] = [EntityColumn(\.id, "id"), EntityColumn(\.title, "title")]
+        }
+        let schema = StackTestServer.uniqueSchemaName()
+        try await StackTestServer.withMigrations(["1_stack.sql": StackTestServer.migrationSQL]) { directory in
+            let error = await stackError {
+                _ = try await DataStack.start(DataStackConfiguration(
+                    store: .postgres(try StackTestServer.configuration, schema: schema), migrations: .directory(directory),
+                    entities: [StackNote.self, WrongNote.self]))
+            }
+            let stackError = try #require(error as? DataStackError)
+            #expect(stackError.code == .schemaMismatch)
+            let mismatch = try #require(stackError.underlying as? SchemaMismatchError)
+            let title = try #require(mismatch.issues.first { $0.column == "title" })
+            #expect(title.entity == "WrongNote" && title.swiftType == "Int" && title.postgresType == "text")
+            #expect("\(stackError)".contains("WrongNote"))
+            #expect("\(stackError)".contains("text"))
+        }
+        try await StackTestServer.dropSchema(schema)
+    }
+
+    @Test("Contexts created before a destructive rebuild throw contextInvalidated", arguments: StackKind.allCases)
+    func destroyed(kind: StackKind) async throws {
+        try await StackTestServer.withStack(kind) { stack in
+            try await stack.write(durability: .committed) { try $0.insert(note(1)) }
+            let oldMain = stack.mainContext
+            let background = stack.newBackgroundContext()
+            try await stack.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
+            for context in [oldMain, background] {
+                let error = await stackError { _ = try await context.fetch(StackNote.self) }
+                #expect((error as? DataStackError)?.code == .contextInvalidated)
+                let saveError = await stackError { try context.insert(note(2)) }
+                #expect((saveError as? DataStackError)?.code == .contextInvalidated)
+            }
+            // The rebuilt stack works, empty.
+            #expect(try await stack.read { try await $0.fetch(StackNote.self) }.isEmpty)
+            try await stack.write(durability: .committed) { try $0.insert(note(3)) }
+            #expect(try await stack.read { try await $0.object(StackNote.self, id: 3) } == note(3))
+        }
+    }
+
+    @Test("Writes after shutdown throw stackShutDown", arguments: StackKind.allCases)
+    func shutDown(kind: StackKind) async throws {
+        try await StackTestServer.withStack(kind) { stack in
+            try await stack.write { try $0.insert(note(1)) }
+            await stack.shutdown()
+            let error = await stackError { try await stack.write { try $0.insert(note(2)) } }
+            #expect((error as? DataStackError)?.code == .stackShutDown)
+        }
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import Skyros
+import SkyrosMigrations
+import SkyrosPostgres
+import Synchronization
+import Testing
+
+/// The context suite's entity.
+struct StackNote: Entity, Equatable, Hashable {
+    var id: Int
+    var title: String
+    var rank: Int
+    var tag: String?
+
+    static let tableName = "stack_notes"
+    static let columns: [EntityColumn<StackNote>] = [
+        EntityColumn(\.id, "id"), EntityColumn(\.title, "title"), EntityColumn(\.rank, "rank"), EntityColumn(\.tag, "tag"),
+    ]
+    static let defaultSort = [SortDescriptor(\StackNote.rank)]
+}
+
+/// An entity with a version column (an outside write that does not bump it is not a conflict).
+struct StackCounter: Entity, Equatable {
+    var id: String
+    var name: String
+    var note: String
+
+    static let tableName = "stack_counters"
+    static let columns: [EntityColumn<StackCounter>] = [
+        EntityColumn(\.id, "id"), EntityColumn(\.name, "name"), EntityColumn(\.note, "note"),
+    ]
+    static let versionColumn: String? = "row_version"
+}
+
+/// The stores the context suite runs on.
+enum StackKind: String, Sendable, CaseIterable, CustomTestStringConvertible {
+    case inMemory, postgres
+    var testDescription: String { self.rawValue }
+}
+
+enum StackTestServer {
+    static let migrationSQL = """
+        -- migrate:up
+        CREATE TABLE stack_notes (id bigint PRIMARY KEY, title text NOT NULL, rank integer NOT NULL, tag text);
+        CREATE TABLE stack_counters (id text PRIMARY KEY, name text NOT NULL, note text NOT NULL,
+                                     row_version bigint NOT NULL DEFAULT 1);
+        """
+
+    static var configuration: PostgresConfiguration {
+        get throws {
+            guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
+                fatalError("DATABASE_URL is not set: run the integration tests through scripts/test")
+            }
+            return try PostgresConfiguration(url: url)
+        }
+    }
+
+    static func uniqueSchemaName() -> String { "stack \"ctx\" \(UUID().uuidString.prefix(8).lowercased())" }
+
+    /// A temporary directory holding the given migration files; removed after `body`.
+    static func withMigrations<R>(_ files: [String: String], _ body: (URL) async throws -> R) async throws -> R {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("skyros-stack-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for (name, text) in files {
+            try text.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        return try await body(directory)
+    }
+
+    /// Runs `body` with a fresh stack of `kind` (PostgreSQL: its own schema, migrated, dropped afterwards).
+    static func withStack<R>(
+        _ kind: StackKind, cacheLimit: CacheLimit = .default, _ body: (DataStack) async throws -> R
+    ) async throws -> R {
+        switch kind {
+        case .inMemory:
+            let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory, cacheLimit: cacheLimit))
+            do {
+                let result = try await body(stack)
+                await stack.shutdown()
+                return result
+            } catch {
+                await stack.shutdown()
+                throw error
+            }
+        case .postgres:
+            let schema = uniqueSchemaName()
+            let configuration = try configuration
+            return try await withMigrations(["1_stack.sql": migrationSQL]) { directory in
+                let stack = try await DataStack.start(DataStackConfiguration(
+                    store: .postgres(configuration, schema: schema), migrations: .directory(directory),
+                    entities: [StackNote.self, StackCounter.self], cacheLimit: cacheLimit,
+                    pool: .init(maximumConnections: 4)))
+                do {
+                    let result = try await body(stack)
+                    await stack.shutdown()
+                    try await dropSchema(schema)
+                    return result
+                } catch {
+                    await stack.shutdown()
+                    try? await dropSchema(schema)
+                    throw error
+                }
+            }
+        }
+    }
+
+    static func dropSchema(_ schema: String) async throws {
+        let connection = try await Connection.connect(to: try configuration)
+        _ = try await connection.execute(script: "DROP SCHEMA IF EXISTS \(quoteIdentifier(schema)) CASCADE")
+        await connection.close()
+    }
+
+    /// Runs SQL in the stack's schema (PostgreSQL only).
+    static func execute(_ stack: DataStack, _ sql: String) async throws {
+        guard let store = stack.store as? PostgresStore else { return }
+        try await store.pool.withConnection { connection in
+            if let schema = store.schema { _ = try await connection.query("SELECT set_config('search_path', \(quoteIdentifier(schema)), false)") }
+            _ = try await connection.execute(script: sql)
+            _ = try await connection.execute(script: "RESET search_path")
+        }
+    }
+}
+
+/// Polls `condition` until it holds or the deadline passes.
+func eventually(
+    timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation, _ condition: () async throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    Issue.record("condition not met within \(timeout)", sourceLocation: sourceLocation)
+}
+
+/// Runs `body` and returns the error it throws (records an issue when it does not throw).
+func stackError(_ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async -> (any Error)? {
+    do {
+        try await body()
+        Issue.record("expected an error", sourceLocation: sourceLocation)
+        return nil
+    } catch {
+        return error
+    }
+}
+
+func note(_ id: Int, rank: Int? = nil, tag: String? = nil) -> StackNote {
+    StackNote(id: id, title: "note \(id)", rank: rank ?? id, tag: tag)
+}
