@@ -1,0 +1,72 @@
+import Foundation
+import Skyros
+import SkyrosPostgres
+import Testing
+
+/// Behaviour specific to the PostgreSQL store (the shared semantics are in the conformance suite).
+@Suite("PostgresStore")
+struct PostgresStoreTests {
+    @Test func applyOnAConnectionJoinsTheCallersTransaction() async throws {
+        try await StoreTestServer.withStore(.postgres) { harness in
+            let store = try #require(harness.store as? PostgresStore)
+            let pool = try #require(harness.pool)
+            var changes = ChangeSet()
+            changes.insert(StoreCounter(id: "a", value: 1))
+            struct Abort: Error {}
+            await #expect(throws: Abort.self) {
+                try await pool.withTransaction { connection in
+                    let result = try await store.apply(changes, on: connection)
+                    #expect(result.changes.map(\.kind) == [.inserted])
+                    throw Abort()
+                }
+            }
+            #expect(try await store.object(StoreCounter.self, id: "a") == nil)
+            _ = try await pool.withTransaction { try await store.apply(changes, on: $0) }
+            #expect(try await store.object(StoreCounter.self, id: "a")?.version == 1)
+        }
+    }
+
+    @Test func rawValueEnumsFitPostgresEnumColumns() async throws {
+        try await StoreTestServer.withStore(.postgres) { harness in
+            let store = try #require(harness.store as? PostgresStore)
+            try await harness.execute(
+                """
+                CREATE TYPE \(harness.table("mood")) AS ENUM ('happy', 'sad');
+                CREATE TABLE \(harness.table("moods")) (id integer PRIMARY KEY, mood \(harness.table("mood")) NOT NULL,
+                    moods \(harness.table("mood"))[] NOT NULL DEFAULT '{}')
+                """)
+            try await store.validate([StoreMoodRow.self])
+            try await store.insert(StoreMoodRow(id: 1, mood: .sad))
+            try await store.bulkInsert((2...3).map { StoreMoodRow(id: $0, mood: .happy) })
+            try await store.update(StoreMoodRow(id: 1, mood: .happy), changedColumns: ["mood"])
+            #expect(try await store.fetch(StoreMoodRow.self).map(\.value.mood) == [.happy, .happy, .happy])
+        }
+    }
+
+    @Test func concurrentFindOrCreateCreatesExactlyOnce() async throws {
+        try await StoreTestServer.withStore(.postgres) { harness in
+            let store = harness.store
+            let results = try await withThrowingTaskGroup(of: (Versioned<StoreCounter>, Bool).self) { group in
+                for i in 0..<16 {
+                    group.addTask {
+                        let result = try await store.findOrCreate(StoreCounter(id: "shared", value: i))
+                        return (result.value, result.created)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.filter(\.1).count == 1)
+            #expect(Set(results.map(\.0.value.value)).count == 1)
+        }
+    }
+}
+
+enum StoreMood: String, Codable, Sendable { case happy, sad }
+
+struct StoreMoodRow: Entity, Equatable {
+    var id: Int
+    var mood: StoreMood
+    static let tableName = "moods"
+    static let columns: [EntityColumn<StoreMoodRow>] = [EntityColumn(\.id, "id"), EntityColumn(\.mood, "mood")]
+    static let defaultSort = [SortDescriptor(\StoreMoodRow.id)]
+}
