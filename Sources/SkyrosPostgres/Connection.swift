@@ -256,13 +256,19 @@ public actor Connection {
         canceller.begin()
         defer { canceller.end() }
         return try await withTaskCancellationHandler {
-            if Task.isCancelled {
-                throw PostgresError(kind: .queryCancelled, message: "the task was cancelled before the statement ran")
-            }
-            return try body()
+            // The closure must capture the isolated `self` to be isolated to this actor; otherwise it would
+            // run on the global pool and block it (checked by a test).
+            try self.runUnlessCancelled(body)
         } onCancel: {
             canceller.cancel()
         }
+    }
+
+    private func runUnlessCancelled<R>(_ body: () throws -> R) throws -> R {
+        if Task.isCancelled {
+            throw PostgresError(kind: .queryCancelled, message: "the task was cancelled before the statement ran")
+        }
+        return try body()
     }
 
     /// Runs `body` inside `BEGIN … COMMIT`; rolls back if it throws.
@@ -313,6 +319,13 @@ public actor Connection {
     }
 
     var redactionSecrets: [String] { self.secrets }
+
+    /// Whether this connection's libpq calls run on its own thread (for tests of the threading model).
+    package func runsOnOwnThread() async throws -> Bool {
+        let direct = self.executor.isCurrentThread
+        let inCancellable = try await self.withHandle { _ in self.executor.isCurrentThread }
+        return direct && inCancellable
+    }
 }
 
 /// Metadata keys used in log records.

@@ -17,6 +17,7 @@ final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
 
     private let state = Mutex(State())
     private let wakeup = DispatchSemaphore(value: 0)
+    private let threadID = Mutex<pthread_t?>(nil)
     let name: String
 
     init(name: String) {
@@ -80,7 +81,15 @@ final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
         }
     }
 
+    /// Whether the caller runs on this executor's thread.
+    var isCurrentThread: Bool {
+        self.threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+    }
+
     private func loop() {
+        // Note: Linux threads inherit their creator's name, so ps/gdb may show a dispatch name
+        // ("…default-qos") for this thread; `isCurrentThread` is the reliable check.
+        self.threadID.withLock { $0 = pthread_self() }
         var spins = 0
         while true {
             switch self.next(mayRegisterSleep: spins >= 2000) {

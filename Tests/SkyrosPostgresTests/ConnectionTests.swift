@@ -18,6 +18,13 @@ struct ConnectionTests {
         await connection.close()
     }
 
+    @Test func libpqCallsRunOnTheConnectionsOwnThread() async throws {
+        let connection = try await TestServer.connect()
+        #expect(try await connection.runsOnOwnThread())
+        #expect(try await Task.detached { try await connection.runsOnOwnThread() }.value)
+        await connection.close()
+    }
+
     @Test func preparedStatementsAreReused() async throws {
         let connection = try await TestServer.connect()
         for i in 0..<50 {
