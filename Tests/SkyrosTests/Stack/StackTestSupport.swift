@@ -90,7 +90,7 @@ enum StackTestServer {
                 let stack = try await DataStack.start(DataStackConfiguration(
                     store: .postgres(configuration, schema: schema), migrations: .directory(directory),
                     entities: [StackNote.self, StackCounter.self], cacheLimit: cacheLimit,
-                    pool: .init(maximumConnections: 4)))
+                    pool: .init(maximumConnections: 4, leaseTimeout: .seconds(120))))
                 do {
                     let result = try await body(stack)
                     await stack.shutdown()
