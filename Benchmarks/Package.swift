@@ -7,6 +7,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(path: ".."),
+        // Only for comparison: PostgresNIO on the same operations.
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
     ],
     targets: [
         .systemLibrary(name: "CLibPQRaw", pkgConfig: "libpq", providers: [.apt(["libpq-dev"]), .brew(["libpq"])]),
@@ -17,6 +19,7 @@ let package = Package(
             dependencies: [
                 "RawLibPQ",
                 .product(name: "SkyrosPostgres", package: "main"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

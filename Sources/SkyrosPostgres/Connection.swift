@@ -299,6 +299,23 @@ public actor Connection {
         }
     }
 
+    /// Runs `body` with this connection's thread as the task's preferred executor, so a sequence of
+    /// statements and the code between them run on one thread without hopping between threads.
+    ///
+    /// ``ConnectionPool/withConnection(_:)`` does this for you. The thread is dedicated to this connection,
+    /// so blocking work inside `body` never stalls Swift's cooperative pool (it only delays this connection).
+    ///
+    /// ```swift
+    /// let total = try await connection.withOwnExecutor {
+    ///     var sum = 0
+    ///     for id in ids { sum += try await connection.query("SELECT n FROM t WHERE id = \(id)")[0].decode(Int.self, at: 0) }
+    ///     return sum
+    /// }
+    /// ```
+    public nonisolated func withOwnExecutor<R>(_ body: () async throws -> R) async rethrows -> R {
+        try await withTaskExecutorPreference(self.executor, operation: body)
+    }
+
     /// Closes the connection and stops its thread. Further calls throw `.connectionClosed`.
     public func close() {
         if self.handle != nil { self.logger.debug("closed") }

@@ -253,7 +253,8 @@ public final class ConnectionPool: Service, Sendable {
         waiter?.continuation.resume(returning: nil)
     }
 
-    /// Leases a connection for the duration of `body`.
+    /// Leases a connection for the duration of `body`, which runs on the connection's own thread (see
+    /// ``Connection/withOwnExecutor(_:)``): consecutive statements do not hop between threads.
     ///
     /// ```swift
     /// let rows = try await pool.withConnection { try await $0.query("SELECT 1") }
@@ -263,7 +264,7 @@ public final class ConnectionPool: Service, Sendable {
     public func withConnection<R>(_ body: (Connection) async throws -> R) async throws -> R {
         let connection = try await self.lease()
         do {
-            let value = try await body(connection)
+            let value = try await connection.withOwnExecutor { try await body(connection) }
             await self.release(connection)
             return value
         } catch {

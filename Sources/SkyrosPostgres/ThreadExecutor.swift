@@ -1,12 +1,12 @@
 import Foundation
 import Synchronization
 
-/// A serial executor backed by one dedicated OS thread.
+/// A serial executor (and task executor) backed by one dedicated OS thread.
 ///
 /// Every ``Connection`` runs on its own `ThreadExecutor`, so blocking libpq calls never occupy a thread of
 /// Swift's cooperative pool. Jobs run in FIFO order; the thread spins briefly before sleeping so a
 /// request/response loop does not pay a full wake-up on every call.
-final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
+final class ThreadExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
     // @unchecked Sendable: all mutable state is inside `state` (a Mutex) or `wakeup` (a semaphore).
     private struct State: ~Copyable {
         var jobs: [UnownedJob] = []
@@ -43,6 +43,10 @@ final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
 
     func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)
+    }
+
+    func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
     }
 
     /// Stops the thread once the queued jobs have run.
@@ -95,7 +99,8 @@ final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
             switch self.next(mayRegisterSleep: spins >= 2000) {
             case .run(let job):
                 spins = 0
-                job.runSynchronously(on: self.asUnownedSerialExecutor())
+                job.runSynchronously(
+                    isolatedTo: self.asUnownedSerialExecutor(), taskExecutor: self.asUnownedTaskExecutor())
             case .exit:
                 return
             case .sleep:

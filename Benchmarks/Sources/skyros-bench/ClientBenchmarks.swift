@@ -22,7 +22,7 @@ struct ClientBenchmarks {
         defer { raw_finish(raw) }
         let connection = try await Connection.connect(to: config)
 
-        // The cost of reaching the connection's thread and coming back, with no I/O.
+        // The cost of reaching the connection's thread and coming back, with no I/O (from the shared pool).
         var hop = Measurement()
         for _ in 0..<self.rounds {
             let n = self.iterations * 5
@@ -30,7 +30,7 @@ struct ClientBenchmarks {
                 for _ in 0..<n { _ = await connection.isInTransaction }
             }, operations: n)
         }
-        report.add("Hop to the connection thread and back (no I/O)", "—", microseconds(hop.median), "—", "—")
+        report.add("Hop to the connection thread and back (no I/O), from the shared pool", "—", microseconds(hop.median), "—", "—")
 
         // Point select.
         var rawSelect = Measurement()
@@ -43,12 +43,14 @@ struct ClientBenchmarks {
             rawSelect.add(totalNanoseconds: rawNs, operations: self.iterations)
             let n = self.iterations
             let ns = try await elapsedNanoseconds {
+                try await connection.withOwnExecutor {
                 for i in 0..<n {
                     let rows = try await connection.query("SELECT id, name, score FROM bench_items WHERE id = \(1 + i % 10_000)")
                     let row = rows[0]
                     _ = try row.decode(Int.self, at: 0)
                     _ = try row.decode(String.self, at: 1)
                     _ = try row.decode(Double.self, at: 2)
+                }
                 }
             }
             swiftSelect.add(totalNanoseconds: ns, operations: n)
@@ -67,14 +69,22 @@ struct ClientBenchmarks {
             let first = nextID
             let n = self.iterations
             let ns = try await elapsedNanoseconds {
-                for i in 0..<n {
-                    try await connection.query("INSERT INTO bench_insert (id, name) VALUES (\(first + Int64(i)), \("benchmark row"))")
+                try await connection.withOwnExecutor {
+                    for i in 0..<n {
+                        try await connection.query("INSERT INTO bench_insert (id, name) VALUES (\(first + Int64(i)), \("benchmark row"))")
+                    }
                 }
             }
             nextID += Int64(n)
             swiftInsert.add(totalNanoseconds: ns, operations: n)
         }
         report.add("Autocommit insert", microseconds(rawInsert.median), microseconds(swiftInsert.median), ratio(swiftInsert.median, rawInsert.median), "≤ 1.15×")
+
+        // PostgresNIO on the same two operations, same server, same run.
+        let nio = try await PostgresNIOBenchmarks(url: self.url, rounds: self.rounds, iterations: self.iterations).run()
+        report.add("Prepared point select + decode — PostgresNIO", microseconds(rawSelect.median), microseconds(nio.select), ratio(nio.select, rawSelect.median), "(comparison)")
+        report.add("Autocommit insert — PostgresNIO", microseconds(rawInsert.median), microseconds(nio.insert), ratio(nio.insert, rawInsert.median), "(comparison)")
+        try await setup.execute(script: "TRUNCATE bench_insert")
 
         // 10,000 rows in one transaction: sequential vs pipelined.
         let batch = 10_000
@@ -89,9 +99,11 @@ struct ClientBenchmarks {
             rawPipeline.add(totalNanoseconds: raw_pipeline_transaction(raw, Int32(batch), 1), operations: 1)
             try await setup.execute(script: "TRUNCATE bench_insert")
             swiftSequential.add(totalNanoseconds: try await elapsedNanoseconds {
-                try await connection.withTransaction { connection in
-                    for i in 0..<batch {
-                        try await connection.query("INSERT INTO bench_insert (id, name) VALUES (\(Int64(i + 1)), \("benchmark row"))")
+                try await connection.withOwnExecutor {
+                    try await connection.withTransaction { connection in
+                        for i in 0..<batch {
+                            try await connection.query("INSERT INTO bench_insert (id, name) VALUES (\(Int64(i + 1)), \("benchmark row"))")
+                        }
                     }
                 }
             }, operations: 1)
