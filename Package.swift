@@ -72,6 +72,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Used only by the multi-process tests; not a product.
+        .executableTarget(
+            name: "skyros-test-node",
+            dependencies: [
+                "Skyros",
+                "SkyrosPostgres",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "SkyrosPostgresTests",
             dependencies: ["SkyrosPostgres", .product(name: "Logging", package: "swift-log")],
