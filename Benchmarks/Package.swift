@@ -19,6 +19,7 @@ let package = Package(
             dependencies: [
                 "RawLibPQ",
                 .product(name: "SkyrosPostgres", package: "main"),
+                .product(name: "Skyros", package: "main"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]

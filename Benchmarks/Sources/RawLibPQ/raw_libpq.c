@@ -129,7 +129,7 @@ int64_t raw_pipeline_transaction(raw_conn *conn, int n, int64_t first_id) {
 int64_t raw_fetch_100(raw_conn *conn, int n) {
     Oid types[1] = {701};
     if (!prepare(conn, "raw_fetch", "SELECT id, name, score FROM bench_items WHERE score < $1 ORDER BY id", 1, types)) return -1;
-    const char *values[1] = {"100"};
+    const char *values[1] = {"10"};
     volatile int64_t sink = 0;
     int64_t start = now_ns();
     for (int i = 0; i < n; i++) {

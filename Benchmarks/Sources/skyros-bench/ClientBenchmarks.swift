@@ -120,5 +120,6 @@ struct ClientBenchmarks {
         await connection.close()
         try await setup.execute(script: "DROP TABLE IF EXISTS bench_insert")
         await setup.close()
+        // bench_items stays for StackBenchmarks.
     }
 }

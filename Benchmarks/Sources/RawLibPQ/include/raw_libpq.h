@@ -17,7 +17,7 @@ int64_t raw_inserts(raw_conn *conn, int n, int64_t first_id);
 int64_t raw_sequential_transaction(raw_conn *conn, int n, int64_t first_id);
 /// n inserts in one transaction in pipeline mode (one sync). Returns elapsed ns or -1.
 int64_t raw_pipeline_transaction(raw_conn *conn, int n, int64_t first_id);
-/// Fetches rows with score < limit ordered by id (100 rows), decoding every column, n times. Returns ns or -1.
+/// Fetches the 100 rows with score < 10 ordered by id, decoding every column, n times. Returns ns or -1.
 int64_t raw_fetch_100(raw_conn *conn, int n);
 
 #endif
