@@ -266,13 +266,13 @@ public final class DataContext: Sendable {
     }
 
     /// Saves into the parent; returns the commit ticket when the parent is the root.
-    func push() throws -> CommitTicket? {
+    func push(policy: MergePolicy? = nil) throws -> CommitTicket? {
         try self.checkValid()
         switch self.parent {
         case .root:
             return try self.tracker.withLock { tracker in
                 var copy = tracker
-                let ticket = try self.core.enqueue(copy.take())
+                let ticket = try self.core.enqueue(copy.take(), policy: policy)
                 tracker = copy
                 return ticket
             }

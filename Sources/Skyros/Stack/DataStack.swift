@@ -47,6 +47,8 @@ public final class DataStack: DataStackProtocol, Service {
     private let logger: Logger
     private let current: Mutex<Current>
     private let errorContinuation: AsyncStream<DataStackError>.Continuation
+    /// The change log, the listener for other processes' commits, and the observers (Sync/, Observation/).
+    let sync: StackSync
 
     /// Commit failures of queued (non-durable) writes and saves, as they happen, for this stack only.
     /// Buffers the newest 256 when nobody listens. Finishes at ``shutdown()``.
@@ -64,8 +66,10 @@ public final class DataStack: DataStackProtocol, Service {
         self.errorContinuation = continuation
         let core = StackCore(
             store: store, cacheLimit: configuration.cacheLimit, generation: store.generation, logger: logger,
-            onCommitError: { continuation.yield($0) })
+            queueConfiguration: configuration.commitQueue, onCommitError: { continuation.yield($0) })
         self.current = Mutex(Current(core: core, main: DataContext(core: core, parent: .root, isMain: true)))
+        self.sync = StackSync(configuration: configuration.changeFeed)
+        self.sync.attach(core)
     }
 
     /// Opens a stack: connects, applies migrations, validates entities, and returns it ready.
@@ -90,7 +94,9 @@ public final class DataStack: DataStackProtocol, Service {
             let pool = ConnectionPool(configuration: configuration.pool, postgres: postgres, logger: logger)
             do {
                 let store = try await self.open(postgres, schema: schema, pool: pool, configuration: configuration, logger: logger)
-                return DataStack(store: store, pool: pool, configuration: configuration, logger: logger)
+                let stack = DataStack(store: store, pool: pool, configuration: configuration, logger: logger)
+                try await stack.sync.start(pool: pool, postgres: postgres, schema: schema, logger: logger)
+                return stack
             } catch {
                 await pool.shutdown()
                 throw error
@@ -110,6 +116,7 @@ public final class DataStack: DataStackProtocol, Service {
         }
         let store = PostgresStore(pool: pool, schema: schema, logger: logger)
         try await self.migrate(postgres, schema: schema, store: store, configuration: configuration, logger: logger)
+        try await store.createCommitLogIfNeeded()
         do {
             try await store.validate(configuration.entities)
         } catch {
@@ -184,11 +191,33 @@ public final class DataStack: DataStackProtocol, Service {
     ///     the change; ``WriteDurability/committed`` returns after the PostgreSQL commit.
     ///   - body: the changes.
     /// - Throws: the body's error; with `.committed`, the commit's error (`StoreError`, `PostgresError`);
-    ///   ``DataStackError`` (`.stackShutDown`, `.contextInvalidated`).
+    ///   ``DataStackError`` (`.stackShutDown`, `.contextInvalidated`). Waits first while the commit queue is
+    ///   full (``CommitQueueConfiguration/maximumQueuedCommits``, ``CommitQueueConfiguration/maximumQueuedBytes``).
     public func write<R>(durability: WriteDurability = .visible, _ body: (DataContext) async throws -> R) async throws -> R {
+        try await self.write(durability: durability, policy: nil, body)
+    }
+
+    /// ``write(durability:_:)`` with a merge policy for this write's version conflicts (instead of the
+    /// stack's ``CommitQueueConfiguration/mergePolicy``).
+    ///
+    /// ```swift
+    /// try await stack.write(durability: .committed, mergePolicy: .mergeByProperty) { context in
+    ///     try context.update(renamed)
+    /// }
+    /// ```
+    public func write<R>(
+        durability: WriteDurability = .visible, mergePolicy: MergePolicy, _ body: (DataContext) async throws -> R
+    ) async throws -> R {
+        try await self.write(durability: durability, policy: mergePolicy, body)
+    }
+
+    private func write<R>(
+        durability: WriteDurability, policy mergePolicy: MergePolicy?, _ body: (DataContext) async throws -> R
+    ) async throws -> R {
+        try await self.core.waitForRoom()
         let context = self.newBackgroundContext()
         let result = try await context.perform(body)
-        let ticket = try context.push()
+        let ticket = try context.push(policy: mergePolicy)
         if durability == .committed, let ticket { try await ticket.wait() }
         return result
     }
@@ -232,12 +261,15 @@ public final class DataStack: DataStackProtocol, Service {
         try await self.store.destroy(confirm: confirm)
         if let postgres = self.store as? PostgresStore, case .postgres(let configuration, let schema) = self.configuration.store {
             try await Self.migrate(configuration, schema: schema, store: postgres, configuration: self.configuration, logger: self.logger)
+            try await postgres.createCommitLogIfNeeded()
         }
         let continuation = self.errorContinuation
         let core = StackCore(
             store: self.store, cacheLimit: self.configuration.cacheLimit, generation: self.store.generation,
-            logger: self.logger, onCommitError: { continuation.yield($0) })
+            logger: self.logger, queueConfiguration: self.configuration.commitQueue,
+            onCommitError: { continuation.yield($0) })
         self.current.withLock { $0 = Current(core: core, main: DataContext(core: core, parent: .root, isMain: true)) }
+        try await self.sync.storeRebuilt(core: core)
         self.logger.info("store destroyed and rebuilt")
     }
 
@@ -251,9 +283,32 @@ public final class DataStack: DataStackProtocol, Service {
     /// Writes after this throw ``DataStackError`` `.stackShutDown`.
     public func shutdown() async {
         await self.core.shutdown()
+        self.sync.stop()
         await self.pool?.shutdown()
         self.errorContinuation.finish()
     }
+
+    /// Like ``shutdown()``, but waits at most `timeout` for the queue to drain; then the sets still queued fail
+    /// (reverted; their callers get ``DataStackError`` `.stackShutDown`) and the report names them.
+    ///
+    /// ```swift
+    /// let report = await stack.shutdown(timeout: .seconds(10))
+    /// if !report.isComplete { logger.error("\(report)") }
+    /// ```
+    @discardableResult
+    public func shutdown(timeout: Duration) async -> ShutdownReport {
+        let report = await self.core.shutdown(timeout: timeout)
+        self.sync.stop()
+        await self.pool?.shutdown()
+        self.errorContinuation.finish()
+        return report
+    }
+
+    /// The commit queue's counters: depth, groups, sets, conflicts, retries, latency.
+    public var commitQueueStatistics: CommitQueueStatistics { self.core.metrics.statistics }
+
+    /// Registers work that runs inside every group-commit transaction before `COMMIT` (PostgreSQL only).
+    package func setCommitHook(_ hook: (any CommitTransactionHook)?) { self.core.setCommitHook(hook) }
 
     /// Test hook: queued commits wait until ``releaseCommits()`` (writes still become visible at once).
     package func holdCommits() { self.core.holdCommits() }

@@ -33,6 +33,10 @@ public struct DataStackConfiguration: Sendable {
     public var cacheLimit: CacheLimit
     /// The connection pool's configuration (PostgreSQL only).
     public var pool: ConnectionPool.Configuration
+    /// Group-commit bounds, backpressure, retries and the default merge policy.
+    public var commitQueue = CommitQueueConfiguration()
+    /// The change log and listener that keep several processes' caches and observers current.
+    public var changeFeed = ChangeFeedConfiguration()
 
     /// Creates a configuration.
     /// - Parameters:

@@ -72,7 +72,9 @@ struct PendingDeleteWhere: Sendable {
 protocol AnyEntityKind: Sendable {
     var table: String { get }
     /// Appends the operation for `row` (consecutive inserts of one type become one bulk insert by the caller).
-    func emit(_ row: PendingRow, resolve: (RowKey, BaseVersion) -> Int64?, into changes: inout ChangeSet) throws
+    func emit(
+        _ row: PendingRow, resolve: (RowKey, BaseVersion) -> Int64?, policy: MergePolicy, into changes: inout ChangeSet
+    ) throws
     /// Appends one bulk insert of several inserted rows.
     func emitBulkInsert(_ rows: [PendingRow], into changes: inout ChangeSet)
     /// The approximate memory of a row: the encoded size of its column values.
@@ -83,7 +85,9 @@ protocol AnyEntityKind: Sendable {
 struct EntityKind<T: Entity>: AnyEntityKind {
     var table: String { T.tableName }
 
-    func emit(_ row: PendingRow, resolve: (RowKey, BaseVersion) -> Int64?, into changes: inout ChangeSet) throws {
+    func emit(
+        _ row: PendingRow, resolve: (RowKey, BaseVersion) -> Int64?, policy: MergePolicy, into changes: inout ChangeSet
+    ) throws {
         switch row.state {
         case .inserted(let value):
             changes.insert(value as! T)
@@ -93,10 +97,34 @@ struct EntityKind<T: Entity>: AnyEntityKind {
             let value = value as! T
             let columns = try RowEncoder<T>().changedColumns(from: original as! T, to: value)
             if columns.isEmpty { return }
-            changes.update(value, changedColumns: columns, expectedVersion: resolve(row.key, base))
+            let expected = resolve(row.key, base)
+            switch policy {
+            case .error:
+                changes.update(value, changedColumns: columns, expectedVersion: expected)
+            case .storeWins:
+                changes.update(value, changedColumns: columns, expectedVersion: expected, resolution: .skip)
+            case .contextWins:
+                changes.update(value, changedColumns: columns, expectedVersion: nil)
+            case .mergeByProperty:
+                let plan = try EntityPlan<T>.shared
+                let encoded = try RowEncoder(plan: plan).encode(original as! T)
+                var originals: [String: PostgresValue] = [:]
+                for name in columns { if let index = plan.columnIndex[name] { originals[name] = encoded[index] } }
+                changes.update(
+                    value, changedColumns: columns, expectedVersion: expected,
+                    resolution: .compareColumns(originals: originals))
+            }
         case .deleted(let base, let emit):
             guard emit else { return }
-            changes.delete(T.self, id: row.id as! T.ID, expectedVersion: resolve(row.key, base))
+            let id = row.id as! T.ID
+            switch policy {
+            case .error, .mergeByProperty:
+                changes.delete(T.self, id: id, expectedVersion: resolve(row.key, base))
+            case .storeWins:
+                changes.delete(T.self, id: id, expectedVersion: resolve(row.key, base), resolution: .skip)
+            case .contextWins:
+                changes.delete(T.self, id: id, expectedVersion: nil)
+            }
         }
     }
 

@@ -19,6 +19,11 @@ final class StackCore: Sendable {
         let id: UInt64
         let slots: [ResolvedSlot]
         let ticket: CommitTicket
+        /// The idempotency key recorded in the commit log in the commit's own transaction.
+        let commitID: UUID
+        let policy: MergePolicy
+        /// Approximate row bytes, counted against ``CommitQueueConfiguration/maximumQueuedBytes``.
+        let bytes: Int
     }
 
     struct State: Sendable {
@@ -35,6 +40,16 @@ final class StackCore: Sendable {
         var held = false
         var accepting = true
         var lastTicket: CommitTicket?
+        /// Sets queued or being committed, and their bytes (the backpressure bound).
+        var unfinishedCount = 0
+        var unfinishedBytes = 0
+        /// Writers waiting for room in the queue.
+        var roomWaiters: [CheckedContinuation<Void, Never>] = []
+        /// The group being committed (for a shutdown report).
+        var running: [QueuedCommit] = []
+        /// Set by a shutdown whose deadline passed: retries stop, queued sets fail.
+        var abandoned = false
+        var hook: (any CommitTransactionHook)?
 
         var queuedCount: Int { self.queue.count - self.queueHead }
 
@@ -55,11 +70,17 @@ final class StackCore: Sendable {
     private let onCommitError: @Sendable (DataStackError) -> Void
     private let invalidatedFlag = Atomic<Bool>(false)
     let state: Mutex<State>
+    let queueConfiguration: CommitQueueConfiguration
+    let metrics = CommitQueueMetrics()
+    /// Wakes the stack's observers after a save (set by the stack's ``StackSync``).
+    let saves = SaveNotifier()
 
     init(
         store: any Store, cacheLimit: CacheLimit, generation: Int, logger: Logger,
+        queueConfiguration: CommitQueueConfiguration = CommitQueueConfiguration(),
         onCommitError: @escaping @Sendable (DataStackError) -> Void
     ) {
+        self.queueConfiguration = queueConfiguration
         self.store = store
         self.generation = generation
         self.logger = logger
@@ -181,9 +202,12 @@ final class StackCore: Sendable {
     /// Makes saved changes visible to every reader at once and queues their commit.
     /// - Returns: the commit's ticket, or `nil` when there was nothing to commit.
     /// - Throws: ``DataStackError`` `.stackShutDown` after ``shutdown()``.
-    func enqueue(_ slots: [ResolvedSlot]) throws -> CommitTicket? {
+    func enqueue(_ slots: [ResolvedSlot], policy: MergePolicy? = nil) throws -> CommitTicket? {
         if slots.isEmpty { return nil }
         let ticket = CommitTicket()
+        var bytes = 0
+        for case .row(let row) in slots { bytes += row.value.map { row.kind.approximateSize($0) } ?? 64 }
+        let policy = policy ?? self.queueConfiguration.mergePolicy
         let startDrain = try self.state.withLock { state -> Bool in
             guard state.accepting else {
                 throw DataStackError(code: .stackShutDown, message: "the stack was shut down; the write was not saved")
@@ -195,11 +219,20 @@ final class StackCore: Sendable {
                 state.pendingCountByTable[row.key.table, default: 0] += 1
                 state.cache.pin(row.key)
             }
-            state.queue.append(QueuedCommit(id: id, slots: slots, ticket: ticket))
+            state.queue.append(QueuedCommit(id: id, slots: slots, ticket: ticket, commitID: UUID(), policy: policy, bytes: bytes))
+            state.unfinishedCount += 1
+            state.unfinishedBytes += bytes
+            self.metrics.queueDepth.record(state.unfinishedCount)
             state.lastTicket = ticket
             return self.claimDrain(&state)
         }
         if startDrain { self.startDrain() }
+        self.saves.saved(Set(slots.map { slot in
+            switch slot {
+            case .row(let row): row.key.table
+            case .deleteWhere(let operation): operation.table
+            }
+        }))
         return ticket
     }
 
@@ -214,53 +247,148 @@ final class StackCore: Sendable {
         Task { await self.drain() }
     }
 
-    /// Applies queued commits one at a time, in order, until the queue is empty or held.
+    /// Sends queued commits in order, as group-commit transactions of up to
+    /// ``CommitQueueConfiguration/maximumBatchCount`` sets, until the queue is empty or held.
     private func drain() async {
         while true {
-            let next = self.state.withLock { state -> (QueuedCommit, Result<ChangeSet, any Error>)? in
+            let delay = self.queueConfiguration.maximumBatchDelay
+            if delay > .zero, self.state.withLock({ $0.queuedCount < self.queueConfiguration.maximumBatchCount }) {
+                try? await Task.sleep(for: delay)
+            }
+            let batch = self.state.withLock { state -> [QueuedCommit]? in
                 guard !state.held, state.queuedCount > 0 else {
                     state.draining = false
                     return nil
                 }
-                let commit = state.queue[state.queueHead]
-                state.queueHead += 1
+                let end = min(state.queue.count, state.queueHead + max(1, self.queueConfiguration.maximumBatchCount))
+                let batch = Array(state.queue[state.queueHead..<end])
+                state.queueHead = end
                 if state.queueHead > 64, state.queueHead * 2 > state.queue.count {
                     state.queue.removeFirst(state.queueHead)
                     state.queueHead = 0
                 }
-                return (commit, Result { try self.changeSet(for: commit, state: state) })
+                state.running = batch
+                return batch
             }
-            guard let (commit, built) = next else { return }
-            do {
-                let changes = try built.get()
-                let result = changes.isEmpty ? ChangeSetResult(operations: []) : try await self.store.apply(changes)
-                try self.succeed(commit, result: result)
-                commit.ticket.complete(.success(()))
-            } catch {
-                self.fail(commit)
-                self.logger.debug("commit failed", metadata: ["skyros.stack.commit": "\(commit.id)", "skyros.error": "\(error)"])
-                self.onCommitError(
-                    DataStackError(code: .commitFailed, message: "a queued write was not committed and was reverted", underlying: error))
-                commit.ticket.complete(.failure(error))
+            guard let batch else { return }
+            let started = ContinuousClock.now
+            let outcomes = await self.commitGroup(batch)
+            self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
+            for (commit, outcome) in zip(batch, outcomes) {
+                switch outcome {
+                case .success(let result):
+                    self.succeed(commit, result: result)
+                    commit.ticket.complete(.success(()))
+                case .failure(let error):
+                    self.fail(commit)
+                    if case StoreError.versionConflict = error { self.metrics.conflicts.increment() }
+                    self.logger.debug("commit failed", metadata: ["skyros.stack.commit": "\(commit.id)", "skyros.error": "\(error)"])
+                    self.onCommitError(
+                        DataStackError(code: .commitFailed, message: "a queued write was not committed and was reverted", underlying: error))
+                    commit.ticket.complete(.failure(error))
+                }
             }
+            self.finished(batch)
         }
     }
 
+    /// Commits one group, retrying transient failures with backoff; never applies a set twice (after an
+    /// ambiguous failure the commit log says which sets of the failed attempt committed).
+    /// - Returns: one outcome per commit, in order.
+    private func commitGroup(_ batch: [QueuedCommit]) async -> [Result<ChangeSetResult, any Error>] {
+        var outcomes = [Result<ChangeSetResult, any Error>?](repeating: nil, count: batch.count)
+        let started = ContinuousClock.now
+        var attempt = 0
+        var mustCheckLog = false
+        while true {
+            var remaining = outcomes.indices.filter { outcomes[$0] == nil }
+            do {
+                if mustCheckLog, let postgres = self.store as? PostgresStore {
+                    let committed = try await postgres.committedIDs(remaining.map { batch[$0].commitID })
+                    for index in remaining where committed.contains(batch[index].commitID) {
+                        outcomes[index] = .success(ChangeSetResult(operations: []))
+                    }
+                    remaining = remaining.filter { outcomes[$0] == nil }
+                    mustCheckLog = false
+                }
+                if remaining.isEmpty { break }
+                let results = try await self.apply(remaining.map { batch[$0] })
+                for (index, result) in zip(remaining, results) { outcomes[index] = result }
+                break
+            } catch {
+                let abandoned = self.state.withLock { $0.abandoned }
+                guard Self.isTransient(error), !abandoned,
+                    ContinuousClock.now - started < self.queueConfiguration.maximumRetryDuration
+                else {
+                    for index in remaining { outcomes[index] = .failure(error) }
+                    break
+                }
+                attempt += 1
+                mustCheckLog = true
+                self.metrics.retries.increment()
+                self.logger.info(
+                    "group commit failed transiently; retrying",
+                    metadata: ["skyros.stack.sets": "\(remaining.count)", "skyros.stack.attempt": "\(attempt)", "skyros.error": "\(error)"])
+                try? await Task.sleep(for: self.retryDelay(attempt: attempt))
+            }
+        }
+        return outcomes.map { $0 ?? .failure(DataStackError(code: .commitFailed, message: "the write was not committed")) }
+    }
+
+    private func retryDelay(attempt: Int) -> Duration {
+        let configuration = self.queueConfiguration
+        var delay = configuration.initialRetryDelay
+        for _ in 1..<min(attempt, 20) where delay < configuration.maximumRetryDelay { delay *= 2 }
+        return min(delay, configuration.maximumRetryDelay)
+    }
+
+    static func isTransient(_ error: any Error) -> Bool {
+        guard let error = error as? PostgresError else { return false }
+        return error.isTransient || error.kind == .connectionClosed || error.kind == .connectionFailed
+    }
+
+    /// One attempt: PostgreSQL gets one transaction with a savepoint per set; other stores apply set by set.
+    private func apply(_ commits: [QueuedCommit]) async throws -> [Result<ChangeSetResult, any Error>] {
+        let build = { (index: Int, prior: [Result<ChangeSetResult, any Error>]) throws -> ChangeSet in
+            try self.state.withLock { try self.changeSet(for: commits[index], state: $0, prior: prior) }
+        }
+        if let postgres = self.store as? PostgresStore {
+            let hook = self.state.withLock { $0.hook }
+            return try await postgres.applyGroup(ids: commits.map(\.commitID), build: build, hook: hook)
+        }
+        var results: [Result<ChangeSetResult, any Error>] = []
+        for index in commits.indices {
+            do {
+                let changes = try build(index, results)
+                results.append(.success(changes.isEmpty ? ChangeSetResult(operations: []) : try await self.store.apply(changes)))
+            } catch {
+                results.append(.failure(error))
+            }
+        }
+        return results
+    }
+
     /// The change set of a commit; expected versions of rows read from earlier queued commits are resolved now,
-    /// from the versions those commits produced.
-    private func changeSet(for commit: QueuedCommit, state: State) throws -> ChangeSet {
+    /// from the versions those commits produced (`prior`: the results of the earlier sets of the same group).
+    private func changeSet(for commit: QueuedCommit, state: State, prior: [Result<ChangeSetResult, any Error>]) throws -> ChangeSet {
         var changes = ChangeSet(expectedGeneration: self.generation)
         func resolve(_ key: RowKey, _ base: BaseVersion) -> Int64? {
             switch base {
             case .known(let version): return version
             case .none: return nil
-            case .pending: return state.cache.version(key)
+            case .pending:
+                for case .success(let result) in prior.reversed() {
+                    if let change = result.changes.last(where: { $0.table == key.table && $0.id == key.id }) {
+                        return change.version
+                    }
+                }
+                return state.cache.version(key)
             }
         }
         var inserts: [PendingRow] = []
         func flushInserts() {
             if inserts.count == 1 {
-                try? inserts[0].kind.emit(inserts[0], resolve: resolve, into: &changes)
+                try? inserts[0].kind.emit(inserts[0], resolve: resolve, policy: commit.policy, into: &changes)
             } else if let first = inserts.first {
                 first.kind.emitBulkInsert(inserts, into: &changes)
             }
@@ -275,7 +403,7 @@ final class StackCore: Sendable {
                     continue
                 }
                 flushInserts()
-                try row.kind.emit(row, resolve: resolve, into: &changes)
+                try row.kind.emit(row, resolve: resolve, policy: commit.policy, into: &changes)
             case .deleteWhere(let operation):
                 flushInserts()
                 operation.emit(&changes)
@@ -285,7 +413,50 @@ final class StackCore: Sendable {
         return changes
     }
 
-    private func succeed(_ commit: QueuedCommit, result: ChangeSetResult) throws {
+    /// A group finished: its sets leave the backpressure count and waiting writers get their turn.
+    private func finished(_ batch: [QueuedCommit], clearRunning: Bool = true) {
+        let waiters = self.state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            if clearRunning { state.running = [] }
+            state.unfinishedCount -= batch.count
+            state.unfinishedBytes -= batch.reduce(0) { $0 + $1.bytes }
+            self.metrics.queueDepth.record(state.unfinishedCount)
+            defer { state.roomWaiters = [] }
+            return state.roomWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Waits while the queue is full (by count or bytes). Writers that do not wait (a context's synchronous
+    /// ``DataContext/save()``) may exceed the bound by their own sets.
+    /// - Throws: ``DataStackError`` `.stackShutDown` once the stack stops accepting writes.
+    func waitForRoom() async throws {
+        let configuration = self.queueConfiguration
+        @Sendable func mayProceed(_ state: State) -> Bool {
+            !state.accepting || state.held
+                || (state.unfinishedCount < configuration.maximumQueuedCommits
+                    && state.unfinishedBytes < configuration.maximumQueuedBytes)
+        }
+        while true {
+            let (accepting, proceed) = self.state.withLock { ($0.accepting, mayProceed($0)) }
+            if !accepting {
+                throw DataStackError(code: .stackShutDown, message: "the stack was shut down; the write was not saved")
+            }
+            if proceed { return }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = self.state.withLock { state -> Bool in
+                    if mayProceed(state) { return true }
+                    state.roomWaiters.append(continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        }
+    }
+
+    /// Registers the work added to every group-commit transaction (PostgreSQL only).
+    func setCommitHook(_ hook: (any CommitTransactionHook)?) { self.state.withLock { $0.hook = hook } }
+
+    private func succeed(_ commit: QueuedCommit, result: ChangeSetResult) {
         var written: [RowKey: RowChange] = [:]
         for change in result.changes { written[RowKey(table: change.table, id: change.id)] = change }
         let measure = self.measuresBytes
@@ -303,6 +474,9 @@ final class StackCore: Sendable {
                 if let value = row.value {
                     if let version = written[row.key]?.version {
                         state.cache.put(row.key, value: value, version: version, bytes: sizes[row.key] ?? 0)
+                    } else {
+                        // Not written (the store won a conflict) or its version is unknown: read it again.
+                        state.cache.remove(row.key)
                     }
                 } else {
                     state.cache.remove(row.key)
@@ -359,13 +533,59 @@ final class StackCore: Sendable {
 
     /// Stops accepting saves, releases a hold, and waits for the queue to drain.
     func shutdown() async {
-        let start = self.state.withLock { state -> Bool in
+        _ = await self.shutdown(timeout: nil)
+    }
+
+    /// Stops accepting saves, releases a hold, and waits for the queue to drain — at most `timeout`. After the
+    /// deadline, retries stop and the sets still queued fail (reverted, their callers get `.stackShutDown`).
+    /// - Returns: what did not commit: the queued sets that failed, and the group in flight (outcome unknown
+    ///   until its transaction ends).
+    func shutdown(timeout: Duration?) async -> ShutdownReport {
+        let (start, waiters, last) = self.state.withLock { state in
             state.accepting = false
             state.held = false
-            return self.claimDrain(&state)
+            defer { state.roomWaiters = [] }
+            return (self.claimDrain(&state), state.roomWaiters, state.lastTicket)
         }
+        for waiter in waiters { waiter.resume() }
         if start { self.startDrain() }
-        await self.flush()
+        guard let last else { return ShutdownReport(uncommitted: [], inFlight: []) }
+        guard let timeout else {
+            _ = try? await last.wait()
+            return ShutdownReport(uncommitted: [], inFlight: [])
+        }
+        let drained = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let resumed = Mutex(false)
+            @Sendable func finish(_ value: Bool) {
+                let first = resumed.withLock { flag -> Bool in
+                    defer { flag = true }
+                    return !flag
+                }
+                if first { continuation.resume(returning: value) }
+            }
+            last.onComplete { _ in finish(true) }
+            Task {
+                try? await Task.sleep(for: timeout)
+                finish(false)
+            }
+        }
+        if drained { return ShutdownReport(uncommitted: [], inFlight: []) }
+        let (queued, running) = self.state.withLock { state -> ([QueuedCommit], [QueuedCommit]) in
+            state.abandoned = true
+            state.held = true
+            let queued = Array(state.queue[state.queueHead...])
+            state.queueHead = state.queue.count
+            return (queued, state.running)
+        }
+        let error = DataStackError(code: .stackShutDown, message: "the stack shut down before this write was committed")
+        for commit in queued {
+            self.fail(commit)
+            commit.ticket.complete(.failure(error))
+        }
+        self.finished(queued, clearRunning: false)
+        self.logger.warning(
+            "shutdown deadline passed", metadata: ["skyros.stack.uncommitted": "\(queued.count)", "skyros.stack.in_flight": "\(running.count)"])
+        return ShutdownReport(uncommitted: queued.map(UncommittedWrite.init), inFlight: running.map(UncommittedWrite.init))
     }
 
     /// Invalidates the core (after a destroy): queued commits fail, contexts refuse to work.

@@ -69,6 +69,28 @@ public struct ChangeSet: Sendable {
         self.add(.update, EntityChange<T>.Payload.update(value, changedColumns, expectedVersion))
     }
 
+    /// An update whose version conflict is resolved as `resolution` says (the commit queue's merge policies).
+    @discardableResult
+    mutating func update<T: Entity>(
+        _ value: T, changedColumns: [String], expectedVersion: Int64?, resolution: ConflictResolution
+    ) -> Int {
+        self.operations.append(
+            Operation(
+                kind: .update, entity: String(describing: T.self), table: T.tableName,
+                change: EntityChange<T>(payload: .update(value, changedColumns, expectedVersion), resolution: resolution)))
+        return self.operations.count - 1
+    }
+
+    /// A delete whose version conflict is resolved as `resolution` says.
+    @discardableResult
+    mutating func delete<T: Entity>(_ type: T.Type, id: T.ID, expectedVersion: Int64?, resolution: ConflictResolution) -> Int {
+        self.operations.append(
+            Operation(
+                kind: .delete, entity: String(describing: T.self), table: T.tableName,
+                change: EntityChange<T>(payload: .delete(id, expectedVersion), resolution: resolution)))
+        return self.operations.count - 1
+    }
+
     /// Deletes the row with `id` (no error when it does not exist and no version is expected).
     @discardableResult
     public mutating func delete<T: Entity>(_ type: T.Type, id: T.ID, expectedVersion: Int64? = nil) -> Int {
@@ -134,6 +156,17 @@ public struct ChangeSetResult: Sendable, Hashable {
     public var changes: [RowChange] { self.operations.flatMap { $0 } }
 }
 
+/// How a guarded update or delete resolves a conflict (the row changed since it was read).
+enum ConflictResolution: Sendable {
+    /// Throw ``StoreError/versionConflict(entity:id:expected:actual:)`` (the expected version is the guard).
+    case fail
+    /// Write nothing for this operation and report no row: the store's row stays (expected version guard).
+    case skip
+    /// Updates: the guard is "each changed column still holds the value it had when read" (`originals`, in
+    /// the order of the changed columns), not the version; a failing guard throws a version conflict.
+    case compareColumns(originals: [String: PostgresValue])
+}
+
 /// The typed work behind a ``ChangeSet/Operation``; each store executes it.
 protocol EntityOperation: Sendable {
     func run(on context: PostgresWriteContext) async throws -> [RowChange]
@@ -152,6 +185,8 @@ struct EntityChange<T: Entity>: EntityOperation {
     }
 
     let payload: Payload
+    /// What a guarded update or delete does when its guard does not hold.
+    var resolution: ConflictResolution = .fail
 
     /// Column indices for an update, validated against the entity.
     static func columnIndices(_ names: [String], plan: EntityPlan<T>) throws -> [Int] {

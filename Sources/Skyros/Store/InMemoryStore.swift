@@ -185,7 +185,14 @@ extension EntityChange {
                 }
                 throw StoreError.notFound(entity: plan.entityName, id: plan.describe(id: key))
             }
-            if let expected, row.version != expected {
+            if case .compareColumns(let originals) = self.resolution {
+                // Merge by property: only the columns this update changes must still hold what was read.
+                for index in indices where originals[plan.columnNames[index]].map({ $0 != row.values[index] }) ?? false {
+                    throw StoreError.versionConflict(
+                        entity: plan.entityName, id: plan.describe(id: key), expected: expected ?? 0, actual: row.version)
+                }
+            } else if let expected, row.version != expected {
+                if case .skip = self.resolution { return [] }
                 throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: row.version)
             }
             let values = try RowEncoder(plan: plan).encode(value)
@@ -198,11 +205,13 @@ extension EntityChange {
             let key = try plan.idValue(id)
             guard let row = database.row(table, key) else {
                 if let expected {
+                    if case .skip = self.resolution { return [] }
                     throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: nil)
                 }
                 return []
             }
             if let expected, row.version != expected {
+                if case .skip = self.resolution { return [] }
                 throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: row.version)
             }
             database.setRow(table, key, nil)

@@ -279,14 +279,25 @@ extension EntityChange {
             }
             binds.append(key)
             var sql = "UPDATE \(table) SET \(assignments.joined(separator: ", ")) WHERE \(idColumn) = $\(binds.count)"
-            if let expected {
+            if case .compareColumns(let originals) = self.resolution {
+                // Merge by property: only the columns this update changes must still hold what was read.
+                for index in indices {
+                    guard let original = originals[plan.columnNames[index]] else { continue }
+                    binds.append(original)
+                    sql += " AND \(quoteIdentifier(plan.columnNames[index])) IS NOT DISTINCT FROM $\(binds.count)"
+                }
+            } else if let expected {
                 binds.append(PostgresValue(type: .int8, text: String(expected)))
                 sql += " AND \(version) = $\(binds.count)"
             }
             sql += " RETURNING \(version)"
             let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds))
             if let row = rows.first { return [change(key, .updated, try row.decode(Int64.self, at: 0))] }
+            if case .skip = self.resolution, expected != nil { return [] }
             let actual = try await currentVersion(key)
+            if case .compareColumns = self.resolution, actual != nil || expected != nil {
+                throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected ?? 0, actual: actual)
+            }
             if let expected {
                 throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: actual)
             }
@@ -303,6 +314,7 @@ extension EntityChange {
             let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds))
             if rows.affectedRows > 0 { return [change(key, .deleted, nil)] }
             guard let expected else { return [] }
+            if case .skip = self.resolution { return [] }
             let actual = try await currentVersion(key)
             throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: actual)
 

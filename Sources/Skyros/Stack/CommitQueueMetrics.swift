@@ -1,0 +1,71 @@
+import Synchronization
+
+/// Counters of a stack's commit queue, read through ``DataStack/commitQueueStatistics``.
+final class CommitQueueMetrics: Sendable {
+    final class Counter: Sendable {
+        private let value = Atomic<Int>(0)
+        func increment(by amount: Int = 1) { self.value.add(amount, ordering: .relaxed) }
+        var current: Int { self.value.load(ordering: .relaxed) }
+    }
+
+    final class Gauge: Sendable {
+        private let value = Atomic<Int>(0)
+        private let peak = Atomic<Int>(0)
+        func record(_ value: Int) {
+            self.value.store(value, ordering: .relaxed)
+            self.peak.max(value, ordering: .relaxed)
+        }
+        var current: Int { self.value.load(ordering: .relaxed) }
+        var highest: Int { self.peak.load(ordering: .relaxed) }
+    }
+
+    let queueDepth = Gauge()
+    let groups = Counter()
+    let committedSets = Counter()
+    let conflicts = Counter()
+    let retries = Counter()
+    private let latencyNanoseconds = Counter()
+    private let largestGroup = Gauge()
+
+    func recordGroup(size: Int, latency: Duration) {
+        self.groups.increment()
+        self.committedSets.increment(by: size)
+        self.largestGroup.record(size)
+        let (seconds, attoseconds) = latency.components
+        self.latencyNanoseconds.increment(by: Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+    }
+
+    var statistics: CommitQueueStatistics {
+        let groups = self.groups.current
+        return CommitQueueStatistics(
+            queueDepth: self.queueDepth.current, highestQueueDepth: self.queueDepth.highest, groups: groups,
+            sets: self.committedSets.current, largestGroup: self.largestGroup.highest, conflicts: self.conflicts.current,
+            retries: self.retries.current,
+            averageGroupLatency: groups == 0 ? .zero : .nanoseconds(self.latencyNanoseconds.current / groups))
+    }
+}
+
+/// A snapshot of a stack's commit-queue counters (since the stack started).
+///
+/// ```swift
+/// let statistics = stack.commitQueueStatistics
+/// print("\(statistics.sets) sets in \(statistics.groups) transactions, \(statistics.retries) retries")
+/// ```
+public struct CommitQueueStatistics: Sendable, Hashable {
+    /// Sets queued or being committed now.
+    public var queueDepth: Int
+    /// The most sets ever queued or being committed at once.
+    public var highestQueueDepth: Int
+    /// Group-commit transactions sent (retries of one group count once).
+    public var groups: Int
+    /// Sets finished (committed or failed).
+    public var sets: Int
+    /// The most sets in one group.
+    public var largestGroup: Int
+    /// Sets that failed with a version conflict.
+    public var conflicts: Int
+    /// Group retries after transient failures.
+    public var retries: Int
+    /// Mean time from sending a group to its outcome, retries included.
+    public var averageGroupLatency: Duration
+}

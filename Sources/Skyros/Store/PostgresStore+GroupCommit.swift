@@ -1,0 +1,110 @@
+import Foundation
+import SkyrosPostgres
+
+/// Work added to every group-commit transaction of a stack, after its change sets and before `COMMIT` (a
+/// change log, one `pg_notify`). Throwing aborts the whole group: a transient `PostgresError` is retried
+/// with the group, any other error fails every set of it.
+package protocol CommitTransactionHook: Sendable {
+    /// Called once per group transaction with the results of the sets that succeeded, in commit order.
+    func willCommit(batch: [ChangeSetResult], on connection: Connection) async throws
+}
+
+extension PostgresStore {
+    /// The idempotency log: one row per committed change set, written in the same transaction.
+    static let commitLogTable = "skyros_commits"
+
+    private var quotedCommitLog: String {
+        if let schema = self.schema { return "\(quoteIdentifier(schema)).\(quoteIdentifier(Self.commitLogTable))" }
+        return quoteIdentifier(Self.commitLogTable)
+    }
+
+    /// Creates the commit log when missing and prunes entries older than a week.
+    func createCommitLogIfNeeded() async throws {
+        let table = self.quotedCommitLog
+        try await self.pool.withConnection { connection in
+            do {
+                _ = try await connection.execute(script: """
+                    CREATE TABLE IF NOT EXISTS \(table) (commit_id uuid PRIMARY KEY, \
+                    committed_at timestamptz NOT NULL DEFAULT now())
+                    """)
+            } catch let error as PostgresError where error.kind == .uniqueViolation {
+                // Another stack created it concurrently.
+            }
+            _ = try await connection.execute(script: "DELETE FROM \(table) WHERE committed_at < now() - interval '7 days'")
+        }
+    }
+
+    /// Applies change sets in one transaction, each under its own savepoint, and records the id of every set
+    /// that succeeded in the commit log in the same transaction.
+    ///
+    /// - Parameters:
+    ///   - ids: one commit id per set, in order.
+    ///   - build: makes set `index` given the results of the sets before it (a later set may depend on the
+    ///     versions an earlier one wrote). A build error fails that set alone.
+    ///   - hook: runs after the sets, before `COMMIT`.
+    /// - Returns: one result per set; a failed set was rolled back alone.
+    /// - Throws: errors that stop the whole group (connection lost, a failing hook, `COMMIT` failing); then
+    ///   nothing of the group is known to be committed: ask ``committedIDs(_:)``.
+    func applyGroup(
+        ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
+        hook: (any CommitTransactionHook)?
+    ) async throws -> [Result<ChangeSetResult, any Error>] {
+        let log = self.quotedCommitLog
+        return try await self.pool.withTransaction { connection in
+            var results: [Result<ChangeSetResult, any Error>] = []
+            results.reserveCapacity(ids.count)
+            var committed: [UUID] = []
+            for index in ids.indices {
+                let changes: ChangeSet
+                do {
+                    changes = try build(index, results)
+                } catch {
+                    results.append(.failure(error))
+                    continue
+                }
+                _ = try await connection.execute(script: "SAVEPOINT skyros_change_set")
+                do {
+                    let result = try await self.apply(changes, on: connection)
+                    _ = try await connection.execute(script: "RELEASE SAVEPOINT skyros_change_set")
+                    results.append(.success(result))
+                    committed.append(ids[index])
+                } catch {
+                    if Self.stopsGroup(error) { throw error }
+                    _ = try await connection.execute(
+                        script: "ROLLBACK TO SAVEPOINT skyros_change_set; RELEASE SAVEPOINT skyros_change_set")
+                    results.append(.failure(error))
+                }
+            }
+            if !committed.isEmpty {
+                _ = try await connection.query(
+                    PostgresQuery(
+                        unsafeSQL: "INSERT INTO \(log) (commit_id) SELECT unnest($1::uuid[])",
+                        binds: [try PostgresValue(committed)]))
+            }
+            if let hook {
+                let succeeded = results.compactMap { try? $0.get() }
+                try await hook.willCommit(batch: succeeded, on: connection)
+            }
+            return results
+        }
+    }
+
+    /// The ids among `ids` whose change sets are committed (after an ambiguous failure of their group).
+    func committedIDs(_ ids: [UUID]) async throws -> Set<UUID> {
+        if ids.isEmpty { return [] }
+        let rows = try await self.pool.withConnection { connection in
+            try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: "SELECT commit_id FROM \(self.quotedCommitLog) WHERE commit_id = ANY($1::uuid[])",
+                    binds: [try PostgresValue(ids)]))
+        }
+        return Set(try rows.map { try $0.decode(UUID.self, at: 0) })
+    }
+
+    /// Whether an error inside a set stops the whole group (the transaction is unusable or the failure is
+    /// transient and the group must be retried).
+    static func stopsGroup(_ error: any Error) -> Bool {
+        guard let error = error as? PostgresError else { return false }
+        return error.isTransient || error.kind == .connectionClosed
+    }
+}

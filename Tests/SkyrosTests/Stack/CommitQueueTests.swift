@@ -1,0 +1,206 @@
+import Foundation
+import Skyros
+import SkyrosPostgres
+import Synchronization
+import Testing
+
+/// The commit queue on PostgreSQL: group commit with a savepoint per set, merge policies between stacks,
+/// backpressure and shutdown.
+@Suite("Commit queue", .timeLimit(.minutes(3)))
+struct CommitQueueTests {
+    @Test("Ten sets in one group, the fifth violating a unique constraint: nine commit, the fifth is reverted and its caller gets the error")
+    func groupWithFailingSet() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            try await StackTestServer.execute(stack, "ALTER TABLE stack_notes ADD CONSTRAINT stack_notes_title_unique UNIQUE (title)")
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "taken", rank: 1)) }
+            let groupsBefore = stack.commitQueueStatistics.groups
+
+            stack.holdCommits()
+            let outcomes = Locked<[Int: Result<Void, any Error>]>([:])
+            var tasks: [Task<Void, Never>] = []
+            for index in 1...10 {
+                let value = index == 5 ? StackNote(id: 100 + index, title: "taken", rank: index) : note(100 + index)
+                tasks.append(Task {
+                    let outcome: Result<Void, any Error>
+                    do {
+                        try await stack.write(durability: .committed) { try $0.insert(value) }
+                        outcome = .success(())
+                    } catch {
+                        outcome = .failure(error)
+                    }
+                    outcomes.withLock { $0[index] = outcome }
+                })
+                // Queue them one after another, in order.
+                try await eventually { stack.queuedCommits == index }
+            }
+            // Every write is visible before it commits, the failing one too.
+            #expect(try await stack.read { try await $0.count(FetchDescriptor<StackNote>()) } == 11)
+            stack.releaseCommits()
+            for task in tasks { await task.value }
+
+            let results = outcomes.withLock { $0 }
+            for index in 1...10 where index != 5 {
+                #expect(throws: Never.self) { try results[index]?.get() }
+            }
+            let failure = try #require(results[5].flatMap { result -> (any Error)? in
+                if case .failure(let error) = result { return error } else { return nil }
+            })
+            let postgresError = try #require(failure as? PostgresError)
+            #expect(postgresError.kind == .uniqueViolation)
+            #expect(postgresError.constraint == "stack_notes_title_unique")
+            #expect("\(postgresError)".contains("stack_notes_title_unique"))
+
+            // One group transaction carried all ten sets.
+            let statistics = stack.commitQueueStatistics
+            #expect(statistics.groups == groupsBefore + 1)
+            #expect(statistics.largestGroup == 10)
+
+            // The fifth is reverted from the main context; the nine are there and in the database.
+            let visible = try await stack.read { try await $0.fetch(StackNote.self) }.map(\.id)
+            #expect(visible == [1, 101, 102, 103, 104, 106, 107, 108, 109, 110])
+            #expect(try await stack.read { try await $0.object(StackNote.self, id: 105) } == nil)
+            let stored = try await stack.store.fetch(StackNote.self).map(\.value.id)
+            #expect(stored == visible)
+        }
+    }
+
+    @Test("A failing queued write is reported exactly once: to its completion and on this stack's error stream")
+    func failureDeliveredOnce() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            try await stack.write(durability: .committed) { try $0.insert(note(1)) }
+            let calls = Locked(0)
+            let done = Locked<Result<Void, any Error>?>(nil)
+            stack.write({ context in try context.insert(note(1)) }, completion: { result in
+                calls.withLock { $0 += 1 }
+                done.withLock { $0 = result.map { _ in () } }
+            })
+            var iterator = stack.errors.makeAsyncIterator()
+            let streamed = try #require(await iterator.next())
+            #expect(streamed.code == .commitFailed)
+            #expect((streamed.underlying as? PostgresError)?.kind == .uniqueViolation)
+            try await eventually { done.withLock { $0 != nil } }
+            #expect(calls.withLock { $0 } == 1)
+            #expect(throws: PostgresError.self) { try done.withLock { $0 }?.get() }
+        }
+    }
+
+    // MARK: Merge policies
+
+    /// Row 1 read by both stacks; stack A changes `title` and commits; then stack B changes `change` under
+    /// `policy`. Returns B's error (if any), the stored row and what B's main context reads afterwards.
+    private func conflict(
+        policy: MergePolicy, bChanges change: @escaping @Sendable (inout StackNote) -> Void
+    ) async throws -> (error: (any Error)?, stored: StackNote, seenByB: StackNote?) {
+        try await StackTestServer.withStack(.postgres) { a in
+            let b = try await Self.secondStack(like: a)
+            do {
+                try await a.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "original", rank: 1)) }
+                // Both read (and cache) the row at the same version.
+                let readByB = try #require(try await b.read { try await $0.object(StackNote.self, id: 1) })
+                #expect(readByB.title == "original")
+                try await a.write(durability: .committed) { context in
+                    var row = try #require(try await context.object(StackNote.self, id: 1))
+                    row.title = "from A"
+                    try await context.update(row)
+                }
+                var error: (any Error)?
+                do {
+                    try await b.write(durability: .committed, mergePolicy: policy) { context in
+                        var row = try #require(try await context.object(StackNote.self, id: 1))
+                        change(&row)
+                        try await context.update(row)
+                    }
+                } catch let thrown {
+                    error = thrown
+                }
+                let stored = try #require(try await a.store.object(StackNote.self, id: 1)).value
+                let seenByB = try await b.read { try await $0.object(StackNote.self, id: 1) }
+                await b.shutdown()
+                return (error, stored, seenByB)
+            } catch {
+                await b.shutdown()
+                throw error
+            }
+        }
+    }
+
+    static func secondStack(like stack: DataStack) async throws -> DataStack {
+        let store = try #require(stack.store as? PostgresStore)
+        return try await DataStack.start(DataStackConfiguration(
+            store: .postgres(try StackTestServer.configuration, schema: store.schema), entities: [StackNote.self]))
+    }
+
+    @Test(".error (default): the second writer gets a version conflict, the row keeps the first value")
+    func errorPolicy() async throws {
+        let outcome = try await self.conflict(policy: .error) { $0.title = "from B" }
+        guard case StoreError.versionConflict(let entity, let id, _, _)? = outcome.error else {
+            Issue.record("expected a version conflict, got \(String(describing: outcome.error))")
+            return
+        }
+        #expect(entity == "StackNote" && id == "1")
+        #expect(outcome.stored.title == "from A")
+        #expect(outcome.seenByB?.title == "from A")   // B's failed write was reverted and the row re-read
+    }
+
+    @Test(".storeWins: the second write is dropped without error, the store's row stays and B reloads it")
+    func storeWinsPolicy() async throws {
+        let outcome = try await self.conflict(policy: .storeWins) { $0.title = "from B" }
+        #expect(outcome.error == nil)
+        #expect(outcome.stored.title == "from A")
+        #expect(outcome.seenByB?.title == "from A")
+    }
+
+    @Test(".contextWins: the second write overwrites the columns it changed")
+    func contextWinsPolicy() async throws {
+        let outcome = try await self.conflict(policy: .contextWins) { $0.title = "from B" }
+        #expect(outcome.error == nil)
+        #expect(outcome.stored.title == "from B")
+        #expect(outcome.seenByB?.title == "from B")
+    }
+
+    @Test(".mergeByProperty: disjoint columns merge")
+    func mergeByPropertyDisjoint() async throws {
+        let outcome = try await self.conflict(policy: .mergeByProperty) { $0.rank = 99 }
+        #expect(outcome.error == nil)
+        #expect(outcome.stored == StackNote(id: 1, title: "from A", rank: 99))
+        #expect(outcome.seenByB?.rank == 99)
+    }
+
+    @Test(".mergeByProperty: the same column changed on both sides is a conflict")
+    func mergeByPropertySameColumn() async throws {
+        let outcome = try await self.conflict(policy: .mergeByProperty) { $0.title = "from B" }
+        guard case StoreError.versionConflict? = outcome.error else {
+            Issue.record("expected a version conflict, got \(String(describing: outcome.error))")
+            return
+        }
+        #expect(outcome.stored.title == "from A")
+    }
+
+    @Test("The stack's default policy applies when a write names none")
+    func stackDefaultPolicy() async throws {
+        try await StackTestServer.withStack(.postgres) { a in
+            let store = try #require(a.store as? PostgresStore)
+            var configuration = DataStackConfiguration(
+                store: .postgres(try StackTestServer.configuration, schema: store.schema), entities: [StackNote.self])
+            configuration.commitQueue.mergePolicy = .contextWins
+            let b = try await DataStack.start(configuration)
+            try await a.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "original", rank: 1)) }
+            _ = try await b.read { try await $0.object(StackNote.self, id: 1) }
+            try await a.write(durability: .committed) { try await $0.update(StackNote(id: 1, title: "from A", rank: 1)) }
+            try await b.write(durability: .committed) { context in
+                var row = try #require(try await context.object(StackNote.self, id: 1))
+                row.title = "from B"
+                try await context.update(row)
+            }
+            #expect(try await a.store.object(StackNote.self, id: 1)?.value.title == "from B")
+            await b.shutdown()
+        }
+    }
+}
+
+/// A value behind a mutex, shareable between tasks and callbacks.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { self.mutex = Mutex(value) }
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R { try self.mutex.withLock { try body(&$0) } }
+}
