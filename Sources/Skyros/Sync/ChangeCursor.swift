@@ -1,0 +1,45 @@
+/// A reader's position in the change log, correct although log positions are not assigned in commit order.
+///
+/// Every transaction whose id is below a snapshot's `xmin` had finished when the snapshot was taken, so its
+/// entry (if committed) was visible to that read. The cursor keeps that `xmin` as its *horizon*: the next read
+/// re-reads every entry with `xid >= horizon` (the safety window of transactions that were still running) and
+/// drops the positions it has already delivered.
+struct ChangeCursor: Sendable {
+    /// Every entry with a smaller transaction id has been delivered (`xid8` as text); `nil` before the first read.
+    private(set) var horizon: UInt64?
+    /// Delivered entries at or above the horizon: position → xid.
+    private var delivered: [Int64: UInt64] = [:]
+    /// The pruning watermark when last checked.
+    private var prunedThrough: UInt64?
+
+    /// What one read means for the reader.
+    enum Outcome: Sendable, Equatable {
+        /// Entries not delivered before, in position order.
+        case entries([ChangeLogEntry])
+        /// Entries the reader never saw were pruned: it must drop what it caches and refetch.
+        case gap
+    }
+
+    var horizonText: String? { self.horizon.map { String($0) } }
+
+    /// Whether the entry at `position` was already delivered (a hint for it needs no read).
+    func hasDelivered(_ position: Int64) -> Bool { self.delivered[position] != nil }
+
+    /// Folds in one read of the log (all entries with `xid >= horizon`, the snapshot's `xmin`, the watermark).
+    mutating func advance(entries: [ChangeLogEntry], xmin: String, prunedThrough: String) -> Outcome {
+        let xmin = UInt64(xmin) ?? 0
+        let pruned = UInt64(prunedThrough) ?? 0
+        defer {
+            self.prunedThrough = pruned
+            if let horizon = self.horizon { self.horizon = max(horizon, xmin) } else { self.horizon = xmin }
+            let horizon = self.horizon ?? 0
+            self.delivered = self.delivered.filter { $0.value >= horizon }
+        }
+        let fresh = entries.filter { self.delivered[$0.position] == nil }
+        for entry in fresh { self.delivered[entry.position] = UInt64(entry.xid) ?? 0 }
+        if let horizon = self.horizon, let known = self.prunedThrough, pruned > known, pruned >= horizon {
+            return .gap
+        }
+        return .entries(fresh)
+    }
+}

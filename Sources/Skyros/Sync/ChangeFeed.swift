@@ -1,0 +1,199 @@
+import Foundation
+import Logging
+import SkyrosPostgres
+import Synchronization
+
+/// Counters of a stack's change feed.
+package struct ChangeFeedStatistics: Sendable, Hashable {
+    /// Log reads done.
+    package var reads = 0
+    /// Entries from other stacks delivered.
+    package var remoteEntries = 0
+    /// Times the listener reconnected and caught up from the log.
+    package var catchUps = 0
+    /// Times a gap (pruned, unseen entries) forced a cache flush.
+    package var flushes = 0
+}
+
+/// What the feed hands the stack.
+enum ChangeFeedDelivery: Sendable {
+    /// Entries committed by other stacks, in position order.
+    case remote([ChangeLogEntry])
+    /// Entries were lost: drop the cache and refetch everything.
+    case flush
+}
+
+/// Listens for change-log hints and reads the log (catching up after reconnects), delivering other stacks'
+/// commits in order.
+final class ChangeFeed: Sendable {
+    private struct State: Sendable {
+        var cursor = ChangeCursor()
+        var statistics = ChangeFeedStatistics()
+        var listener: PostgresListener?
+        var tasks: [Task<Void, Never>] = []
+    }
+
+    let log: ChangeLog
+    let origin: UUID
+    private let pool: ConnectionPool
+    private let configuration: ChangeFeedConfiguration
+    private let listenerConfiguration: PostgresConfiguration
+    private let logger: Logger
+    private let deliver: @Sendable (ChangeFeedDelivery) async -> Void
+    private let state = Mutex(State())
+    /// Serialises log reads (one reader at a time; the cursor is advanced in order).
+    private let reader = ReadGate()
+
+    init(
+        log: ChangeLog, origin: UUID, pool: ConnectionPool, postgres: PostgresConfiguration,
+        configuration: ChangeFeedConfiguration, logger: Logger,
+        deliver: @escaping @Sendable (ChangeFeedDelivery) async -> Void
+    ) {
+        self.log = log
+        self.origin = origin
+        self.pool = pool
+        self.configuration = configuration
+        var listener = configuration.listener ?? postgres
+        listener["application_name"] = configuration.applicationName ?? "skyros-listener-\(origin.uuidString.lowercased())"
+        self.listenerConfiguration = listener
+        self.logger = logger
+        self.deliver = deliver
+    }
+
+    /// The listener's `application_name`.
+    var applicationName: String { self.listenerConfiguration["application_name"] ?? "" }
+
+    var statistics: ChangeFeedStatistics { self.state.withLock { $0.statistics } }
+
+    /// Creates the log, takes the starting horizon, and starts listening.
+    func start() async throws {
+        try await self.createLog()
+        try await self.read()
+        let listener = try await PostgresListener.start(
+            configuration: self.listenerConfiguration, channels: [self.log.channel], logger: self.logger)
+        let events = Task { [weak self] in
+            for await event in listener.events {
+                guard let self else { return }
+                switch event {
+                case .listening: continue
+                case .notification(let hint):
+                    if let position = Int64(hint.payload), self.state.withLock({ $0.cursor.hasDelivered(position) }) { continue }
+                    await self.readUntilDone()
+                case .reconnected:
+                    self.state.withLock { $0.statistics.catchUps += 1 }
+                    self.logger.debug("change feed listener reconnected; catching up from the change log")
+                    await self.readUntilDone()
+                }
+            }
+        }
+        let pruning = Task { [weak self, configuration] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: configuration.pruneInterval)
+                guard let self, !Task.isCancelled else { return }
+                await self.prune()
+            }
+        }
+        self.state.withLock {
+            $0.listener = listener
+            $0.tasks = [events, pruning]
+        }
+    }
+
+    /// Creates the change log tables unless they exist.
+    func createLog() async throws {
+        try await self.pool.withConnection { try await self.log.createIfNeeded(on: $0) }
+    }
+
+    /// Stops listening.
+    func stop() {
+        let (listener, tasks) = self.state.withLock { state in
+            defer { state.listener = nil; state.tasks = [] }
+            return (state.listener, state.tasks)
+        }
+        listener?.stop()
+        tasks.forEach { $0.cancel() }
+    }
+
+    /// Reads the log until a read succeeds (the pool may be reconnecting) or the feed stops.
+    private func readUntilDone() async {
+        var delay = Duration.milliseconds(20)
+        while !Task.isCancelled {
+            do {
+                try await self.read()
+                return
+            } catch {
+                self.logger.debug("change log read failed; retrying", metadata: ["skyros.error": "\(error)"])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(1))
+            }
+        }
+    }
+
+    /// Reads the entries since the cursor's horizon and delivers the new ones from other stacks.
+    func read() async throws {
+        try await self.reader.run {
+            let horizon = self.state.withLock { $0.cursor.horizonText }
+            let (entries, xmin, pruned) = try await self.pool.withConnection { try await self.log.read(from: horizon, on: $0) }
+            let outcome = self.state.withLock { state -> ChangeCursor.Outcome in
+                state.statistics.reads += 1
+                let outcome = state.cursor.advance(entries: entries, xmin: xmin, prunedThrough: pruned)
+                if outcome == .gap { state.statistics.flushes += 1 }
+                return outcome
+            }
+            switch outcome {
+            case .gap:
+                self.logger.info("change log entries were pruned before this stack read them; flushing the cache")
+                await self.deliver(.flush)
+            case .entries(let fresh):
+                let remote = fresh.filter { $0.origin != self.origin }
+                guard !remote.isEmpty else { return }
+                self.state.withLock { $0.statistics.remoteEntries += remote.count }
+                await self.deliver(.remote(remote))
+            }
+        }
+    }
+
+    /// Prunes the log now.
+    func prune(olderThan age: Duration, keepingAtMost maxEntries: Int) async throws -> Int {
+        try await self.pool.withConnection { try await self.log.prune(olderThan: age, keepingAtMost: maxEntries, on: $0) }
+    }
+
+    private func prune() async {
+        do {
+            let deleted = try await self.prune(olderThan: self.configuration.retention, keepingAtMost: self.configuration.maximumEntries)
+            if deleted > 0 { self.logger.debug("change log pruned", metadata: ["skyros.sync.pruned": "\(deleted)"]) }
+        } catch {
+            self.logger.debug("change log pruning failed", metadata: ["skyros.error": "\(error)"])
+        }
+    }
+}
+
+/// An async mutual exclusion: one `run` body at a time, in arrival order.
+final class ReadGate: Sendable {
+    private let state = Mutex<(busy: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func run<R>(_ body: () async throws -> R) async throws -> R {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let acquired = self.state.withLock { state -> Bool in
+                if state.busy {
+                    state.waiters.append(continuation)
+                    return false
+                }
+                state.busy = true
+                return true
+            }
+            if acquired { continuation.resume() }
+        }
+        defer {
+            let next = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
+                if state.waiters.isEmpty {
+                    state.busy = false
+                    return nil
+                }
+                return state.waiters.removeFirst()
+            }
+            next?.resume()
+        }
+        return try await body()
+    }
+}

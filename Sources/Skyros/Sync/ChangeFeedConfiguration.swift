@@ -1,0 +1,42 @@
+import SkyrosPostgres
+
+/// How a PostgreSQL-backed ``DataStack`` learns of other processes' commits (see the change log in
+/// "Running many instances").
+///
+/// ```swift
+/// var configuration = DataStackConfiguration(store: .postgres(pooledURL, schema: "app"))
+/// // Behind PgBouncer in transaction mode, LISTEN needs a direct session:
+/// configuration.changeFeed.listener = try PostgresConfiguration(url: directURL)
+/// ```
+public struct ChangeFeedConfiguration: Sendable {
+    /// Whether the stack writes the change log and listens (default `true`; PostgreSQL stores only).
+    public var isEnabled: Bool
+    /// The connection used for `LISTEN`; `nil` uses the store's. Give a direct URL when the store's goes
+    /// through a transaction-pooling proxy such as PgBouncer.
+    public var listener: PostgresConfiguration?
+    /// The listener's `application_name`; `nil` gives `skyros-listener-<stack origin>`.
+    public var applicationName: String?
+    /// Log entries older than this are pruned (by any stack of the schema).
+    public var retention: Duration
+    /// At most this many log entries are kept.
+    public var maximumEntries: Int
+    /// How often a stack prunes the log.
+    public var pruneInterval: Duration
+    /// Observers wait this long after a change before re-running their query, so a burst gives one event.
+    public var observerCoalescing: Duration
+
+    /// Creates a configuration; every parameter has a default.
+    public init(
+        isEnabled: Bool = true, listener: PostgresConfiguration? = nil, applicationName: String? = nil,
+        retention: Duration = .seconds(3600), maximumEntries: Int = 100_000, pruneInterval: Duration = .seconds(60),
+        observerCoalescing: Duration = .milliseconds(10)
+    ) {
+        self.isEnabled = isEnabled
+        self.listener = listener
+        self.applicationName = applicationName
+        self.retention = retention
+        self.maximumEntries = maximumEntries
+        self.pruneInterval = pruneInterval
+        self.observerCoalescing = observerCoalescing
+    }
+}

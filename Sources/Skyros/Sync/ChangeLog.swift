@@ -1,0 +1,166 @@
+import Foundation
+import SkyrosPostgres
+
+/// One row of the change log: what one commit transaction (a whole group commit) wrote.
+struct ChangeLogEntry: Sendable, Hashable {
+    /// The log position (a `bigserial`: unique, but not assigned in commit order).
+    let position: Int64
+    /// The writing transaction's id (`xid8`), as text.
+    let xid: String
+    /// The stack that committed it.
+    let origin: UUID
+    /// The changed rows.
+    let changes: [LoggedRowChange]
+}
+
+/// A changed row as the log records it: table, primary key (type and text), kind, new version.
+struct LoggedRowChange: Codable, Sendable, Hashable {
+    /// The table (unqualified).
+    let t: String
+    /// The primary key's type OID.
+    let o: UInt32
+    /// The primary key's text form.
+    let i: String
+    /// `i`nserted, `u`pdated or `d`eleted.
+    let k: String
+    /// The new version (absent for deletions).
+    let v: Int64?
+
+    init(_ change: RowChange) {
+        self.t = change.table
+        self.o = change.id.type.rawValue
+        self.i = change.id.text ?? ""
+        switch change.kind {
+        case .inserted: self.k = "i"
+        case .updated: self.k = "u"
+        case .deleted: self.k = "d"
+        }
+        self.v = change.version
+    }
+
+    var key: RowKey { RowKey(table: self.t, id: PostgresValue(type: PostgresType(rawValue: self.o), text: self.i)) }
+}
+
+/// The durable change log of one schema: `skyros_change_log`, written in every commit transaction together
+/// with one `pg_notify` hint, read by every stack's ``ChangeFeed`` to learn of other processes' commits.
+///
+/// Positions come from a sequence and are not assigned in commit order, so readers track transaction ids
+/// (``ChangeCursor``). Pruning records the newest pruned transaction id in `skyros_change_log_state`, so a
+/// reader can tell whether rows it never saw were pruned.
+struct ChangeLog: Sendable {
+    /// The schema, or `nil` for the connection's current schema.
+    let schema: String?
+    /// The NOTIFY channel (at most 63 bytes).
+    let channel: String
+
+    init(schema: String?) {
+        self.schema = schema
+        self.channel = Self.channelName(schema: schema)
+    }
+
+    /// `skyros_changes_<schema>`, or a hash of the schema when that would be longer than an identifier.
+    static func channelName(schema: String?) -> String {
+        let base = "skyros_changes_"
+        let name = schema ?? "default"
+        if base.utf8.count + name.utf8.count <= 63 { return base + name }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in name.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return base + String(hash, radix: 16)
+    }
+
+    private func qualified(_ name: String) -> String {
+        if let schema { return "\(quoteIdentifier(schema)).\(quoteIdentifier(name))" }
+        return quoteIdentifier(name)
+    }
+
+    var logTable: String { self.qualified("skyros_change_log") }
+    private var stateTable: String { self.qualified("skyros_change_log_state") }
+
+    /// Creates the log tables unless they exist (serialised by an advisory lock: several processes start at once).
+    func createIfNeeded(on connection: Connection) async throws {
+        try await connection.withTransaction { connection in
+            _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(self.logTable)))")
+            _ = try await connection.execute(script: """
+                CREATE TABLE IF NOT EXISTS \(self.logTable) (
+                    position bigserial PRIMARY KEY,
+                    xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+                    origin uuid NOT NULL,
+                    changed_at timestamptz NOT NULL DEFAULT now(),
+                    changes jsonb NOT NULL);
+                CREATE INDEX IF NOT EXISTS skyros_change_log_xid ON \(self.logTable) (xid);
+                CREATE TABLE IF NOT EXISTS \(self.stateTable) (
+                    id boolean PRIMARY KEY DEFAULT true CHECK (id),
+                    pruned_through xid8 NOT NULL DEFAULT '0');
+                INSERT INTO \(self.stateTable) (id) VALUES (true) ON CONFLICT (id) DO NOTHING;
+                """)
+        }
+    }
+
+    /// Appends one entry for the transaction running on `connection` and sends the hint (its position) on
+    /// ``channel``: both take effect at COMMIT, so hints exist only for committed data, in commit order.
+    /// - Returns: the entry's position, or `nil` when `changes` is empty (nothing is written or sent).
+    @discardableResult
+    func record(_ changes: [RowChange], origin: UUID, on connection: Connection) async throws -> Int64? {
+        if changes.isEmpty { return nil }
+        let payload = String(decoding: try JSONEncoder().encode(changes.map(LoggedRowChange.init)), as: UTF8.self)
+        let rows = try await connection.query("""
+            WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin), \(payload)::jsonb)
+                           RETURNING position)
+            SELECT position, pg_notify(\(self.channel), position::text) FROM entry
+            """)
+        return try rows.first?.decode(Int64.self, at: 0)
+    }
+
+    /// Entries whose transaction id is at least `horizon` (all of them when `nil`), with the reading
+    /// snapshot's `xmin` (every transaction below it has finished) and the pruning watermark.
+    func read(from horizon: String?, on connection: Connection) async throws
+        -> (entries: [ChangeLogEntry], xmin: String, prunedThrough: String)
+    {
+        try await connection.withTransaction(isolation: .repeatableRead) { connection in
+            let head = try await connection.query(
+                "SELECT pg_snapshot_xmin(pg_current_snapshot())::text, pruned_through::text FROM \(unsafeRaw: self.stateTable)")
+            guard let first = head.first else {
+                throw PostgresError(kind: .undefinedTable, message: "the change log state row of \(self.logTable) is missing")
+            }
+            let xmin = try first.decode(String.self, at: 0)
+            let pruned = try first.decode(String.self, at: 1)
+            let rows = try await connection.query("""
+                SELECT position, xid::text, origin, changes::text FROM \(unsafeRaw: self.logTable)
+                WHERE xid >= \(horizon ?? "0")::xid8 ORDER BY position
+                """)
+            let decoder = JSONDecoder()
+            let entries = try rows.map { row in
+                ChangeLogEntry(
+                    position: try row.decode(Int64.self, at: 0), xid: try row.decode(String.self, at: 1),
+                    origin: try row.decode(UUID.self, at: 2),
+                    changes: try decoder.decode([LoggedRowChange].self, from: Data(try row.decode(String.self, at: 3).utf8)))
+            }
+            return (entries, xmin, pruned)
+        }
+    }
+
+    /// The current snapshot's `xmin`: a reader starting now has seen nothing below it.
+    func currentHorizon(on connection: Connection) async throws -> String {
+        try await connection.query("SELECT pg_snapshot_xmin(pg_current_snapshot())::text").first!.decode(String.self, at: 0)
+    }
+
+    /// Deletes entries older than `age`, and beyond the newest `maxEntries`, among finished transactions;
+    /// raises the pruning watermark to the newest deleted transaction id.
+    /// - Returns: the number of entries deleted.
+    @discardableResult
+    func prune(olderThan age: Duration, keepingAtMost maxEntries: Int, on connection: Connection) async throws -> Int {
+        let seconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
+        let rows = try await connection.query("""
+            WITH doomed AS (
+                DELETE FROM \(unsafeRaw: self.logTable)
+                WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
+                  AND (changed_at < now() - make_interval(secs => \(seconds))
+                       OR position <= (SELECT max(position) FROM \(unsafeRaw: self.logTable)) - \(Int64(maxEntries)))
+                RETURNING xid)
+            UPDATE \(unsafeRaw: self.stateTable) SET pruned_through = greatest(pruned_through, (SELECT max(xid) FROM doomed))
+            WHERE (SELECT count(*) FROM doomed) > 0
+            RETURNING (SELECT count(*) FROM doomed)
+            """)
+        return try rows.first.map { try $0.decode(Int.self, at: 0) } ?? 0
+    }
+}

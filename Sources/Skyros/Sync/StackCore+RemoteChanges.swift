@@ -1,0 +1,38 @@
+import Synchronization
+
+extension StackCore {
+    /// Drops rows another process changed from the cache. Rows with a queued local change stay (the local
+    /// commit either overwrites them or fails with a conflict and evicts them). Reads in flight retry, so
+    /// they do not put back what they read before the change.
+    func evictRemote(_ keys: [RowKey]) {
+        self.state.withLock { state in
+            for key in keys where state.pending[key] == nil {
+                state.cache.remove(key)
+            }
+            state.finishedCommits += 1
+        }
+    }
+
+    /// Drops every cached row (the change log had a gap); rows with queued local changes stay pinned.
+    func flushRemote() {
+        self.state.withLock { state in
+            state.cache.removeAll()
+            for (key, entries) in state.pending {
+                for _ in entries { state.cache.pin(key) }
+            }
+            state.finishedCommits += 1
+        }
+    }
+}
+
+/// Tells the stack's observers that a save made rows of some tables visible in the main context.
+final class SaveNotifier: Sendable {
+    private let handler = Mutex<(@Sendable (Set<String>) -> Void)?>(nil)
+
+    func set(_ handler: @escaping @Sendable (Set<String>) -> Void) { self.handler.withLock { $0 = handler } }
+
+    func saved(_ tables: Set<String>) {
+        guard !tables.isEmpty, let handler = self.handler.withLock({ $0 }) else { return }
+        handler(tables)
+    }
+}

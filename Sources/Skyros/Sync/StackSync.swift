@@ -1,0 +1,80 @@
+import Foundation
+import Logging
+import SkyrosPostgres
+import Synchronization
+
+/// A stack's link to the other processes on its schema: writes the change log in every commit transaction
+/// (as the commit queue's ``CommitTransactionHook``), runs the ``ChangeFeed``, evicts other processes' rows
+/// from the main context, and wakes observers.
+final class StackSync: CommitTransactionHook, Sendable {
+    /// This stack's id in the change log (its own entries are ignored when read back).
+    let origin = UUID()
+    let observers = ObserverRegistry()
+    let configuration: ChangeFeedConfiguration
+    private let feed = Mutex<ChangeFeed?>(nil)
+    /// The current main context's core (replaced when the store is rebuilt).
+    private let core = Mutex<StackCore?>(nil)
+
+    init(configuration: ChangeFeedConfiguration) {
+        self.configuration = configuration
+    }
+
+    /// Points the sync at the stack's current core: its local saves wake the observers, and its commit
+    /// transactions write the change log once the feed runs.
+    func attach(_ core: StackCore) {
+        self.core.withLock { $0 = core }
+        core.saves.set { [observers] tables in observers.changed(tables) }
+        if self.changeFeed != nil { core.setCommitHook(self) }
+    }
+
+    /// Creates the change log and starts listening (PostgreSQL stores with the feed enabled).
+    func start(pool: ConnectionPool, postgres: PostgresConfiguration, schema: String?, logger: Logger) async throws {
+        guard self.configuration.isEnabled else { return }
+        let feed = ChangeFeed(
+            log: ChangeLog(schema: schema), origin: self.origin, pool: pool, postgres: postgres,
+            configuration: self.configuration, logger: logger,
+            deliver: { [weak self] delivery in self?.apply(delivery) })
+        try await feed.start()
+        self.feed.withLock { $0 = feed }
+        self.core.withLock { $0 }?.setCommitHook(self)
+    }
+
+    /// The running feed, if any.
+    var changeFeed: ChangeFeed? { self.feed.withLock { $0 } }
+
+    /// Stops listening and ends every observation.
+    func stop() {
+        self.feed.withLock { $0 }?.stop()
+        self.observers.finishAll(throwing: nil)
+    }
+
+    /// Ends every observation with ``ObservationError/storeRebuilt``, recreates the change log (the rebuild
+    /// dropped it), and attaches the new core.
+    func storeRebuilt(core: StackCore) async throws {
+        self.observers.finishAll(throwing: ObservationError.storeRebuilt)
+        if let feed = self.changeFeed { try await feed.createLog() }
+        self.attach(core)
+    }
+
+    // MARK: CommitTransactionHook
+
+    func willCommit(batch: [ChangeSetResult], on connection: Connection) async throws {
+        guard let log = self.changeFeed?.log else { return }
+        try await log.record(batch.flatMap(\.changes), origin: self.origin, on: connection)
+    }
+
+    // MARK: Remote changes
+
+    private func apply(_ delivery: ChangeFeedDelivery) {
+        let core = self.core.withLock { $0 }
+        switch delivery {
+        case .remote(let entries):
+            let keys = entries.flatMap { $0.changes.map(\.key) }
+            core?.evictRemote(keys)
+            self.observers.changed(Set(keys.map(\.table)))
+        case .flush:
+            core?.flushRemote()
+            self.observers.changedAll()
+        }
+    }
+}

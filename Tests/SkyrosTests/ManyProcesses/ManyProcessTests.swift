@@ -1,0 +1,102 @@
+import Foundation
+import Skyros
+import SkyrosPostgres
+import Testing
+
+/// Several real OS processes (`skyros-test-node`) against one database: change log, listener, catch-up,
+/// observers.
+@Suite(.timeLimit(.minutes(3)))
+struct ManyProcessTests {
+    @Test func aRowCachedHereAndUpdatedByAnotherProcessIsSeenUpdated() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let stack = try await ManyProcessHarness.stack(schema: schema)
+            try await stack.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 0, title: "original")) }
+            let cached = try await stack.mainContext.object(MPItem.self, id: 1)
+            #expect(cached?.value == 0)
+
+            let child = try ManyProcessHarness.spawn(["mp-update", "--schema", schema, "--id", "1", "--value", "42"])
+            defer { child.removeOutput() }
+            #expect(await child.exitStatus() == 0, "\(child.output)")
+            let updatedAt = ContinuousClock.now
+            let seen = try await ManyProcessHarness.eventually(within: .seconds(5)) {
+                try await stack.mainContext.object(MPItem.self, id: 1)?.value == 42
+            }
+            #expect(seen, "process B's update did not reach A's main context within 5 s")
+            #expect(ContinuousClock.now - updatedAt < .seconds(5))
+            #expect(stack.changeFeedStatistics.remoteEntries >= 1)
+            await stack.shutdown()
+        }
+    }
+
+    @Test func aListenerTerminatedWhileAnotherProcessCommitsCatchesUpFromTheLog() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let stack = try await ManyProcessHarness.stack(schema: schema)
+            let ids: [Int64] = [1, 2, 3, 4, 5]
+            try await stack.write(durability: .committed) { context in
+                for id in ids { try context.insert(MPItem(id: id, owner: 0, value: 0, title: "row \(id)")) }
+            }
+            for id in ids { _ = try await stack.mainContext.object(MPItem.self, id: id) }    // cached
+            let observed = stack.observe(MPItem.self, id: 3)
+            let lastObserved = ObservedValues()
+            let observer = Task { for try await value in observed { await lastObserved.append(value?.value) } }
+
+            let rounds = 60
+            let child = try ManyProcessHarness.spawn([
+                "mp-stream-updates", "--schema", schema, "--ids", ids.map(String.init).joined(separator: ","),
+                "--rounds", String(rounds),
+            ])
+            defer { child.removeOutput() }
+            #expect(await ManyProcessHarness.eventually(within: .seconds(20)) { child.lines.contains("round 5") })
+            let name = try #require(stack.changeFeedApplicationName)
+            #expect(try await ManyProcessHarness.terminateListener(applicationName: name) == 1)
+            #expect(await ManyProcessHarness.eventually(within: .seconds(20)) { child.lines.contains("round 20") })
+            #expect(try await ManyProcessHarness.terminateListener(applicationName: name) == 1)
+            #expect(await child.exitStatus() == 0, "\(child.output)")
+
+            let caughtUp = try await ManyProcessHarness.eventually(within: .seconds(5)) {
+                for id in ids where try await stack.mainContext.object(MPItem.self, id: id)?.value != rounds { return false }
+                return true
+            }
+            #expect(caughtUp, "A's main context missed updates made while its listener was down")
+            #expect(await ManyProcessHarness.eventually(within: .seconds(5)) { await lastObserved.last == rounds })
+            let statistics = stack.changeFeedStatistics
+            #expect(statistics.catchUps >= 2)
+            #expect(statistics.flushes == 0)
+            observer.cancel()
+            await stack.shutdown()
+        }
+    }
+
+    @Test func fourProcessesWriteAndUpdateEachOthersRowsAndAgreeWithPostgreSQL() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let nodes = 4
+            let children = try (0..<nodes).map { node in
+                try ManyProcessHarness.spawn([
+                    "mp-writer", "--schema", schema, "--node", String(node), "--nodes", String(nodes), "--rows", "1000",
+                    "--seed", String(1000 + node),
+                ])
+            }
+            defer { children.forEach { $0.removeOutput() } }
+            var statuses: [Int32] = []
+            for child in children { statuses.append(await child.exitStatus()) }
+            for (child, status) in zip(children, statuses) {
+                #expect(status == 0, "\(child.output)")
+                let verdict = try #require(child.lines.last { $0.hasPrefix("verdict ") })
+                #expect(verdict.contains("main=true observer=true replayMismatches=0"), "\(verdict)")
+                // Each node learned of the others' commits through the change log.
+                let remote = verdict.split(separator: " ").first { $0.hasPrefix("remoteEntries=") }
+                #expect((remote.flatMap { Int($0.dropFirst("remoteEntries=".count)) } ?? 0) > 0, "\(verdict)")
+            }
+            let stack = try await ManyProcessHarness.stack(schema: schema)
+            #expect(try await stack.store.count(FetchDescriptor<MPItem>()) == nodes * 1000)
+            await stack.shutdown()
+        }
+    }
+}
+
+/// Values an observer saw, in order.
+actor ObservedValues {
+    private(set) var values: [Int?] = []
+    func append(_ value: Int?) { self.values.append(value) }
+    var last: Int? { self.values.last ?? nil }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import Skyros
+import SkyrosPostgres
+import Testing
+
+/// `observe(_:)` and `observe(_:id:)` driven by local saves, on both stores; diffs; the rebuild terminal event.
+@Suite(.timeLimit(.minutes(2)))
+struct ObservationTests {
+    enum Kind: String, CaseIterable, Sendable { case inMemory, postgres }
+
+    static func withStack(_ kind: Kind, _ body: (DataStack) async throws -> Void) async throws {
+        switch kind {
+        case .inMemory:
+            let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory))
+            try await body(stack)
+            await stack.shutdown()
+        case .postgres:
+            try await ManyProcessHarness.withSchema { schema in
+                let stack = try await ManyProcessHarness.stack(schema: schema)
+                do {
+                    try await body(stack)
+                } catch {
+                    await stack.shutdown()
+                    throw error
+                }
+                await stack.shutdown()
+            }
+        }
+    }
+
+    @Test(arguments: Kind.allCases)
+    func aQueryObserverGetsOrderedDiffsThatReplayToEachResult(_ kind: Kind) async throws {
+        try await Self.withStack(kind) { stack in
+            try await stack.write(durability: .committed) { context in
+                for id in 1...5 { try context.insert(MPItem(id: Int64(id), owner: 0, value: id * 10, title: "r\(id)")) }
+            }
+            let descriptor = FetchDescriptor<MPItem>(
+                predicate: #Predicate { $0.value >= 20 }, sortBy: [SortDescriptor(\MPItem.value)], fetchLimit: 3)
+            var iterator = stack.observe(descriptor).makeAsyncIterator()
+            let first = try #require(try await iterator.next())
+            #expect(first.values.map(\.id) == [2, 3, 4])
+            #expect(first.diff.inserted.map(\.offset) == [0, 1, 2])
+            var replayed = first.diff.applied(to: [])
+
+            // Moves 4 to the front, deletes 3, leaves 2 in place but changes its title.
+            try await stack.write { context in
+                try await context.update(MPItem(id: 4, owner: 0, value: 21, title: "r4"))
+                try await context.delete(MPItem.self, id: 3)
+                try await context.update(MPItem(id: 2, owner: 0, value: 20, title: "renamed"))
+            }
+            let second = try #require(try await iterator.next())
+            #expect(second.values.map(\.id) == [2, 4, 5])
+            replayed = second.diff.applied(to: replayed)
+            #expect(replayed == second.values)
+            #expect(second.diff.deleted.map(\.id) == [3])
+            #expect(second.diff.inserted.map(\.value.id) == [5])
+            #expect(second.diff.updated.map(\.value.id).sorted() == [2, 4])
+            #expect(second.values == (try await stack.read { try await $0.fetch(descriptor) }))
+
+            // An insert that falls outside the window changes nothing; one inside does.
+            try await stack.write { try $0.insert(MPItem(id: 9, owner: 0, value: 1, title: "filtered out")) }
+            try await stack.write { try $0.insert(MPItem(id: 10, owner: 0, value: 20, title: "ties with 2")) }
+            let third = try #require(try await iterator.next())
+            replayed = third.diff.applied(to: replayed)
+            #expect(replayed == third.values)
+            #expect(third.values == (try await stack.read { try await $0.fetch(descriptor) }))
+        }
+    }
+
+    @Test(arguments: Kind.allCases)
+    func anObjectObserverSeesUpdatesAndTheDeletion(_ kind: Kind) async throws {
+        try await Self.withStack(kind) { stack in
+            var iterator = stack.observe(MPItem.self, id: 7).makeAsyncIterator()
+            #expect(try await iterator.next() == .some(nil))
+            try await stack.write { try $0.insert(MPItem(id: 7, owner: 1, value: 1, title: "seven")) }
+            #expect(try await iterator.next()??.value == 1)
+            try await stack.write { try await $0.update(MPItem(id: 7, owner: 1, value: 2, title: "seven")) }
+            #expect(try await iterator.next()??.value == 2)
+            try await stack.write { try await $0.delete(MPItem.self, id: 7) }
+            #expect(try await iterator.next() == .some(nil))
+        }
+    }
+
+    @Test(arguments: Kind.allCases)
+    func aBurstOfSavesGivesFewerResultsEndingInTheFinalState(_ kind: Kind) async throws {
+        try await Self.withStack(kind) { stack in
+            var iterator = stack.observe(FetchDescriptor<MPItem>()).makeAsyncIterator()
+            var replayed = try #require(try await iterator.next()).diff.applied(to: [])
+            for id in 1...50 { try await stack.write { try $0.insert(MPItem(id: Int64(id), owner: 0, value: id, title: "")) } }
+            var results = 0
+            while replayed.count < 50 {
+                let result = try #require(try await iterator.next())
+                replayed = result.diff.applied(to: replayed)
+                #expect(replayed == result.values)
+                results += 1
+            }
+            #expect(results < 50)
+            #expect(replayed.map(\.id) == Array(1...50))
+        }
+    }
+
+    @Test func destroyAndRebuildEndsObservationsWithAClearError() async throws {
+        try await Self.withStack(.postgres) { stack in
+            var iterator = stack.observe(FetchDescriptor<MPItem>()).makeAsyncIterator()
+            _ = try await iterator.next()
+            try await stack.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
+            await #expect(throws: ObservationError.storeRebuilt) { _ = try await iterator.next() }
+        }
+    }
+}
