@@ -1,0 +1,113 @@
+import Foundation
+@testable import Skyros
+import SkyrosPostgres
+import Testing
+
+/// The change log and its cursor: out-of-commit-order positions, pruning gaps, the NOTIFY hint.
+@Suite(.timeLimit(.minutes(1)))
+struct ChangeLogTests {
+    private static let origin = UUID()
+
+    private static func entry(_ position: Int64, xid: UInt64) -> ChangeLogEntry {
+        ChangeLogEntry(position: position, xid: String(xid), origin: Self.origin, changes: [])
+    }
+
+    @Test func theCursorDeliversEachEntryOnceAndKeepsAWindowAboveTheHorizon() {
+        var cursor = ChangeCursor()
+        #expect(cursor.advance(entries: [Self.entry(2, xid: 101)], xmin: "100", prunedThrough: "0") == .entries([Self.entry(2, xid: 101)]))
+        // Position 1 (xid 100) commits after position 2: the re-read window (xid >= 100) still holds it.
+        #expect(cursor.horizonText == "100")
+        let next = cursor.advance(entries: [Self.entry(1, xid: 100), Self.entry(2, xid: 101)], xmin: "102", prunedThrough: "0")
+        #expect(next == .entries([Self.entry(1, xid: 100)]))
+        // Both transactions are now below the horizon: later reads (xid >= 102) never return them again.
+        #expect(cursor.horizonText == "102")
+        #expect(!cursor.hasDelivered(1) && !cursor.hasDelivered(2))
+        #expect(cursor.advance(entries: [Self.entry(3, xid: 102)], xmin: "102", prunedThrough: "0") == .entries([Self.entry(3, xid: 102)]))
+        #expect(cursor.advance(entries: [Self.entry(3, xid: 102)], xmin: "102", prunedThrough: "0") == .entries([]))
+        // A watermark that rises to the horizon means unseen entries may be gone.
+        #expect(cursor.advance(entries: [], xmin: "103", prunedThrough: "102") == .gap)
+        #expect(cursor.advance(entries: [], xmin: "104", prunedThrough: "102") == .entries([]))
+    }
+
+    @Test func anEntryWhoseTransactionCommitsAfterALaterPositionIsNotMissed() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let log = ChangeLog(schema: schema)
+            let configuration = try ManyProcessHarness.configuration
+            let early = try await Connection.connect(to: configuration)
+            let late = try await Connection.connect(to: configuration)
+            let reader = try await Connection.connect(to: configuration)
+            try await log.createIfNeeded(on: reader)
+            var cursor = ChangeCursor()
+            let start = try await log.read(from: nil, on: reader)
+            _ = cursor.advance(entries: start.entries, xmin: start.xmin, prunedThrough: start.prunedThrough)
+
+            let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(1)), kind: .updated, version: 7)
+            _ = try await early.execute(script: "BEGIN")
+            let first = try #require(try await log.record([change], origin: UUID(), on: early))      // position 1, still open
+            let second = try await late.withTransaction { try #require(try await log.record([change], origin: UUID(), on: $0)) }
+            #expect(first < second)
+
+            let read1 = try await log.read(from: cursor.horizonText, on: reader)
+            #expect(cursor.advance(entries: read1.entries, xmin: read1.xmin, prunedThrough: read1.prunedThrough)
+                == .entries(read1.entries.filter { $0.position == second }))
+            _ = try await early.execute(script: "COMMIT")
+            let read2 = try await log.read(from: cursor.horizonText, on: reader)
+            guard case .entries(let fresh) = cursor.advance(entries: read2.entries, xmin: read2.xmin, prunedThrough: read2.prunedThrough) else {
+                Issue.record("unexpected gap")
+                return
+            }
+            #expect(fresh.map(\.position) == [first])
+            #expect(fresh.first?.changes.first?.key == RowKey(table: "mp_items", id: try PostgresValue(Int64(1))))
+            for connection in [early, late, reader] { await connection.close() }
+        }
+    }
+
+    @Test func pruningEntriesAReaderNeverSawIsReportedAsAGap() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let log = ChangeLog(schema: schema)
+            let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            try await log.createIfNeeded(on: connection)
+            var cursor = ChangeCursor()
+            let start = try await log.read(from: nil, on: connection)
+            _ = cursor.advance(entries: start.entries, xmin: start.xmin, prunedThrough: start.prunedThrough)
+            let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(1)), kind: .deleted, version: nil)
+            for _ in 0..<3 { try await log.record([change], origin: UUID(), on: connection) }
+            #expect(try await log.prune(olderThan: .zero, keepingAtMost: 0, on: connection) == 3)
+            let read = try await log.read(from: cursor.horizonText, on: connection)
+            #expect(cursor.advance(entries: read.entries, xmin: read.xmin, prunedThrough: read.prunedThrough) == .gap)
+            await connection.close()
+        }
+    }
+
+    @Test func eachCommitTransactionSendsOneHintOnTheSchemasChannel() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let stack = try await ManyProcessHarness.stack(schema: schema)
+            let listener = try await PostgresListener.start(
+                configuration: try ManyProcessHarness.configuration, channels: [ChangeLog.channelName(schema: schema)])
+            var events = listener.events.makeAsyncIterator()
+            #expect(await events.next() == .listening)
+            try await stack.write(durability: .committed) { context in
+                for id in 1...20 { try context.insert(MPItem(id: Int64(id), owner: 0, value: id, title: "")) }
+            }
+            guard case .notification(let hint) = await events.next() else {
+                Issue.record("no hint")
+                return
+            }
+            let position = try #require(Int64(hint.payload))
+            let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            let rows = try await connection.query(
+                "SELECT jsonb_array_length(changes) FROM \(qualified: [schema, "skyros_change_log"]) WHERE position = \(position)")
+            #expect(try rows.first?.decode(Int.self, at: 0) == 20)   // the log, not the hint, carries the rows
+            listener.stop()
+            await connection.close()
+            await stack.shutdown()
+        }
+    }
+
+    @Test func longSchemaNamesGetAChannelThatFitsAnIdentifier() {
+        let name = ChangeLog.channelName(schema: String(repeating: "schema", count: 20))
+        #expect(name.utf8.count <= 63)
+        #expect(name != ChangeLog.channelName(schema: String(repeating: "schema", count: 21)))
+        #expect(ChangeLog.channelName(schema: "app") == "skyros_changes_app")
+    }
+}
