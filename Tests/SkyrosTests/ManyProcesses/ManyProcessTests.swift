@@ -94,6 +94,51 @@ struct ManyProcessTests {
     }
 }
 
+extension ManyProcessTests {
+    @Test func diffsOfAFilteredSortedLimitedQueryReplayToTheQueryResultUnderARandomWorkload() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let stack = try await ManyProcessHarness.stack(schema: schema)
+            let descriptor = FetchDescriptor<MPItem>(
+                predicate: #Predicate { $0.value >= 300 && $0.value < 900 },
+                sortBy: [SortDescriptor(\MPItem.value), SortDescriptor(\MPItem.id, order: .reverse)], fetchLimit: 40)
+            let replay = ReplayLog()
+            let observation = stack.observe(descriptor)
+            let observer = Task {
+                for try await result in observation { await replay.apply(result) }
+            }
+            let nodes = 3
+            let children = try (0..<nodes).map { node in
+                try ManyProcessHarness.spawn([
+                    "mp-writer", "--schema", schema, "--node", String(node), "--nodes", String(nodes), "--rows", "600",
+                    "--seed", String(7 + node),
+                ])
+            }
+            defer { children.forEach { $0.removeOutput() } }
+            for child in children { #expect(await child.exitStatus() == 0, "\(child.output)") }
+            let expected = try await stack.store.fetch(descriptor).map(\.value)
+            let converged = await ManyProcessHarness.eventually(within: .seconds(10)) { await replay.rows == expected }
+            #expect(converged, "the replayed diffs do not reproduce the query's result")
+            #expect(await replay.mismatches == 0)
+            #expect(await replay.results > 10)
+            observer.cancel()
+            await stack.shutdown()
+        }
+    }
+}
+
+/// Applies each observed diff to the previous rows and counts results the replay did not reproduce.
+actor ReplayLog {
+    private(set) var rows: [MPItem] = []
+    private(set) var mismatches = 0
+    private(set) var results = 0
+
+    func apply(_ result: ObservedResult<MPItem>) {
+        self.rows = result.diff.applied(to: self.rows)
+        if self.rows != result.values { self.mismatches += 1 }
+        self.results += 1
+    }
+}
+
 /// Values an observer saw, in order.
 actor ObservedValues {
     private(set) var values: [Int?] = []
