@@ -1,0 +1,62 @@
+import Foundation
+import Skyros
+import SkyrosPostgres
+import Testing
+
+/// Restarts scripts/test's cluster while queued writes flow: run alone, after the other tests.
+@Suite(
+    "CommitQueueServerRestart", .serialized, .timeLimit(.minutes(3)),
+    .enabled(if: CommitQueueTestServer.mayRestartServer, "needs scripts/test's own cluster"))
+struct CommitQueueServerRestartTests {
+    @Test("pg_ctl restart -m fast while 10,000 queued writes flow: afterwards every write is in the database exactly once")
+    func restartUnderLoad() async throws {
+        let total = 10_000
+        try await StackTestServer.withStack(.postgres) { stack in
+            let schema = try #require((stack.store as? PostgresStore)?.schema)
+            let errors = Task {
+                var collected: [DataStackError] = []
+                for await error in stack.errors { collected.append(error) }
+                return collected
+            }
+            // Writers: 20 tasks, each a run of queued (visible) writes, one insert and one counter bump each.
+            try await stack.write(durability: .committed) { try $0.insert(StackCounter(id: "writes", name: "writes", note: "0")) }
+            let writers = Task {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for writer in 0..<20 {
+                        group.addTask {
+                            for index in 0..<(total / 20) {
+                                let id = writer * (total / 20) + index + 1
+                                try await stack.write { try $0.insert(note(id)) }
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            // Restart once commits are flowing and many are still queued.
+            try await eventually(timeout: .seconds(60)) { stack.commitQueueStatistics.sets >= 500 }
+            let committedBefore = stack.commitQueueStatistics.sets
+            #expect(try await CommitQueueTestServer.pgCtl("restart -m fast -w -t 60") == 0)
+            try await writers.value
+            // A durable write after all of them returns once every earlier one finished (commits are ordered).
+            try await stack.write(durability: .committed) { try $0.insert(note(total + 1)) }
+            let statistics = stack.commitQueueStatistics
+            #expect(committedBefore < total, "the restart happened while writes were still queued")
+            #expect(statistics.retries >= 1, "the restart interrupted the commit queue")
+
+            let rows = try await CommitQueueTestServer.query(
+                "SELECT count(*)::int8, count(DISTINCT id)::int8, min(id)::int8, max(id)::int8 FROM \(qualified: [schema, "stack_notes"])")
+            #expect(try rows[0].decode(Int.self, at: 0) == total + 1)
+            #expect(try rows[0].decode(Int.self, at: 1) == total + 1)
+            #expect(try rows[0].decode(Int.self, at: 2) == 1)
+            #expect(try rows[0].decode(Int.self, at: 3) == total + 1)
+            // Each set's commit id was recorded once; none failed (a duplicate would fail as a unique violation).
+            let commits = try await CommitQueueTestServer.query(
+                "SELECT count(*)::int8 FROM \(qualified: [schema, "skyros_commits"])")
+            #expect(try commits[0].decode(Int.self, at: 0) == total + 2)
+            await stack.shutdown()
+            let failures = await errors.value
+            #expect(failures.isEmpty, "\(failures.prefix(3))")
+        }
+    }
+}
