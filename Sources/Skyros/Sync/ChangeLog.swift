@@ -144,8 +144,9 @@ struct ChangeLog: Sendable {
         try await connection.query("SELECT pg_snapshot_xmin(pg_current_snapshot())::text").first!.decode(String.self, at: 0)
     }
 
-    /// Deletes entries older than `age`, and beyond the newest `maxEntries`, among finished transactions;
-    /// raises the pruning watermark to the newest deleted transaction id.
+    /// Deletes committed entries older than `age`, and beyond the newest `maxEntries`; raises the pruning
+    /// watermark to the newest deleted transaction id in the same statement, so a reader whose horizon is
+    /// not above it knows it may have lost entries.
     /// - Returns: the number of entries deleted.
     @discardableResult
     func prune(olderThan age: Duration, keepingAtMost maxEntries: Int, on connection: Connection) async throws -> Int {
@@ -153,9 +154,8 @@ struct ChangeLog: Sendable {
         let rows = try await connection.query("""
             WITH doomed AS (
                 DELETE FROM \(unsafeRaw: self.logTable)
-                WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
-                  AND (changed_at < now() - make_interval(secs => \(seconds))
-                       OR position <= (SELECT max(position) FROM \(unsafeRaw: self.logTable)) - \(Int64(maxEntries)))
+                WHERE changed_at < now() - make_interval(secs => \(seconds))
+                   OR position <= (SELECT max(position) FROM \(unsafeRaw: self.logTable)) - \(Int64(maxEntries))
                 RETURNING xid)
             UPDATE \(unsafeRaw: self.stateTable) SET pruned_through = greatest(pruned_through, (SELECT max(xid) FROM doomed))
             WHERE (SELECT count(*) FROM doomed) > 0
