@@ -432,7 +432,7 @@ final class StackCore: Sendable {
     func waitForRoom() async throws {
         let configuration = self.queueConfiguration
         @Sendable func mayProceed(_ state: State) -> Bool {
-            !state.accepting || state.held
+            !state.accepting
                 || (state.unfinishedCount < configuration.maximumQueuedCommits
                     && state.unfinishedBytes < configuration.maximumQueuedBytes)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Skyros
 import SkyrosPostgres
 import Testing
 
@@ -91,4 +92,40 @@ enum CommitQueueTestServer {
             throw error
         }
     }
+}
+
+extension StackTestServer {
+    /// ``withStack(_:cacheLimit:_:)`` on PostgreSQL with a configuration adjusted by `configure`.
+    static func withQueueStack<R>(
+        _ configure: (inout DataStackConfiguration) -> Void, _ body: (DataStack) async throws -> R
+    ) async throws -> R {
+        let schema = uniqueSchemaName()
+        let postgres = try configuration
+        return try await withMigrations(["1_stack.sql": migrationSQL]) { directory in
+            var configuration = DataStackConfiguration(
+                store: .postgres(postgres, schema: schema), migrations: .directory(directory),
+                entities: [StackNote.self, StackCounter.self], pool: .init(maximumConnections: 4, leaseTimeout: .seconds(120)))
+            configure(&configuration)
+            let stack = try await DataStack.start(configuration)
+            do {
+                let result = try await body(stack)
+                await stack.shutdown()
+                try await dropSchema(schema)
+                return result
+            } catch {
+                await stack.shutdown()
+                try? await dropSchema(schema)
+                throw error
+            }
+        }
+    }
+}
+
+/// The resident set size of this process, in bytes (Linux `/proc/self/status` VmRSS).
+func residentBytes() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+    else { return 0 }
+    let kilobytes = line.split(separator: " ").compactMap { Int($0) }.first ?? 0
+    return kilobytes * 1024
 }
