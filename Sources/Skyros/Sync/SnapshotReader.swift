@@ -1,0 +1,68 @@
+import SkyrosPostgres
+
+/// Reads that all see one consistent snapshot of the database: they run in one `REPEATABLE READ`
+/// transaction (see ``DataStack/readSnapshot(_:)``).
+///
+/// A snapshot reader reads committed data only: it bypasses the main context's cache and does not include
+/// this process's writes that are still queued for commit.
+public struct SnapshotReader: Sendable {
+    enum Source: Sendable {
+        case postgres(Connection, schema: String?)
+        case store(any Store)
+    }
+
+    let source: Source
+
+    /// The rows matching `descriptor`, as of the snapshot.
+    /// - Throws: `QueryError` for an untranslatable predicate, `PostgresError`.
+    public func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [T] {
+        switch self.source {
+        case .postgres(let connection, let schema):
+            let query = try SQLQueryBuilder.select(descriptor, schema: schema, includeVersion: true)
+            return try RowDecoder<T>().decode(try await connection.query(query)).map(\.value)
+        case .store(let store):
+            return try await store.fetch(descriptor).map(\.value)
+        }
+    }
+
+    /// The first row matching `descriptor`, as of the snapshot.
+    public func first<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> T? {
+        var descriptor = descriptor
+        descriptor.fetchLimit = 1
+        return try await self.fetch(descriptor).first
+    }
+
+    /// The number of rows matching `descriptor`, as of the snapshot.
+    public func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int {
+        switch self.source {
+        case .postgres(let connection, let schema):
+            let rows = try await connection.query(try SQLQueryBuilder.count(descriptor, schema: schema))
+            return try rows.first?.decode(Int.self, at: 0) ?? 0
+        case .store(let store):
+            return try await store.count(descriptor)
+        }
+    }
+}
+
+extension DataStack {
+    /// Runs several reads against one consistent snapshot: on PostgreSQL, one `REPEATABLE READ` transaction,
+    /// so a commit by anyone in the middle is not seen by any of them.
+    ///
+    /// ```swift
+    /// let (orders, lines) = try await stack.readSnapshot { reader in
+    ///     (try await reader.fetch(FetchDescriptor<Order>()), try await reader.count(FetchDescriptor<OrderLine>()))
+    /// }
+    /// ```
+    /// Reads committed data only (not the main context's cache or queued writes). On the in-memory store each
+    /// read is atomic but the reads are not isolated from each other.
+    /// - Throws: the body's error, `PostgresError`.
+    public func readSnapshot<R>(_ body: (SnapshotReader) async throws -> R) async throws -> R {
+        guard let postgres = self.store as? PostgresStore else {
+            return try await body(SnapshotReader(source: .store(self.store)))
+        }
+        return try await postgres.pool.withTransaction(isolation: .repeatableRead) { connection in
+            _ = try await connection.execute(script: "SET TRANSACTION READ ONLY")
+            return try await body(SnapshotReader(source: .postgres(connection, schema: postgres.schema)))
+        }
+    }
+}
