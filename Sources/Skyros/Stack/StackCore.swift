@@ -227,12 +227,7 @@ final class StackCore: Sendable {
             return self.claimDrain(&state)
         }
         if startDrain { self.startDrain() }
-        self.saves.saved(Set(slots.map { slot in
-            switch slot {
-            case .row(let row): row.key.table
-            case .deleteWhere(let operation): operation.table
-            }
-        }))
+        self.saves.saved(slots)
         return ticket
     }
 
@@ -499,6 +494,7 @@ final class StackCore: Sendable {
             }
             state.finishedCommits += 1
         }
+        self.saves.saved(commit.slots)   // the reverted rows change what observers see
     }
 
     private func unqueue(_ key: RowKey, commit: UInt64, state: inout State) {

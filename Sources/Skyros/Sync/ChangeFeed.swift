@@ -31,6 +31,10 @@ final class ChangeFeed: Sendable {
         var statistics = ChangeFeedStatistics()
         var listener: PostgresListener?
         var tasks: [Task<Void, Never>] = []
+        /// Positions this stack wrote (hints for them need no read), and how many hints were skipped since
+        /// the last read (bounded, so the re-read window does not grow without end).
+        var ownPositions: Set<Int64> = []
+        var skippedSinceRead = 0
     }
 
     let log: ChangeLog
@@ -77,7 +81,7 @@ final class ChangeFeed: Sendable {
                 switch event {
                 case .listening: continue
                 case .notification(let hint):
-                    if let position = Int64(hint.payload), self.state.withLock({ $0.cursor.hasDelivered(position) }) { continue }
+                    if let position = Int64(hint.payload), self.needsNoRead(position) { continue }
                     await self.readUntilDone()
                 case .reconnected:
                     self.state.withLock { $0.statistics.catchUps += 1 }
@@ -114,6 +118,25 @@ final class ChangeFeed: Sendable {
         tasks.forEach { $0.cancel() }
     }
 
+    /// Records a position this stack is committing: its hint needs no read.
+    func wrote(_ position: Int64) {
+        self.state.withLock { state in
+            if state.ownPositions.count > 10_000 { state.ownPositions.removeAll() }
+            state.ownPositions.insert(position)
+        }
+    }
+
+    /// Whether the hint for `position` can be skipped: already delivered, or this stack's own (at most 100
+    /// own hints in a row, then a read advances the horizon).
+    private func needsNoRead(_ position: Int64) -> Bool {
+        self.state.withLock { state in
+            if state.cursor.hasDelivered(position) { return true }
+            guard state.ownPositions.remove(position) != nil, state.skippedSinceRead < 100 else { return false }
+            state.skippedSinceRead += 1
+            return true
+        }
+    }
+
     /// Reads the log until a read succeeds (the pool may be reconnecting) or the feed stops.
     private func readUntilDone() async {
         var delay = Duration.milliseconds(20)
@@ -136,6 +159,7 @@ final class ChangeFeed: Sendable {
             let (entries, xmin, pruned) = try await self.pool.withConnection { try await self.log.read(from: horizon, on: $0) }
             let outcome = self.state.withLock { state -> ChangeCursor.Outcome in
                 state.statistics.reads += 1
+                state.skippedSinceRead = 0
                 let outcome = state.cursor.advance(entries: entries, xmin: xmin, prunedThrough: pruned)
                 if outcome == .gap { state.statistics.flushes += 1 }
                 return outcome

@@ -25,14 +25,21 @@ extension StackCore {
     }
 }
 
-/// Tells the stack's observers that a save made rows of some tables visible in the main context.
+/// Tells the stack's observers that a save made rows of some tables visible in the main context, or that a
+/// failed commit reverted them.
 final class SaveNotifier: Sendable {
     private let handler = Mutex<(@Sendable (Set<String>) -> Void)?>(nil)
 
     func set(_ handler: @escaping @Sendable (Set<String>) -> Void) { self.handler.withLock { $0 = handler } }
 
-    func saved(_ tables: Set<String>) {
-        guard !tables.isEmpty, let handler = self.handler.withLock({ $0 }) else { return }
-        handler(tables)
+    /// Saved (or reverted) slots: wakes the observers of their tables.
+    func saved(_ slots: [ResolvedSlot]) {
+        guard !slots.isEmpty, let handler = self.handler.withLock({ $0 }) else { return }
+        handler(Set(slots.map { slot in
+            switch slot {
+            case .row(let row): row.key.table
+            case .deleteWhere(let operation): operation.table
+            }
+        }))
     }
 }

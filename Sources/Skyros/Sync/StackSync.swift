@@ -59,8 +59,10 @@ final class StackSync: CommitTransactionHook, Sendable {
     // MARK: CommitTransactionHook
 
     func willCommit(batch: [ChangeSetResult], on connection: Connection) async throws {
-        guard let log = self.changeFeed?.log else { return }
-        try await log.record(batch.flatMap(\.changes), origin: self.origin, on: connection)
+        guard let feed = self.changeFeed else { return }
+        if let position = try await feed.log.record(batch.flatMap(\.changes), origin: self.origin, on: connection) {
+            feed.wrote(position)
+        }
     }
 
     // MARK: Remote changes

@@ -99,6 +99,23 @@ struct ObservationTests {
         }
     }
 
+    @Test func aCommitThatFailsRevertsWhatObserversSaw() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let stack = try await ManyProcessHarness.stack(schema: schema)
+            let outside = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            _ = try await outside.query("INSERT INTO \(qualified: [schema, "mp_items"]) VALUES (5, 9, 5, 'theirs')")
+            var iterator = stack.observe(MPItem.self, id: 5).makeAsyncIterator()
+            #expect(try await iterator.next()??.title == "theirs")
+            stack.holdCommits()
+            try await stack.write { try $0.insert(MPItem(id: 5, owner: 0, value: 5, title: "mine")) }   // a duplicate key
+            #expect(try await iterator.next()??.title == "mine")                                     // visible at once
+            stack.releaseCommits()
+            #expect(try await iterator.next()??.title == "theirs")                                   // reverted
+            await outside.close()
+            await stack.shutdown()
+        }
+    }
+
     @Test func destroyAndRebuildEndsObservationsWithAClearError() async throws {
         try await Self.withStack(.postgres) { stack in
             var iterator = stack.observe(FetchDescriptor<MPItem>()).makeAsyncIterator()
