@@ -35,7 +35,8 @@ struct ChangeCursor: Sendable {
             let horizon = self.horizon ?? 0
             self.delivered = self.delivered.filter { $0.value >= horizon }
         }
-        let fresh = entries.filter { self.delivered[$0.position] == nil }
+        // Keyed by position and xid: a rebuilt store restarts the positions.
+        let fresh = entries.filter { self.delivered[$0.position] != UInt64($0.xid) }
         for entry in fresh { self.delivered[entry.position] = UInt64(entry.xid) ?? 0 }
         if let horizon = self.horizon, let known = self.prunedThrough, pruned > known, pruned >= horizon {
             return .gap

@@ -111,7 +111,8 @@ struct ChangeLog: Sendable {
         return try rows.first?.decode(Int64.self, at: 0)
     }
 
-    /// Entries whose transaction id is at least `horizon` (all of them when `nil`), with the reading
+    /// Entries whose transaction id is at least `horizon` (without one: at least the snapshot's `xmin`, so a
+    /// new reader starts from now, not from the whole log), with the reading
     /// snapshot's `xmin` (every transaction below it has finished) and the pruning watermark.
     func read(from horizon: String?, on connection: Connection) async throws
         -> (entries: [ChangeLogEntry], xmin: String, prunedThrough: String)
@@ -126,7 +127,7 @@ struct ChangeLog: Sendable {
             let pruned = try first.decode(String.self, at: 1)
             let rows = try await connection.query("""
                 SELECT position, xid::text, origin, changes::text FROM \(unsafeRaw: self.logTable)
-                WHERE xid >= \(horizon ?? "0")::xid8 ORDER BY position
+                WHERE xid >= coalesce(\(horizon)::xid8, pg_snapshot_xmin(pg_current_snapshot())) ORDER BY position
                 """)
             let decoder = JSONDecoder()
             let entries = try rows.map { row in
@@ -137,11 +138,6 @@ struct ChangeLog: Sendable {
             }
             return (entries, xmin, pruned)
         }
-    }
-
-    /// The current snapshot's `xmin`: a reader starting now has seen nothing below it.
-    func currentHorizon(on connection: Connection) async throws -> String {
-        try await connection.query("SELECT pg_snapshot_xmin(pg_current_snapshot())::text").first!.decode(String.self, at: 0)
     }
 
     /// Deletes committed entries older than `age`, and beyond the newest `maxEntries`; raises the pruning
