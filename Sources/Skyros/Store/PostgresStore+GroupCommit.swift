@@ -54,6 +54,9 @@ extension PostgresStore {
             var results: [Result<ChangeSetResult, any Error>] = []
             results.reserveCapacity(ids.count)
             var committed: [UUID] = []
+            // The savepoint of a set that succeeded is released together with the next set's SAVEPOINT (one
+            // round trip); the last one stays open until COMMIT, which commits it with the rest.
+            var releasePending = false
             for index in ids.indices {
                 let changes: ChangeSet
                 do {
@@ -62,10 +65,13 @@ extension PostgresStore {
                     results.append(.failure(error))
                     continue
                 }
-                _ = try await connection.execute(script: "SAVEPOINT skyros_change_set")
+                _ = try await connection.execute(
+                    script: releasePending
+                        ? "RELEASE SAVEPOINT skyros_change_set; SAVEPOINT skyros_change_set" : "SAVEPOINT skyros_change_set")
+                releasePending = false
                 do {
                     let result = try await self.apply(changes, on: connection)
-                    _ = try await connection.execute(script: "RELEASE SAVEPOINT skyros_change_set")
+                    releasePending = true
                     results.append(.success(result))
                     committed.append(ids[index])
                 } catch {

@@ -86,8 +86,8 @@ struct CommitQueueTests {
 
     // MARK: Merge policies
 
-    /// Row 1 read by both stacks; stack A changes `title` and commits; then stack B changes `change` under
-    /// `policy`. Returns B's error (if any), the stored row and what B's main context reads afterwards.
+    /// Stack B reads row 1; stack A changes its `title` and commits; then B writes `change` to what it read,
+    /// under `policy`. Returns B's error (if any), the stored row and what B's main context reads afterwards.
     private func conflict(
         policy: MergePolicy, bChanges change: @escaping @Sendable (inout StackNote) -> Void
     ) async throws -> (error: (any Error)?, stored: StackNote, seenByB: StackNote?) {
@@ -95,18 +95,17 @@ struct CommitQueueTests {
             let b = try await Self.secondStack(like: a)
             do {
                 try await a.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "original", rank: 1)) }
-                // Both read (and cache) the row at the same version.
-                let readByB = try #require(try await b.read { try await $0.object(StackNote.self, id: 1) })
-                #expect(readByB.title == "original")
-                try await a.write(durability: .committed) { context in
-                    var row = try #require(try await context.object(StackNote.self, id: 1))
-                    row.title = "from A"
-                    try await context.update(row)
-                }
                 var error: (any Error)?
                 do {
                     try await b.write(durability: .committed, mergePolicy: policy) { context in
+                        // B reads the row; then A changes it and commits; then B writes what it read.
                         var row = try #require(try await context.object(StackNote.self, id: 1))
+                        #expect(row.title == "original")
+                        try await a.write(durability: .committed) { other in
+                            var theirs = try #require(try await other.object(StackNote.self, id: 1))
+                            theirs.title = "from A"
+                            try await other.update(theirs)
+                        }
                         change(&row)
                         try await context.update(row)
                     }
@@ -185,10 +184,9 @@ struct CommitQueueTests {
             configuration.commitQueue.mergePolicy = .contextWins
             let b = try await DataStack.start(configuration)
             try await a.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "original", rank: 1)) }
-            _ = try await b.read { try await $0.object(StackNote.self, id: 1) }
-            try await a.write(durability: .committed) { try await $0.update(StackNote(id: 1, title: "from A", rank: 1)) }
             try await b.write(durability: .committed) { context in
                 var row = try #require(try await context.object(StackNote.self, id: 1))
+                try await a.write(durability: .committed) { try await $0.update(StackNote(id: 1, title: "from A", rank: 1)) }
                 row.title = "from B"
                 try await context.update(row)
             }
