@@ -6,6 +6,7 @@ public enum ObservationError: Error, Sendable, Hashable, CustomStringConvertible
     /// ``DataStack/destroyAndRebuild(confirm:)`` deleted every row: observe again on the rebuilt store.
     case storeRebuilt
 
+    /// A sentence naming what happened and what to do.
     public var description: String {
         switch self {
         case .storeRebuilt: "the store was destroyed and rebuilt; this observation ended (observe again)"

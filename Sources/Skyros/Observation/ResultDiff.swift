@@ -16,26 +16,35 @@ import Foundation
 public struct ResultDiff<T: Entity>: Sendable {
     /// A row that left the result: its offset in the old result.
     public struct Removal: Sendable {
+        /// The row's offset in the old result.
         public let offset: Int
+        /// The row's primary key.
         public let id: T.ID
     }
 
     /// A row that entered the result, at `offset` in the new result.
     public struct Insertion: Sendable {
+        /// The row's offset in the new result.
         public let offset: Int
+        /// The row.
         public let value: T
     }
 
     /// A row that stayed but changed position: from `from` (old result) to `to` (new result).
     public struct Move: Sendable {
+        /// The row's offset in the old result.
         public let from: Int
+        /// The row's offset in the new result.
         public let to: Int
+        /// The row as it is now.
         public let value: T
     }
 
     /// A row whose stored values changed, at `offset` in the new result (it may also have moved).
     public struct Update: Sendable {
+        /// The row's offset in the new result.
         public let offset: Int
+        /// The row as it is now.
         public let value: T
     }
 
