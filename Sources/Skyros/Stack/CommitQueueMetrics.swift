@@ -1,38 +1,62 @@
+import Metrics
 import Synchronization
 
-/// Counters of a stack's commit queue, read through ``DataStack/commitQueueStatistics``.
+/// Counters of a stack's commit queue, read through ``DataStack/commitQueueStatistics`` and reported to
+/// swift-metrics (whatever backend the application bootstrapped):
+///
+/// | metric | kind | meaning |
+/// |---|---|---|
+/// | `skyros.commit.queue_depth` | gauge | sets queued or being committed |
+/// | `skyros.commit.batch_size` | recorder | sets per group-commit transaction |
+/// | `skyros.commit.latency` | timer | time from sending a group to its outcome, retries included |
+/// | `skyros.commit.sets` | counter | sets finished (committed or failed) |
+/// | `skyros.commit.conflicts` | counter | sets failed with a version conflict |
+/// | `skyros.commit.retries` | counter | group retries after transient failures |
 final class CommitQueueMetrics: Sendable {
     final class Counter: Sendable {
         private let value = Atomic<Int>(0)
-        func increment(by amount: Int = 1) { self.value.add(amount, ordering: .relaxed) }
+        private let reported: Metrics.Counter?
+        init(_ label: String? = nil) { self.reported = label.map { Metrics.Counter(label: $0) } }
+        func increment(by amount: Int = 1) {
+            self.value.add(amount, ordering: .relaxed)
+            self.reported?.increment(by: amount)
+        }
         var current: Int { self.value.load(ordering: .relaxed) }
     }
 
     final class Gauge: Sendable {
         private let value = Atomic<Int>(0)
         private let peak = Atomic<Int>(0)
+        private let reported: Metrics.Gauge?
+        init(_ label: String? = nil) { self.reported = label.map { Metrics.Gauge(label: $0) } }
         func record(_ value: Int) {
             self.value.store(value, ordering: .relaxed)
             self.peak.max(value, ordering: .relaxed)
+            self.reported?.record(value)
         }
         var current: Int { self.value.load(ordering: .relaxed) }
         var highest: Int { self.peak.load(ordering: .relaxed) }
     }
 
-    let queueDepth = Gauge()
+    let queueDepth = Gauge("skyros.commit.queue_depth")
     let groups = Counter()
-    let committedSets = Counter()
-    let conflicts = Counter()
-    let retries = Counter()
+    let committedSets = Counter("skyros.commit.sets")
+    let conflicts = Counter("skyros.commit.conflicts")
+    let retries = Counter("skyros.commit.retries")
     private let latencyNanoseconds = Counter()
     private let largestGroup = Gauge()
+    private let batchSize = Recorder(label: "skyros.commit.batch_size")
+    private let latency = Metrics.Timer(label: "skyros.commit.latency")
 
     func recordGroup(size: Int, latency: Duration) {
         self.groups.increment()
         self.committedSets.increment(by: size)
         self.largestGroup.record(size)
+        self.batchSize.record(size)
         let (seconds, attoseconds) = latency.components
-        self.latencyNanoseconds.increment(by: Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+        self.latencyNanoseconds.increment(by: nanoseconds)
+        self.latency.recordNanoseconds(nanoseconds)
     }
 
     var statistics: CommitQueueStatistics {
