@@ -27,6 +27,11 @@ public struct CommitQueueConfiguration: Sendable {
     /// serialization failure, deadlock) before its sets fail. Default 5 minutes.
     public var maximumRetryDuration: Duration = .seconds(300)
 
+    /// How long ``DataStack/run()`` waits for the queue to drain after graceful shutdown (SIGTERM, SIGINT)
+    /// before it fails what is still queued and logs the ``ShutdownReport`` at error level; `nil` (the
+    /// default) waits until everything committed.
+    public var shutdownTimeout: Duration?
+
     /// The defaults.
     public init() {}
 }

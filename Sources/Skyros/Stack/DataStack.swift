@@ -31,9 +31,10 @@ import Synchronization
 ///
 /// ## Topics
 /// - ``start(_:logger:)``, ``DataStackConfiguration``, ``DataStackError``
-/// - ``read(_:)``, ``write(durability:_:)``, ``write(_:completion:)``
+/// - ``read(_:)``, ``write(durability:_:)``, ``write(durability:mergePolicy:_:)``, ``write(_:completion:)``
 /// - ``mainContext``, ``newBackgroundContext()``, ``DataContext``
-/// - ``errors``, ``cacheStatistics``, ``destroyAndRebuild(confirm:)``, ``run()``, ``shutdown()``
+/// - ``errors``, ``cacheStatistics``, ``commitQueueStatistics``, ``destroyAndRebuild(confirm:)``
+/// - ``run()``, ``shutdown()``, ``shutdown(timeout:)``, ``ShutdownReport``
 public final class DataStack: DataStackProtocol, Service {
     private struct Current: Sendable {
         var core: StackCore
@@ -273,10 +274,18 @@ public final class DataStack: DataStackProtocol, Service {
         self.logger.info("store destroyed and rebuilt")
     }
 
-    /// Waits for graceful shutdown (or cancellation), then ``shutdown()``.
+    /// Waits for graceful shutdown (or cancellation), then ``shutdown()`` — or ``shutdown(timeout:)`` with
+    /// ``CommitQueueConfiguration/shutdownTimeout``, logging what did not commit.
     public func run() async throws {
         try? await gracefulShutdown()
-        await self.shutdown()
+        guard let timeout = self.configuration.commitQueue.shutdownTimeout else {
+            await self.shutdown()
+            return
+        }
+        let report = await self.shutdown(timeout: timeout)
+        if !report.isComplete {
+            self.logger.error("shutdown deadline passed", metadata: ["skyros.stack.report": "\(report)"])
+        }
     }
 
     /// Stops accepting writes, waits for every queued commit, closes the pool, and finishes ``errors``.
