@@ -34,12 +34,8 @@ enum ManyProcessHarness {
 
     static var configuration: PostgresConfiguration { get throws { try PostgresConfiguration(url: self.databaseURL) } }
 
-    /// `<package root>/.build/debug/skyros-test-node`.
-    static var nodePath: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent(".build/debug/skyros-test-node").path
-    }
+    /// `skyros-test-node`, built next to the test bundle (whatever the scratch path or sanitizer).
+    static var nodePath: String { TestNode.executablePath }
 
     /// Runs `body` with a fresh schema holding `mp_items` and `mp_done`; drops it afterwards.
     static func withSchema<R>(_ body: (String) async throws -> R) async throws -> R {
