@@ -67,6 +67,22 @@ struct CommitQueueBackpressureTests {
         }
     }
 
+    @Test("run() (the Service) drains queued writes and refuses new ones when it ends")
+    func serviceRunDrains() async throws {
+        try await StackTestServer.withQueueStack({ _ in }) { stack in
+            let schema = try #require((stack.store as? PostgresStore)?.schema)
+            stack.holdCommits()
+            for id in 1...50 { try await stack.write { try $0.insert(note(id)) } }
+            let service = Task { try await stack.run() }
+            service.cancel()   // outside a ServiceGroup, cancellation stands in for graceful shutdown
+            try await service.value
+            let rows = try await CommitQueueTestServer.query("SELECT count(*)::int8 FROM \(qualified: [schema, "stack_notes"])")
+            #expect(try rows[0].decode(Int.self, at: 0) == 50)
+            let error = await stackError { try await stack.write { try $0.insert(note(51)) } }
+            #expect((error as? DataStackError)?.code == .stackShutDown)
+        }
+    }
+
     @Test("A shutdown deadline reports exactly which sets did not commit; their callers get stackShutDown")
     func shutdownDeadlineReport() async throws {
         try await StackTestServer.withQueueStack({ $0.commitQueue.maximumBatchCount = 1 }) { stack in
