@@ -71,6 +71,6 @@ struct StackBenchmarks {
         let stats = stack.cacheStatistics
         report.add("Cached read by id (main context) vs PK round trip", microseconds(rawPoint.median), microseconds(cached.median), String(format: "%.0f× faster", rawPoint.median / cached.median), "≥ 20× faster")
         report.add("  cache during that run", "—", "\(stats.rows) rows, \(stats.hits) hits, \(stats.misses) misses", "—", "—")
-        try await stack.shutdown()
+        await stack.shutdown()
     }
 }

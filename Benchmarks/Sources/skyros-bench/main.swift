@@ -18,6 +18,7 @@ func runAll() async throws -> Report {
     var report = Report()
     try await ClientBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
     try await StackBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
+    try await SyncBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
     return report
 }
 let report: Report

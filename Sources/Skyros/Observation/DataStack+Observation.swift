@@ -65,7 +65,7 @@ extension DataStack {
                         continuation.finish(throwing: error)
                         return
                     }
-                    try await Task.sleep(for: coalescing)
+                    if coalescing > .zero { try await Task.sleep(for: coalescing) }
                     let current = try await Self.retrying(fetch)
                     if let element = changes(last, current) {
                         continuation.yield(element)

@@ -22,14 +22,16 @@ public struct ChangeFeedConfiguration: Sendable {
     public var maximumEntries: Int
     /// How often a stack prunes the log.
     public var pruneInterval: Duration
-    /// Observers wait this long after a change before re-running their query, so a burst gives one event.
+    /// An extra wait after a change before an observer re-runs its query (default zero). Bursts coalesce
+    /// without it: changes that arrive while a re-run is in progress collapse into one more re-run. A non-zero
+    /// value trades latency for fewer events under a steady stream of commits.
     public var observerCoalescing: Duration
 
     /// Creates a configuration; every parameter has a default.
     public init(
         isEnabled: Bool = true, listener: PostgresConfiguration? = nil, applicationName: String? = nil,
         retention: Duration = .seconds(3600), maximumEntries: Int = 100_000, pruneInterval: Duration = .seconds(60),
-        observerCoalescing: Duration = .milliseconds(10)
+        observerCoalescing: Duration = .zero
     ) {
         self.isEnabled = isEnabled
         self.listener = listener

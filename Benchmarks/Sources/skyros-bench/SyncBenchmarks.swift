@@ -1,0 +1,141 @@
+import Foundation
+import RawLibPQ
+import Skyros
+import SkyrosPostgres
+
+struct BenchInsertRow: Entity {
+    var id: Int
+    var name: String
+
+    static let tableName = "bench_insert"
+    static let columns: [EntityColumn<BenchInsertRow>] = [EntityColumn(\.id, "id"), EntityColumn(\.name, "name")]
+}
+
+struct BenchCounter: Entity {
+    var id: Int
+    var n: Int
+
+    static let tableName = "bench_observe"
+    static let columns: [EntityColumn<BenchCounter>] = [EntityColumn(\.id, "id"), EntityColumn(\.n, "n")]
+}
+
+/// The commit queue (issue 6) and cross-stack observation latency (issue 7), each against raw libpq in the same run.
+struct SyncBenchmarks {
+    let url: String
+    let rounds: Int
+    let iterations: Int
+
+    func run(into report: inout Report) async throws {
+        let config = try PostgresConfiguration(url: self.url)
+        let setup = try await Connection.connect(to: config)
+        try await setup.execute(script: """
+            DROP TABLE IF EXISTS bench_insert, bench_observe;
+            CREATE TABLE bench_insert (id int8 PRIMARY KEY, name text NOT NULL);
+            CREATE TABLE bench_observe (id int8 PRIMARY KEY, n int8 NOT NULL);
+            INSERT INTO bench_observe VALUES (1, 0);
+            """)
+        guard let raw = raw_connect(self.url) else { throw BenchmarkFailure(description: "raw connect failed") }
+        defer { raw_finish(raw) }
+        let stack = try await DataStack.start(DataStackConfiguration(
+            store: .postgres(config), entities: [BenchInsertRow.self, BenchCounter.self]))
+
+        // Queued one-row writes from 64 tasks vs one pipelined libpq transaction of the same rows.
+        let rows = 10_000
+        var rawPipeline = Measurement()
+        var queued = Measurement()
+        var nextID = 1
+        for _ in 0..<max(3, self.rounds / 2) {
+            try await setup.execute(script: "TRUNCATE bench_insert")
+            let rawNs = raw_pipeline_transaction(raw, Int32(rows), 1)
+            guard rawNs > 0 else { throw BenchmarkFailure(description: "raw pipeline failed") }
+            rawPipeline.add(totalNanoseconds: rawNs, operations: rows)
+            try await setup.execute(script: "TRUNCATE bench_insert")
+            let first = nextID
+            let ns = try await elapsedNanoseconds {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for task in 0..<64 {
+                        group.addTask {
+                            var i = task
+                            while i < rows {
+                                let id = first + i
+                                try await stack.write { try $0.insert(BenchInsertRow(id: id, name: "benchmark row")) }
+                                i += 64
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                // Commits are applied in order: when this one is durable, every earlier one is too.
+                try await stack.write(durability: .committed) { try $0.insert(BenchInsertRow(id: first + rows, name: "fence")) }
+            }
+            nextID += rows + 1
+            queued.add(totalNanoseconds: ns, operations: rows)
+        }
+        let count = try await setup.query("SELECT count(*) FROM bench_insert")[0].decode(Int.self, at: 0)
+        guard count == rows + 1 else { throw BenchmarkFailure(description: "expected \(rows + 1) rows, found \(count)") }
+        report.add("10,000 one-row writes from 64 tasks (per row), queue vs one libpq pipeline", microseconds(rawPipeline.median), microseconds(queued.median), String(format: "%.0f%% of pipeline throughput", 100 * rawPipeline.median / queued.median), "≥ 50%")
+
+        // Durable single write vs raw autocommit INSERT.
+        var rawInsert = Measurement()
+        var durable = Measurement()
+        let n = max(200, self.iterations / 4)
+        var rawID: Int64 = 1_000_000
+        for _ in 0..<self.rounds {
+            let rawNs = raw_inserts(raw, Int32(n), rawID)
+            guard rawNs > 0 else { throw BenchmarkFailure(description: "raw insert failed") }
+            rawID += Int64(n)
+            rawInsert.add(totalNanoseconds: rawNs, operations: n)
+            let first = nextID
+            durable.add(totalNanoseconds: try await elapsedNanoseconds {
+                for i in 0..<n {
+                    try await stack.write(durability: .committed) { try $0.insert(BenchInsertRow(id: first + i, name: "benchmark row")) }
+                }
+            }, operations: n)
+            nextID += n
+        }
+        report.add("Durable single write vs raw autocommit INSERT", microseconds(rawInsert.median), microseconds(durable.median), ratio(durable.median, rawInsert.median), "≤ 1.3×")
+
+        // Commit in one stack → observer event in another stack (own pool, own listener), vs raw LISTEN/NOTIFY.
+        let observerStack = try await DataStack.start(DataStackConfiguration(
+            store: .postgres(config), entities: [BenchCounter.self]))
+        var observed = observerStack.observe(BenchCounter.self, id: 1).makeAsyncIterator()
+        _ = try await observed.next()
+        let listener = try await PostgresListener.start(configuration: config, channels: ["skyros_bench"])
+        var events = listener.events.makeAsyncIterator()
+        _ = await events.next()
+        let notifier = try await Connection.connect(to: config)
+        let clock = ContinuousClock()
+        var rawLatencies: [Duration] = []
+        var stackLatencies: [Duration] = []
+        let samples = max(200, self.iterations / 4)
+        for i in 1...samples {
+            let t0 = clock.now
+            try await notifier.query("SELECT pg_notify('skyros_bench', \(String(i)))")
+            while let event = await events.next() {
+                if case .notification(let note) = event, note.payload == String(i) { break }
+            }
+            rawLatencies.append(clock.now - t0)
+
+            let t1 = clock.now
+            try await stack.write(durability: .committed) { context in
+                try await context.update(BenchCounter(id: 1, n: i))
+            }
+            while let value = try await observed.next() {
+                if value?.n == i { break }
+            }
+            stackLatencies.append(clock.now - t1)
+        }
+        func percentile(_ values: [Duration], _ p: Double) -> Double {
+            let sorted = values.sorted()
+            let d = sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+            return Double(d.components.seconds) * 1e9 + Double(d.components.attoseconds) / 1e9
+        }
+        report.add("Commit → observer in another stack, p50", microseconds(percentile(rawLatencies, 0.5)), microseconds(percentile(stackLatencies, 0.5)), ratio(percentile(stackLatencies, 0.5), percentile(rawLatencies, 0.5)), "—")
+        report.add("Commit → observer in another stack, p99", microseconds(percentile(rawLatencies, 0.99)), microseconds(percentile(stackLatencies, 0.99)), ratio(percentile(stackLatencies, 0.99), percentile(rawLatencies, 0.99)), "p99 ≤ 2× raw")
+        listener.stop()
+        await notifier.close()
+        await observerStack.shutdown()
+        await stack.shutdown()
+        await setup.close()
+    }
+}
