@@ -170,6 +170,9 @@ enum ConflictResolution: Sendable {
 /// The typed work behind a ``ChangeSet/Operation``; each store executes it.
 protocol EntityOperation: Sendable {
     func run(on context: PostgresWriteContext) async throws -> [RowChange]
+    /// The operation as one statement whose outcome its rows tell (for pipelined group commits), or `nil`
+    /// when it needs a round trip of its own (version checks, COPY, follow-up reads).
+    func pipelined(on context: PostgresWriteContext) throws -> PipelinedStatement?
     func run(in database: inout InMemoryDatabase) throws -> [RowChange]
 }
 

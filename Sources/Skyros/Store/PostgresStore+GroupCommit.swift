@@ -54,17 +54,14 @@ extension PostgresStore {
             var results: [Result<ChangeSetResult, any Error>] = []
             results.reserveCapacity(ids.count)
             var committed: [UUID] = []
-            // The savepoint of a set that succeeded is released together with the next set's SAVEPOINT (one
-            // round trip); the last one stays open until COMMIT, which commits it with the rest.
+            // The savepoint of a set that succeeded is released together with the next SAVEPOINT (one round
+            // trip); the last one stays open until COMMIT, which commits it with the rest.
             var releasePending = false
-            for index in ids.indices {
-                let changes: ChangeSet
-                do {
-                    changes = try build(index, results)
-                } catch {
-                    results.append(.failure(error))
-                    continue
-                }
+            // Consecutive sets made only of pipelinable statements, not yet sent.
+            var segment: [(index: Int, changes: ChangeSet, statements: [[PipelinedStatement]])] = []
+
+            /// One set under its own savepoint, its statements one by one.
+            func applyAlone(_ index: Int, _ changes: ChangeSet) async throws {
                 _ = try await connection.execute(
                     script: releasePending
                         ? "RELEASE SAVEPOINT skyros_change_set; SAVEPOINT skyros_change_set" : "SAVEPOINT skyros_change_set")
@@ -81,6 +78,70 @@ extension PostgresStore {
                     results.append(.failure(error))
                 }
             }
+
+            /// The pending segment in one pipeline under one savepoint; when a statement fails, the segment is
+            /// rolled back and its sets are applied one by one, each under its own savepoint.
+            func sendSegment() async throws {
+                guard !segment.isEmpty else { return }
+                let sets = segment
+                segment = []
+                _ = try await connection.execute(
+                    script: releasePending
+                        ? "RELEASE SAVEPOINT skyros_change_set; SAVEPOINT skyros_segment" : "SAVEPOINT skyros_segment")
+                releasePending = false
+                var queries = sets.flatMap { $0.statements.flatMap { $0.map(\.query) } }
+                queries.append(PostgresQuery(unsafeSQL: "RELEASE SAVEPOINT skyros_segment"))
+                let rows: [PostgresRows]
+                do {
+                    rows = try await connection.pipeline(queries)
+                } catch {
+                    if Self.stopsGroup(error) { throw error }
+                    _ = try await connection.execute(script: "ROLLBACK TO SAVEPOINT skyros_segment; RELEASE SAVEPOINT skyros_segment")
+                    for set in sets { try await applyAlone(set.index, set.changes) }
+                    return
+                }
+                var cursor = 0
+                for set in sets {
+                    var operations: [[RowChange]] = []
+                    for statements in set.statements {
+                        var changes: [RowChange] = []
+                        for statement in statements {
+                            changes += try statement.decode(rows[cursor])
+                            cursor += 1
+                        }
+                        operations.append(changes)
+                    }
+                    results.append(.success(ChangeSetResult(operations: operations)))
+                    committed.append(ids[set.index])
+                }
+            }
+
+            for index in ids.indices {
+                var changes: ChangeSet
+                do {
+                    changes = try build(index, results)
+                } catch {
+                    try await sendSegment()
+                    results.append(.failure(error))
+                    continue
+                }
+                if let statements = self.pipelinedStatements(changes, on: connection) {
+                    segment.append((index, changes, statements))
+                    continue
+                }
+                if !segment.isEmpty {
+                    // Built again once the sets before it have results (it may depend on their versions).
+                    try await sendSegment()
+                    do {
+                        changes = try build(index, results)
+                    } catch {
+                        results.append(.failure(error))
+                        continue
+                    }
+                }
+                try await applyAlone(index, changes)
+            }
+            try await sendSegment()
             if !committed.isEmpty {
                 _ = try await connection.query(
                     PostgresQuery(
@@ -93,6 +154,19 @@ extension PostgresStore {
             }
             return results
         }
+    }
+
+    /// A set's statements per operation when every operation pipelines; `nil` otherwise (or when the set
+    /// would fail before reaching the server: it then fails on its own, with its error).
+    private func pipelinedStatements(_ changes: ChangeSet, on connection: Connection) -> [[PipelinedStatement]]? {
+        if let expected = changes.expectedGeneration, expected != self.generation { return nil }
+        let context = PostgresWriteContext(connection: connection, schema: self.schema, copyThreshold: self.copyThreshold)
+        var statements: [[PipelinedStatement]] = []
+        for operation in changes.operations {
+            guard let statement = try? operation.change.pipelined(on: context) else { return nil }
+            statements.append([statement])
+        }
+        return statements
     }
 
     /// The ids among `ids` whose change sets are committed (after an ambiguous failure of their group).

@@ -250,12 +250,9 @@ extension EntityChange {
         }
 
         switch self.payload {
-        case .insert(let value):
-            let values = try RowEncoder(plan: plan).encode(value)
-            var query = PostgresWriteContext.insertStatement(plan, schema: context.schema, rows: [values])
-            query.append(PostgresQuery(unsafeSQL: " RETURNING \(version)"))
-            let rows = try await connection.query(query)
-            return [change(values[plan.idIndex], .inserted, try rows.first?.decode(Int64.self, at: 0))]
+        case .insert:
+            let statement = try self.pipelined(on: context)!
+            return try statement.decode(try await connection.query(statement.query))
 
         case .bulkInsert(let values):
             if values.isEmpty { return [] }
