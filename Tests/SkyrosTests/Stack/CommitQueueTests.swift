@@ -84,6 +84,27 @@ struct CommitQueueTests {
         }
     }
 
+    @Test("A group whose COMMIT happened but looked failed (ambiguous) is not applied again on retry")
+    func ambiguousCommitIsNotRepeated() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            let schema = try #require((stack.store as? PostgresStore)?.schema)
+            let hook = CommitThenFail()
+            stack.setCommitHook(hook)
+            stack.holdCommits()
+            for id in 1...5 { try await stack.write { try $0.insert(note(id)) } }
+            stack.releaseCommits()
+            try await stack.write(durability: .committed) { try $0.insert(note(6)) }
+            #expect(hook.calls.withLock { $0 } >= 1)
+            #expect(stack.commitQueueStatistics.retries == 1)
+            let rows = try await CommitQueueTestServer.query(
+                "SELECT count(*)::int8, count(DISTINCT id)::int8 FROM \(qualified: [schema, "stack_notes"])")
+            #expect(try rows[0].decode(Int.self, at: 0) == 6)
+            #expect(try rows[0].decode(Int.self, at: 1) == 6)
+            // The retried sets succeeded (nothing reverted): the main context still shows all six.
+            #expect(try await stack.read { try await $0.count(FetchDescriptor<StackNote>()) } == 6)
+        }
+    }
+
     // MARK: Merge policies
 
     /// Stack B reads row 1; stack A changes its `title` and commits; then B writes `change` to what it read,
@@ -201,4 +222,20 @@ final class Locked<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>
     init(_ value: Value) { self.mutex = Mutex(value) }
     func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R { try self.mutex.withLock { try body(&$0) } }
+}
+
+/// Commits the first group's transaction itself and then reports a lost connection: the client cannot tell
+/// whether COMMIT happened (what a connection drop at COMMIT time looks like).
+final class CommitThenFail: CommitTransactionHook {
+    let calls = Locked(0)
+
+    func willCommit(batch: [ChangeSetResult], on connection: Connection) async throws {
+        let first = self.calls.withLock { count -> Bool in
+            count += 1
+            return count == 1
+        }
+        guard first else { return }
+        _ = try await connection.execute(script: "COMMIT")
+        throw PostgresError(kind: .connectionLost, message: "simulated: connection lost at COMMIT")
+    }
 }
