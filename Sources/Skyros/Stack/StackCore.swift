@@ -467,10 +467,11 @@ final class StackCore: Sendable {
                 rowKeys.insert(row.key)
                 self.unqueue(row.key, commit: commit.id, state: &state)
                 if let value = row.value {
-                    if let version = written[row.key]?.version {
+                    if let version = written[row.key]?.version, !Self.mayHaveMerged(row, policy: commit.policy) {
                         state.cache.put(row.key, value: value, version: version, bytes: sizes[row.key] ?? 0)
                     } else {
-                        // Not written (the store won a conflict) or its version is unknown: read it again.
+                        // Not written (the store won a conflict), its version is unknown, or the stored row may
+                        // hold another writer's columns (merged): read it again.
                         state.cache.remove(row.key)
                     }
                 } else {
@@ -482,6 +483,13 @@ final class StackCore: Sendable {
             }
             state.finishedCommits += 1
         }
+    }
+
+    /// Whether the stored row may differ from the value written: an update under a policy that keeps the
+    /// other writer's changes to columns this one did not change.
+    private static func mayHaveMerged(_ row: PendingRow, policy: MergePolicy) -> Bool {
+        guard case .updated = row.state else { return false }
+        return policy == .contextWins || policy == .mergeByProperty
     }
 
     /// Reverts a failed commit from the main context: its queued changes vanish and its rows leave the cache

@@ -196,6 +196,48 @@ struct CommitQueueTests {
         #expect(outcome.stored.title == "from A")
     }
 
+    @Test("Every policy on one stack, on both stores: a write that read a row another write changed meanwhile", arguments: StackKind.allCases)
+    func policiesOnOneStack(kind: StackKind) async throws {
+        // policy, B's change, expected error?, expected stored title and rank
+        let cases: [(MergePolicy, @Sendable (inout StackNote) -> Void, Bool, String, Int)] = [
+            (.error, { $0.title = "B" }, true, "A", 1),
+            (.storeWins, { $0.title = "B" }, false, "A", 1),
+            (.contextWins, { $0.title = "B" }, false, "B", 1),
+            (.mergeByProperty, { $0.rank = 9 }, false, "A", 9),
+            (.mergeByProperty, { $0.title = "B" }, true, "A", 1),
+        ]
+        for (number, (policy, change, fails, title, rank)) in cases.enumerated() {
+            try await StackTestServer.withStack(kind) { stack in
+                try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "original", rank: 1)) }
+                var thrown: (any Error)?
+                do {
+                    try await stack.write(durability: .committed, mergePolicy: policy) { context in
+                        var row = try #require(try await context.object(StackNote.self, id: 1))
+                        try await stack.write(durability: .committed) { other in
+                            try await other.update(StackNote(id: 1, title: "A", rank: 1))
+                        }
+                        change(&row)
+                        try await context.update(row)
+                    }
+                } catch {
+                    thrown = error
+                }
+                if fails {
+                    guard case StoreError.versionConflict? = thrown else {
+                        Issue.record("case \(number) \(policy): expected a version conflict, got \(String(describing: thrown))")
+                        return
+                    }
+                } else {
+                    #expect(thrown == nil, "case \(number) \(policy)")
+                }
+                let stored = try #require(try await stack.store.object(StackNote.self, id: 1)).value
+                #expect(stored.title == title && stored.rank == rank, "case \(number) \(policy): \(stored)")
+                let seen = try await stack.read { try await $0.object(StackNote.self, id: 1) }
+                #expect(seen == stored, "case \(number) \(policy)")
+            }
+        }
+    }
+
     @Test("The stack's default policy applies when a write names none")
     func stackDefaultPolicy() async throws {
         try await StackTestServer.withStack(.postgres) { a in
