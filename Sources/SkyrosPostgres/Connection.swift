@@ -356,7 +356,7 @@ public enum PostgresLogKey {
 }
 
 final class AtomicCounter: Sendable {
-    private let value = Mutex(0)
+    private let value = Locked(0)
     func next() -> Int { self.value.withLock { $0 += 1; return $0 } }
 }
 

@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import ServiceLifecycle
-import Synchronization
 
 /// A pool of ``Connection``s: the root writer's connections and every query's lease.
 ///
@@ -70,7 +69,7 @@ public final class ConnectionPool: Service, Sendable {
         let continuation: CheckedContinuation<Connection?, any Error>
     }
 
-    private struct State: ~Copyable {
+    private struct State {
         var idle: [Idle] = []
         var leased = 0
         var opening = 0
@@ -86,7 +85,7 @@ public final class ConnectionPool: Service, Sendable {
     public let configuration: Configuration
     public let postgres: PostgresConfiguration
     private let logger: Logger
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Creates a pool; no connection is opened until one is needed (or `run()` starts).
     public init(

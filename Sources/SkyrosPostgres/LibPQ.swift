@@ -1,6 +1,5 @@
 import CLibPQ
 import Foundation
-import Synchronization
 
 /// The one place where libpq results are inspected, converted and freed.
 enum LibPQ {
@@ -155,15 +154,15 @@ enum LibPQ {
 /// Issues `PQcancel` for whatever statement a connection is running, from any thread.
 final class QueryCanceller: @unchecked Sendable {
     // @unchecked Sendable: the PGcancel pointer is only touched under `state`'s lock; PQcancel is thread-safe.
-    private struct State: ~Copyable, @unchecked Sendable {
+    private struct State: @unchecked Sendable {
         // @unchecked Sendable: the pointer only moves into the mutex once, at init.
         var handle: OpaquePointer?
         var running = false
     }
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(connection: OpaquePointer) {
-        self.state = Mutex(State(handle: PQgetCancel(connection)))
+        self.state = Locked(State(handle: PQgetCancel(connection)))
     }
 
     func begin() { self.state.withLock { $0.running = true } }

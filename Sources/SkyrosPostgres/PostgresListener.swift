@@ -1,7 +1,6 @@
 import CLibPQ
 import Foundation
 import Logging
-import Synchronization
 
 /// A notification received on a `LISTEN` channel.
 public struct PostgresNotification: Sendable, Hashable {
@@ -44,7 +43,7 @@ public final class PostgresListener: Sendable {
     /// The events; a single consumer should iterate it. Ends when ``stop()`` is called.
     public let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
-    private let stopped = Mutex(false)
+    private let stopped = Locked(false)
     private let configuration: PostgresConfiguration
     private let channels: [String]
     private let logger: Logger

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A serial executor (and task executor) backed by one dedicated OS thread.
 ///
@@ -8,16 +7,16 @@ import Synchronization
 /// request/response loop does not pay a full wake-up on every call.
 final class ThreadExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
     // @unchecked Sendable: all mutable state is inside `state` (a Mutex) or `wakeup` (a semaphore).
-    private struct State: ~Copyable {
+    private struct State {
         var jobs: [UnownedJob] = []
         var head = 0
         var stopped = false
         var sleeping = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let wakeup = DispatchSemaphore(value: 0)
-    private let threadID = Mutex<pthread_t?>(nil)
+    private let threadID = Locked<pthread_t?>(nil)
     let name: String
 
     init(name: String) {

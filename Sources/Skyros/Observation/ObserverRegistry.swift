@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import SkyrosPostgres
 
 /// Why an observation ended.
 public enum ObservationError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -29,7 +29,7 @@ final class ObserverRegistry: Sendable {
         let signal: AsyncStream<ObserverSignal>.Continuation
     }
 
-    private let observers = Mutex<[UUID: Observer]>([:])
+    private let observers = Locked<[UUID: Observer]>([:])
 
     /// Registers an observer of `tables`; its signal stream keeps at most one pending wake-up (bursts coalesce).
     func register(tables: Set<String>) -> (id: UUID, signals: AsyncStream<ObserverSignal>) {

@@ -1,6 +1,5 @@
 import Foundation
 import SkyrosPostgres
-import Synchronization
 
 /// Per-entity facts the query layer needs on every fetch, computed once per type and cached:
 /// key path → column, the primary key column, and the quoted select list.
@@ -31,7 +30,7 @@ package struct EntityQueryMetadata: @unchecked Sendable {
     /// `"a", "b", …` for every column, in declaration order.
     package let selectList: String
 
-    private static let cache = Mutex<[ObjectIdentifier: EntityQueryMetadata]>([:])
+    private static let cache = Locked<[ObjectIdentifier: EntityQueryMetadata]>([:])
 
     /// The cached metadata for `T`, computed on first use.
     /// - Throws: ``QueryError`` with code `missingPrimaryKey` when `T.columns` has no column for `\.id`.

@@ -1,4 +1,4 @@
-import Synchronization
+import SkyrosPostgres
 
 /// The outcome of one queued commit, awaited by durable writers and completion handlers. Completed exactly
 /// once; every waiter and callback registered before or after completion is resumed exactly once.
@@ -9,7 +9,7 @@ final class CommitTicket: Sendable {
         var callbacks: [@Sendable (Result<Void, any Error>) -> Void] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Waits for the commit; throws its error.
     func wait() async throws {

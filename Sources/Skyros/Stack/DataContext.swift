@@ -1,6 +1,5 @@
 import Foundation
 import SkyrosPostgres
-import Synchronization
 
 /// A scratch pad of entity changes over a parent: the stack's root (for ``DataStack/mainContext`` and
 /// background contexts) or another context (for child contexts, nestable).
@@ -37,7 +36,7 @@ public final class DataContext: Sendable {
     let parent: Parent
     /// The main context does not remember what it reads (the cache does).
     let isMain: Bool
-    private let tracker = Mutex(ChangeTracker())
+    private let tracker = Locked(ChangeTracker())
 
     init(core: StackCore, parent: Parent, isMain: Bool = false) {
         self.core = core

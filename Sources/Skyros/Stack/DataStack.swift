@@ -3,7 +3,6 @@ import Logging
 import ServiceLifecycle
 import SkyrosMigrations
 import SkyrosPostgres
-import Synchronization
 
 /// Core Data's context stack over PostgreSQL: a main context with a bounded row cache, contexts that save
 /// into it, and an ordered commit path to the store.
@@ -46,7 +45,7 @@ public final class DataStack: DataStackProtocol, Service {
     private let pool: ConnectionPool?
     private let configuration: DataStackConfiguration
     private let logger: Logger
-    private let current: Mutex<Current>
+    private let current: Locked<Current>
     private let errorContinuation: AsyncStream<DataStackError>.Continuation
     /// The change log, the listener for other processes' commits, and the observers (Sync/, Observation/).
     let sync: StackSync
@@ -68,7 +67,7 @@ public final class DataStack: DataStackProtocol, Service {
         let core = StackCore(
             store: store, cacheLimit: configuration.cacheLimit, generation: store.generation, logger: logger,
             queueConfiguration: configuration.commitQueue, onCommitError: { continuation.yield($0) })
-        self.current = Mutex(Current(core: core, main: DataContext(core: core, parent: .root, isMain: true)))
+        self.current = Locked(Current(core: core, main: DataContext(core: core, parent: .root, isMain: true)))
         self.sync = StackSync(configuration: configuration.changeFeed)
         self.sync.attach(core)
     }

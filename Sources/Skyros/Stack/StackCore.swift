@@ -69,7 +69,7 @@ final class StackCore: Sendable {
     private let logger: Logger
     private let onCommitError: @Sendable (DataStackError) -> Void
     private let invalidatedFlag = Atomic<Bool>(false)
-    let state: Mutex<State>
+    let state: Locked<State>
     let queueConfiguration: CommitQueueConfiguration
     let metrics = CommitQueueMetrics()
     /// Wakes the stack's observers after a save (set by the stack's ``StackSync``).
@@ -85,7 +85,7 @@ final class StackCore: Sendable {
         self.generation = generation
         self.logger = logger
         self.onCommitError = onCommitError
-        self.state = Mutex(State(cache: RowCache(limit: cacheLimit)))
+        self.state = Locked(State(cache: RowCache(limit: cacheLimit)))
     }
 
     var isInvalidated: Bool { self.invalidatedFlag.load(ordering: .acquiring) }
@@ -559,7 +559,7 @@ final class StackCore: Sendable {
             return ShutdownReport(uncommitted: [], inFlight: [])
         }
         let drained = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            let resumed = Mutex(false)
+            let resumed = Locked(false)
             @Sendable func finish(_ value: Bool) {
                 let first = resumed.withLock { flag -> Bool in
                     defer { flag = true }

@@ -1,6 +1,5 @@
 import Foundation
 import SkyrosPostgres
-import Synchronization
 
 /// How an entity's Codable keys become column names.
 ///
@@ -153,7 +152,7 @@ package final class EntityPlan<T: Entity>: Sendable {
 
 /// The process-wide cache of entity plans, keyed by type.
 private final class PlanCache: Sendable {
-    private let plans = Mutex<[ObjectIdentifier: any Sendable]>([:])
+    private let plans = Locked<[ObjectIdentifier: any Sendable]>([:])
 
     func plan<T: Entity>(for type: T.Type) throws -> EntityPlan<T> {
         let key = ObjectIdentifier(type)

@@ -17,7 +17,7 @@ import Synchronization
 ///
 /// Only the primary key is unique; other constraints (foreign keys, checks, NOT NULL) are not modelled.
 public final class InMemoryStore: Store {
-    private let database = Mutex(InMemoryDatabase())
+    private let database = Locked(InMemoryDatabase())
 
     /// Creates an empty store.
     public init() {}

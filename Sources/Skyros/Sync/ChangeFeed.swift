@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import SkyrosPostgres
-import Synchronization
 
 /// Counters of a stack's change feed.
 package struct ChangeFeedStatistics: Sendable, Hashable {
@@ -44,7 +43,7 @@ final class ChangeFeed: Sendable {
     private let listenerConfiguration: PostgresConfiguration
     private let logger: Logger
     private let deliver: @Sendable (ChangeFeedDelivery) async -> Void
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Serialises log reads (one reader at a time; the cursor is advanced in order).
     private let reader = ReadGate()
 
@@ -194,7 +193,7 @@ final class ChangeFeed: Sendable {
 
 /// An async mutual exclusion: one `run` body at a time, in arrival order.
 final class ReadGate: Sendable {
-    private let state = Mutex<(busy: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let state = Locked<(busy: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     func run<R>(_ body: () async throws -> R) async throws -> R {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -127,7 +127,7 @@ struct ChangeLog: Sendable {
             let pruned = try first.decode(String.self, at: 1)
             let rows = try await connection.query("""
                 SELECT position, xid::text, origin, changes::text FROM \(unsafeRaw: self.logTable)
-                WHERE xid >= coalesce(\(horizon)::xid8, pg_snapshot_xmin(pg_current_snapshot())) ORDER BY position
+                WHERE xid >= coalesce(\(try PostgresValue(horizon))::xid8, pg_snapshot_xmin(pg_current_snapshot())) ORDER BY position
                 """)
             let decoder = JSONDecoder()
             let entries = try rows.map { row in

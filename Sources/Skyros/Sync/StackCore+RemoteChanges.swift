@@ -1,4 +1,4 @@
-import Synchronization
+import SkyrosPostgres
 
 extension StackCore {
     /// Drops rows another process changed from the cache. Rows with a queued local change stay (the local
@@ -28,7 +28,7 @@ extension StackCore {
 /// Tells the stack's observers that a save made rows of some tables visible in the main context, or that a
 /// failed commit reverted them.
 final class SaveNotifier: Sendable {
-    private let handler = Mutex<(@Sendable (Set<String>) -> Void)?>(nil)
+    private let handler = Locked<(@Sendable (Set<String>) -> Void)?>(nil)
 
     func set(_ handler: @escaping @Sendable (Set<String>) -> Void) { self.handler.withLock { $0 = handler } }
 

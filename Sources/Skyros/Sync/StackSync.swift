@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import SkyrosPostgres
-import Synchronization
 
 /// A stack's link to the other processes on its schema: writes the change log in every commit transaction
 /// (as the commit queue's ``CommitTransactionHook``), runs the ``ChangeFeed``, evicts other processes' rows
@@ -11,9 +10,9 @@ final class StackSync: CommitTransactionHook, Sendable {
     let origin = UUID()
     let observers = ObserverRegistry()
     let configuration: ChangeFeedConfiguration
-    private let feed = Mutex<ChangeFeed?>(nil)
+    private let feed = Locked<ChangeFeed?>(nil)
     /// The current main context's core (replaced when the store is rebuilt).
-    private let core = Mutex<StackCore?>(nil)
+    private let core = Locked<StackCore?>(nil)
 
     init(configuration: ChangeFeedConfiguration) {
         self.configuration = configuration

@@ -1,7 +1,6 @@
 import Foundation
 import Skyros
 import SkyrosPostgres
-import Synchronization
 import Testing
 
 /// The commit queue on PostgreSQL: group commit with a savepoint per set, merge policies between stacks,
@@ -257,13 +256,6 @@ struct CommitQueueTests {
             await b.shutdown()
         }
     }
-}
-
-/// A value behind a mutex, shareable between tasks and callbacks.
-final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { self.mutex = Mutex(value) }
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R { try self.mutex.withLock { try body(&$0) } }
 }
 
 /// Commits the first group's transaction itself and then reports a lost connection: the client cannot tell

@@ -1,7 +1,6 @@
 import Foundation
 import Skyros
 import SkyrosPostgres
-import Synchronization
 import Testing
 
 /// The context suite, on the in-memory store and on PostgreSQL (each case in its own schema).
@@ -217,7 +216,7 @@ struct ContextSuiteTests {
             #expect((reported?.underlying as? PostgresError)?.kind == .uniqueViolation)
 
             // Completion form: called exactly once, with the failure or the value.
-            let calls = Mutex<[Result<Int, any Error>]>([])
+            let calls = Locked<[Result<Int, any Error>]>([])
             stack.write({ context in
                 try context.insert(StackNote(id: 1, title: "duplicate", rank: 0))
                 return 1

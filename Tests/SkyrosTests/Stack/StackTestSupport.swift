@@ -2,7 +2,6 @@ import Foundation
 import Skyros
 import SkyrosMigrations
 import SkyrosPostgres
-import Synchronization
 import Testing
 
 /// The context suite's entity.
