@@ -18,6 +18,8 @@ final class ThreadExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
     private let wakeup = DispatchSemaphore(value: 0)
     private let threadID = Locked<pthread_t?>(nil)
     let name: String
+    /// How long an idle thread keeps polling for work before it sleeps.
+    static let spinDuration: Duration = .microseconds(50)
 
     init(name: String) {
         self.name = name
@@ -93,22 +95,27 @@ final class ThreadExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
         // Note: Linux threads inherit their creator's name, so ps/gdb may show a dispatch name
         // ("…default-qos") for this thread; `isCurrentThread` is the reliable check.
         self.threadID.withLock { $0 = pthread_self() }
-        var spins = 0
+        // After a job, poll for the next one for a short, time-bounded while (a request/response loop sends
+        // its next statement within microseconds), then sleep on the semaphore. Bounded by time, not by a
+        // count, so slow lock operations (for example under ThreadSanitizer) cannot make it hog a core.
+        let clock = ContinuousClock()
+        var spinUntil: ContinuousClock.Instant?
         while true {
-            switch self.next(mayRegisterSleep: spins >= 2000) {
+            let mayRegisterSleep = spinUntil.map { clock.now >= $0 } ?? false
+            switch self.next(mayRegisterSleep: mayRegisterSleep) {
             case .run(let job):
-                spins = 0
+                spinUntil = nil
                 job.runSynchronously(
                     isolatedTo: self.asUnownedSerialExecutor(), taskExecutor: self.asUnownedTaskExecutor())
             case .exit:
                 return
             case .sleep:
-                if spins >= 2000 {
+                if mayRegisterSleep {
                     self.wakeup.wait()
-                    spins = 0
+                    spinUntil = nil
                 } else {
-                    spins += 1
-                    if spins % 64 == 0 { sched_yield() }
+                    if spinUntil == nil { spinUntil = clock.now.advanced(by: Self.spinDuration) }
+                    sched_yield()
                 }
             }
         }
