@@ -48,12 +48,12 @@ struct ManyProcessTests {
             defer { child.removeOutput() }
             #expect(await ManyProcessHarness.eventually(within: .seconds(20)) { child.lines.contains("round 5") })
             let name = try #require(stack.changeFeedApplicationName)
-            #expect(try await ManyProcessHarness.terminateListener(applicationName: name) == 1)
+            #expect(try await ManyProcessHarness.terminateListener(applicationName: name) >= 1)
             // Terminate again only once the listener has reconnected (else the second call could hit the
             // first, still exiting backend).
             #expect(await ManyProcessHarness.eventually(within: .seconds(20)) { stack.changeFeedStatistics.catchUps >= 1 })
             #expect(await ManyProcessHarness.eventually(within: .seconds(20)) { child.lines.contains("round 20") })
-            #expect(try await ManyProcessHarness.terminateListener(applicationName: name) == 1)
+            #expect(try await ManyProcessHarness.terminateListener(applicationName: name) >= 1)
             #expect(await child.exitStatus() == 0, "\(child.output)")
 
             let caughtUp = try await ManyProcessHarness.eventually(within: .seconds(5)) {
