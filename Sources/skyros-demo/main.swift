@@ -1,4 +1,5 @@
-// skyros-demo: the context stack at work, with no setup.
+// skyros-demo: the context stack at work, with no setup: a write, a read, a background context, a durable
+// write and an observed change.
 //
 //   swift run skyros-demo                      # in memory
 //   DATABASE_URL=postgresql://… swift run skyros-demo   # PostgreSQL: applies migrations/ first, leaves its rows
@@ -87,6 +88,17 @@ func run() async throws {
         try context.insert(Book(id: UUID(), title: "A Manual of Operation for the ASCC", authorID: grace.id, year: 1946, tags: []))
     }
     print("durable write: \(grace.name) committed")
+
+    // 5. An observed change: an observer gets the current result, then a new result with an ordered diff
+    //    whenever a save in this process (or another process's commit) changes it.
+    let byName = FetchDescriptor<Author>(sortBy: [SortDescriptor(\Author.name)])
+    var observer = stack.observe(byName).makeAsyncIterator()
+    if let current = try await observer.next() { print("observe: \(current.values.map(\.name))") }
+    try await stack.write { try $0.insert(Author(id: UUID(), name: "Barbara Liskov", email: nil)) }
+    if let changed = try await observer.next() {
+        let inserted = changed.diff.inserted.map { "\($0.value.name) at \($0.offset)" }
+        print("observe: inserted \(inserted) → \(changed.values.map(\.name))")
+    }
 
     let authors = try await stack.read { try await $0.fetch(Author.self) }
     print("authors now: \(authors.map(\.name))")
