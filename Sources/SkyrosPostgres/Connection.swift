@@ -53,7 +53,7 @@ public actor Connection {
     private let usePreparedStatements: Bool
     static let statementCacheLimit = 1024
 
-    private static let counter = AtomicCounter()
+    private static let counter = IDCounter()
 
     private init(configuration: PostgresConfiguration, logger: Logger, usePreparedStatements: Bool) {
         self.id = Self.counter.next()
@@ -355,9 +355,8 @@ public enum PostgresLogKey {
     public static let pool = "skyros.pool"
 }
 
-final class AtomicCounter: Sendable {
+final class IDCounter: Sendable {
     private let value = Locked(0)
     func next() -> Int { self.value.withLock { $0 += 1; return $0 } }
 }
 
-import Synchronization

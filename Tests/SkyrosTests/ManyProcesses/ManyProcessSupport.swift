@@ -34,8 +34,6 @@ enum ManyProcessHarness {
 
     static var configuration: PostgresConfiguration { get throws { try PostgresConfiguration(url: self.databaseURL) } }
 
-    /// `skyros-test-node`, built next to the test bundle (whatever the scratch path or sanitizer).
-    static var nodePath: String { TestNode.executablePath }
 
     /// Runs `body` with a fresh schema holding `mp_items` and `mp_done`; drops it afterwards.
     static func withSchema<R>(_ body: (String) async throws -> R) async throws -> R {
@@ -68,19 +66,7 @@ enum ManyProcessHarness {
     }
 
     /// Starts `skyros-test-node <arguments>` with its stdout in a temporary file.
-    static func spawn(_ arguments: [String]) throws -> ChildNode {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("skyros-mp-\(UUID().uuidString).out").path
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        var pid: pid_t = 0
-        let argv: [UnsafeMutablePointer<CChar>?] = ([self.nodePath] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        let rc = posix_spawn(&pid, self.nodePath, &actions, nil, argv, environ)
-        guard rc == 0 else { throw ChildNodeError(description: "posix_spawn \(self.nodePath) failed: \(rc)") }
-        return ChildNode(pid: pid, outputPath: output)
-    }
+    static func spawn(_ arguments: [String]) throws -> NodeProcess { try NodeProcess.spawn(arguments) }
 
     /// Polls `condition` every 20 ms until it holds or `deadline` passes.
     static func eventually(within deadline: Duration = .seconds(10), _ condition: () async throws -> Bool) async rethrows -> Bool {
@@ -100,36 +86,4 @@ enum ManyProcessHarness {
             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = \(applicationName)")
         return try rows.first?.decode(Int.self, at: 0) ?? 0
     }
-}
-
-struct ChildNodeError: Error, CustomStringConvertible {
-    let description: String
-}
-
-/// A running `skyros-test-node`.
-struct ChildNode: Sendable {
-    let pid: pid_t
-    let outputPath: String
-
-    /// Its stdout so far.
-    var output: String { (try? String(contentsOfFile: self.outputPath, encoding: .utf8)) ?? "" }
-
-    var lines: [String] { self.output.split(separator: "\n").map(String.init) }
-
-    /// Waits for it to exit (on a thread: waitpid blocks) and returns its exit status (128+signal when killed).
-    func exitStatus() async -> Int32 {
-        let child = self.pid
-        return await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                var status: Int32 = 0
-                while waitpid(child, &status, 0) < 0 && errno == EINTR {}
-                let exited = status & 0x7F == 0
-                continuation.resume(returning: exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F))
-            }
-        }
-    }
-
-    func kill() { _ = Foundation.kill(self.pid, SIGKILL) }
-
-    func removeOutput() { try? FileManager.default.removeItem(atPath: self.outputPath) }
 }

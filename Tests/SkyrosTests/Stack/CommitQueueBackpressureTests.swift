@@ -61,7 +61,7 @@ struct CommitQueueBackpressureTests {
             #expect(report.isComplete)
             let rows = try await CommitQueueTestServer.query("SELECT count(*)::int8 FROM \(qualified: [schema, "stack_notes"])")
             #expect(try rows[0].decode(Int.self, at: 0) == 100)
-            let error = await stackError { try await stack.write { try $0.insert(note(101)) } }
+            let error = await thrownError { try await stack.write { try $0.insert(note(101)) } }
             #expect((error as? DataStackError)?.code == .stackShutDown)
             #expect("\(error.map { "\($0)" } ?? "")".contains("shut down"))
         }
@@ -78,7 +78,7 @@ struct CommitQueueBackpressureTests {
             try await service.value
             let rows = try await CommitQueueTestServer.query("SELECT count(*)::int8 FROM \(qualified: [schema, "stack_notes"])")
             #expect(try rows[0].decode(Int.self, at: 0) == 50)
-            let error = await stackError { try await stack.write { try $0.insert(note(51)) } }
+            let error = await thrownError { try await stack.write { try $0.insert(note(51)) } }
             #expect((error as? DataStackError)?.code == .stackShutDown)
         }
     }

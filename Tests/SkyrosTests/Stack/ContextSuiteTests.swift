@@ -179,7 +179,7 @@ struct ContextSuiteTests {
             try await stack.write(durability: .committed) { try $0.insert(note(1)) }
 
             // Durable: a duplicate key is thrown; the change (and the rest of its write) is reverted.
-            let error = await stackError {
+            let error = await thrownError {
                 try await stack.write(durability: .committed) { context in
                     try context.insert(note(2))
                     try context.insert(StackNote(id: 1, title: "duplicate", rank: 0))
@@ -200,7 +200,7 @@ struct ContextSuiteTests {
             try await a.update(rowA)
             try await b.update(rowB)
             try await a.saveToStore()
-            let conflict = await stackError { try await b.saveToStore() }
+            let conflict = await thrownError { try await b.saveToStore() }
             guard case .versionConflict(let entity, _, _, _)? = conflict as? StoreError else {
                 Issue.record("expected a version conflict, got \(String(describing: conflict))")
                 return

@@ -10,12 +10,12 @@ struct StackErrorTests {
     @Test("An unreachable server fails start with storeUnreachable, without the password")
     func unreachable() async throws {
         let configuration = try PostgresConfiguration(url: "postgresql://skyros:s3cret-pw@127.0.0.1:1/nowhere?connect_timeout=2")
-        let error = await stackError { _ = try await DataStack.start(DataStackConfiguration(store: .postgres(configuration))) }
-        let stackError = try #require(error as? DataStackError)
-        #expect(stackError.code == .storeUnreachable)
-        #expect(stackError.underlying is PostgresError)
-        #expect(!"\(stackError)".contains("s3cret-pw"))
-        #expect("\(stackError)".contains("127.0.0.1:1"))
+        let error = await thrownError { _ = try await DataStack.start(DataStackConfiguration(store: .postgres(configuration))) }
+        let thrownError = try #require(error as? DataStackError)
+        #expect(thrownError.code == .storeUnreachable)
+        #expect(thrownError.underlying is PostgresError)
+        #expect(!"\(thrownError)".contains("s3cret-pw"))
+        #expect("\(thrownError)".contains("127.0.0.1:1"))
     }
 
     @Test("A failing migration fails start with migrationFailed naming the file; earlier migrations stay")
@@ -26,14 +26,14 @@ struct StackErrorTests {
             "2_broken.sql": "-- migrate:up\nALTER TABLE stack_notes ADD COLUMN broken no_such_type;\n",
         ]
         try await StackTestServer.withMigrations(files) { directory in
-            let error = await stackError {
+            let error = await thrownError {
                 _ = try await DataStack.start(DataStackConfiguration(
                     store: .postgres(try StackTestServer.configuration, schema: schema), migrations: .directory(directory)))
             }
-            let stackError = try #require(error as? DataStackError)
-            #expect(stackError.code == .migrationFailed)
-            #expect(stackError.underlying is MigrationError)
-            #expect("\(stackError)".contains("2_broken.sql"))
+            let thrownError = try #require(error as? DataStackError)
+            #expect(thrownError.code == .migrationFailed)
+            #expect(thrownError.underlying is MigrationError)
+            #expect("\(thrownError)".contains("2_broken.sql"))
             // Nothing was deleted: the first migration's table is still there.
             let connection = try await Connection.connect(to: try StackTestServer.configuration)
             let rows = try await connection.query(
@@ -54,18 +54,18 @@ struct StackErrorTests {
         }
         let schema = StackTestServer.uniqueSchemaName()
         try await StackTestServer.withMigrations(["1_stack.sql": StackTestServer.migrationSQL]) { directory in
-            let error = await stackError {
+            let error = await thrownError {
                 _ = try await DataStack.start(DataStackConfiguration(
                     store: .postgres(try StackTestServer.configuration, schema: schema), migrations: .directory(directory),
                     entities: [StackNote.self, WrongNote.self]))
             }
-            let stackError = try #require(error as? DataStackError)
-            #expect(stackError.code == .schemaMismatch)
-            let mismatch = try #require(stackError.underlying as? SchemaMismatchError)
+            let thrownError = try #require(error as? DataStackError)
+            #expect(thrownError.code == .schemaMismatch)
+            let mismatch = try #require(thrownError.underlying as? SchemaMismatchError)
             let title = try #require(mismatch.issues.first { $0.column == "title" })
             #expect(title.entity == "WrongNote" && title.swiftType == "Int" && title.postgresType == "text")
-            #expect("\(stackError)".contains("WrongNote"))
-            #expect("\(stackError)".contains("text"))
+            #expect("\(thrownError)".contains("WrongNote"))
+            #expect("\(thrownError)".contains("text"))
         }
         try await StackTestServer.dropSchema(schema)
     }
@@ -78,9 +78,9 @@ struct StackErrorTests {
             let background = stack.newBackgroundContext()
             try await stack.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
             for context in [oldMain, background] {
-                let error = await stackError { _ = try await context.fetch(StackNote.self) }
+                let error = await thrownError { _ = try await context.fetch(StackNote.self) }
                 #expect((error as? DataStackError)?.code == .contextInvalidated)
-                let saveError = await stackError { try context.insert(note(2)) }
+                let saveError = await thrownError { try context.insert(note(2)) }
                 #expect((saveError as? DataStackError)?.code == .contextInvalidated)
             }
             // The rebuilt stack works, empty.
@@ -95,7 +95,7 @@ struct StackErrorTests {
         try await StackTestServer.withStack(kind) { stack in
             try await stack.write { try $0.insert(note(1)) }
             await stack.shutdown()
-            let error = await stackError { try await stack.write { try $0.insert(note(2)) } }
+            let error = await thrownError { try await stack.write { try $0.insert(note(2)) } }
             #expect((error as? DataStackError)?.code == .stackShutDown)
         }
     }

@@ -133,16 +133,6 @@ func eventually(
     Issue.record("condition not met within \(timeout)", sourceLocation: sourceLocation)
 }
 
-/// Runs `body` and returns the error it throws (records an issue when it does not throw).
-func stackError(_ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async -> (any Error)? {
-    do {
-        try await body()
-        Issue.record("expected an error", sourceLocation: sourceLocation)
-        return nil
-    } catch {
-        return error
-    }
-}
 
 func note(_ id: Int, rank: Int? = nil, tag: String? = nil) -> StackNote {
     StackNote(id: id, title: "note \(id)", rank: rank ?? id, tag: tag)

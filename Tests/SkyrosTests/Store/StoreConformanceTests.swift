@@ -26,7 +26,7 @@ struct StoreConformanceTests {
     func duplicatePrimaryKeyIsAUniqueViolationNamingTheConstraint(kind: StoreKind) async throws {
         try await StoreTestServer.withStore(kind) { harness in
             try await harness.store.insert(StoreUser.make(1))
-            let error = await storeError { try await harness.store.insert(StoreUser.make(1, name: "other")) }
+            let error = await thrownError { try await harness.store.insert(StoreUser.make(1, name: "other")) }
             let postgresError = try #require(error as? PostgresError)
             #expect(postgresError.kind == .uniqueViolation)
             #expect(postgresError.sqlState == .uniqueViolation)
@@ -49,17 +49,17 @@ struct StoreConformanceTests {
             #expect(try await store.object(StoreUser.self, id: 1)?.version == v2)
 
             user.name = "stale"
-            let conflict = await storeError { try await store.update(user, changedColumns: ["name"], expectedVersion: v1) }
+            let conflict = await thrownError { try await store.update(user, changedColumns: ["name"], expectedVersion: v1) }
             #expect(conflict as? StoreError == .versionConflict(entity: "StoreUser", id: "1", expected: v1, actual: v2))
             #expect(try await store.object(StoreUser.self, id: 1)?.value.name == "renamed")
 
-            let staleDelete = await storeError { try await store.delete(StoreUser.self, id: 1, expectedVersion: v1) }
+            let staleDelete = await thrownError { try await store.delete(StoreUser.self, id: 1, expectedVersion: v1) }
             #expect(staleDelete as? StoreError == .versionConflict(entity: "StoreUser", id: "1", expected: v1, actual: v2))
 
             #expect(try await store.delete(StoreUser.self, id: 1, expectedVersion: v2))
-            let gone = await storeError { try await store.update(user, changedColumns: ["name"], expectedVersion: v2) }
+            let gone = await thrownError { try await store.update(user, changedColumns: ["name"], expectedVersion: v2) }
             #expect(gone as? StoreError == .versionConflict(entity: "StoreUser", id: "1", expected: v2, actual: nil))
-            let missing = await storeError { try await store.update(user, changedColumns: ["name"]) }
+            let missing = await thrownError { try await store.update(user, changedColumns: ["name"]) }
             #expect(missing as? StoreError == .notFound(entity: "StoreUser", id: "1"))
             #expect(try await store.delete(StoreUser.self, id: 1) == false)
         }
@@ -75,7 +75,7 @@ struct StoreConformanceTests {
             #expect(try await store.upsert(StoreCounter(id: "b", value: 1)) == 1)
             let read = try #require(try await store.object(StoreCounter.self, id: "a"))
             #expect(read == Versioned(value: StoreCounter(id: "a", value: 3), version: 3))
-            let conflict = await storeError {
+            let conflict = await thrownError {
                 try await store.update(StoreCounter(id: "a", value: 9), changedColumns: ["value"], expectedVersion: 2)
             }
             #expect(conflict as? StoreError == .versionConflict(entity: "StoreCounter", id: "a", expected: 2, actual: 3))
@@ -101,7 +101,7 @@ struct StoreConformanceTests {
             #expect(try await store.update(changed, changedColumns: [], expectedVersion: read.version) == nil)
             #expect(try await store.object(StoreUser.self, id: 2) == read)
 
-            let unknown = await storeError { try await store.update(changed, changedColumns: ["nope"]) }
+            let unknown = await thrownError { try await store.update(changed, changedColumns: ["nope"]) }
             #expect(unknown as? StoreError == .unknownColumn(entity: "StoreUser", column: "nope"))
         }
     }
@@ -116,13 +116,13 @@ struct StoreConformanceTests {
             duplicate.insert(StoreUser.make(1))
             duplicate.update(StoreCounter(id: "kept", value: 2), changedColumns: ["value"], expectedVersion: v)
             duplicate.insert(StoreUser.make(1))
-            let error = await storeError { _ = try await store.apply(duplicate) }
+            let error = await thrownError { _ = try await store.apply(duplicate) }
             #expect((error as? PostgresError)?.kind == .uniqueViolation)
 
             var conflicting = ChangeSet()
             conflicting.insert(StoreUser.make(2))
             conflicting.delete(StoreCounter.self, id: "kept", expectedVersion: v + 100)
-            let conflict = await storeError { _ = try await store.apply(conflicting) }
+            let conflict = await thrownError { _ = try await store.apply(conflicting) }
             #expect(conflict as? StoreError == .versionConflict(entity: "StoreCounter", id: "kept", expected: v + 100, actual: v))
 
             #expect(try await store.count(FetchDescriptor<StoreUser>()) == 0)
@@ -183,7 +183,7 @@ struct StoreConformanceTests {
                 #expect(read.value == user)
                 #expect(read.version == version)
             }
-            let duplicate = await storeError { try await store.bulkInsert([StoreUser.make(500), StoreUser.make(500)]) }
+            let duplicate = await thrownError { try await store.bulkInsert([StoreUser.make(500), StoreUser.make(500)]) }
             #expect((duplicate as? PostgresError)?.constraint == "store_users_pkey")
             #expect(try await store.object(StoreUser.self, id: 500) == nil)
         }
@@ -256,7 +256,7 @@ struct StoreConformanceTests {
             #expect(store.generation != before)
             try await harness.createTables()                  // "re-run migrations" (PostgreSQL)
             #expect(try await store.count(FetchDescriptor<StoreUser>()) == 0)
-            let refused = await storeError { _ = try await store.apply(stale) }
+            let refused = await thrownError { _ = try await store.apply(stale) }
             #expect(refused as? StoreError == .storeDestroyed(generation: store.generation))
             #expect(try await store.count(FetchDescriptor<StoreUser>()) == 0)
         }

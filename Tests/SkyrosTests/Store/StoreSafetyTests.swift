@@ -14,7 +14,7 @@ struct StoreSafetyTests {
     @Test(arguments: StoreKind.allCases)
     func textWithANulCharacterIsRefusedNamingEntityAndColumn(kind: StoreKind) async throws {
         try await StoreTestServer.withStore(kind) { harness in
-            let error = await storeError { try await harness.store.insert(StoreUser.make(1, name: "a\u{0}b")) }
+            let error = await thrownError { try await harness.store.insert(StoreUser.make(1, name: "a\u{0}b")) }
             let postgresError = try #require(error as? PostgresError)
             #expect(postgresError.kind == .encoding)
             #expect(postgresError.column == "name")
@@ -23,7 +23,7 @@ struct StoreSafetyTests {
 
             var nested = StoreUser.make(2)
             nested.tags = ["ok", "bad\u{0}"]
-            let arrayError = await storeError { try await harness.store.bulkInsert([StoreUser.make(3), nested]) }
+            let arrayError = await thrownError { try await harness.store.bulkInsert([StoreUser.make(3), nested]) }
             #expect((arrayError as? PostgresError)?.column == "tags")
             #expect(try await harness.store.count(FetchDescriptor<StoreUser>()) == 0)
         }
@@ -118,7 +118,7 @@ struct StoreSafetyTests {
                 CREATE TABLE \(harness.table("mismatched")) (
                     id bigint PRIMARY KEY, name text, age text, tags jsonb NOT NULL, extra text NOT NULL)
                 """)
-            let error = await storeError { try await store.validate([StoreMismatched.self, StoreCounter.self]) }
+            let error = await thrownError { try await store.validate([StoreMismatched.self, StoreCounter.self]) }
             let mismatch = try #require(error as? SchemaMismatchError)
             let lines = mismatch.description.split(separator: "\n").map(String.init)
             #expect(lines.contains("entity StoreMismatched, column \"age\": Swift type Optional<Int> is incompatible with PostgreSQL type text"))
@@ -130,18 +130,18 @@ struct StoreSafetyTests {
             let age = try #require(mismatch.issues.first { $0.column == "age" })
             #expect(age.swiftType == "Optional<Int>" && age.postgresType == "text")
 
-            let noTable = await storeError { try await store.validate([StoreMissingTable.self]) }
+            let noTable = await thrownError { try await store.validate([StoreMissingTable.self]) }
             #expect((noTable as? SchemaMismatchError)?.issues.first?.message.contains("does not exist") == true)
         }
     }
 
     @Test func codableKeysWithoutColumnsFailClearly() async throws {
         let store = InMemoryStore()
-        let error = await storeError { try await store.insert(StoreUnmappedKey(id: 1, title: "t", note: "n")) }
+        let error = await thrownError { try await store.insert(StoreUnmappedKey(id: 1, title: "t", note: "n")) }
         let mapping = try #require(error as? EntityMappingError)
         #expect(mapping.description == "entity StoreUnmappedKey, column \"note\": the Codable key \"note\" has no column in StoreUnmappedKey.columns")
 
-        let extra = await storeError { try await store.insert(StoreExtraColumn(id: 1)) }
+        let extra = await thrownError { try await store.insert(StoreExtraColumn(id: 1)) }
         #expect((extra as? EntityMappingError)?.description.hasPrefix("entity StoreExtraColumn, column \"ghost\": no Codable key fills this column") == true)
     }
 }

@@ -188,13 +188,3 @@ enum StoreTestServer {
     }
 }
 
-/// Runs `body` and returns the error it throws (fails the test if it does not throw).
-func storeError(_ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async -> (any Error)? {
-    do {
-        try await body()
-        Issue.record("expected an error", sourceLocation: sourceLocation)
-        return nil
-    } catch {
-        return error
-    }
-}
