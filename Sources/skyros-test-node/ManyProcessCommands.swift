@@ -83,7 +83,8 @@ enum ManyProcessCommands {
         say("inserted \(rowsPerNode)")
         let total = nodes * rowsPerNode
         guard try await self.waitUntil(seconds: 60, { try await stack.store.count(FetchDescriptor<MPItem>()) == total }) else {
-            say("timeout waiting for every node's rows")
+            let seen = (try? await stack.store.count(FetchDescriptor<MPItem>())) ?? -1
+            say("timeout waiting for every node's rows: \(seen) of \(total)")
             return 1
         }
         var updates = 0
@@ -110,7 +111,8 @@ enum ManyProcessCommands {
         say("updated \(updates) conflicts \(conflicts)")
         try await stack.write(durability: .committed) { try $0.insert(MPDone(id: node)) }
         guard try await self.waitUntil(seconds: 60, { try await stack.store.count(FetchDescriptor<MPDone>()) == nodes }) else {
-            say("timeout waiting for every node to finish")
+            let seen = (try? await stack.store.count(FetchDescriptor<MPDone>())) ?? -1
+            say("timeout waiting for every node to finish: \(seen) of \(nodes)")
             return 1
         }
         // Every node is done writing: the main context and the observer must converge on PostgreSQL.

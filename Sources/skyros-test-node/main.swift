@@ -16,7 +16,12 @@ let rest = Array(arguments.dropFirst())
 // Output lines are printed with `print`, flushed at exit; commands that must report before being killed
 // write with FileHandle.standardOutput (unbuffered).
 
-if let status = try await CommitQueueCommands.run(command, rest) { exit(status) }
-if let status = try await ManyProcessCommands.run(command, rest) { exit(status) }
+do {
+    if let status = try await CommitQueueCommands.run(command, rest) { exit(status) }
+    if let status = try await ManyProcessCommands.run(command, rest) { exit(status) }
+} catch {
+    say("error \(String(reflecting: error))")
+    exit(1)
+}
 FileHandle.standardError.write(Data("skyros-test-node: unknown command \(command)\n".utf8))
 exit(2)

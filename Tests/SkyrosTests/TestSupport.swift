@@ -32,13 +32,14 @@ struct NodeProcess: Sendable {
         try self.spawn(TestNode.executablePath, arguments)
     }
 
-    /// Starts `path <arguments>` with its stdout in a temporary file.
+    /// Starts `path <arguments>` with its stdout and stderr in temporary files.
     static func spawn(_ path: String, _ arguments: [String]) throws -> NodeProcess {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("skyros-node-\(UUID().uuidString).out")
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, output.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, output.path + ".err", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
@@ -51,6 +52,14 @@ struct NodeProcess: Sendable {
 
     /// Its stdout so far.
     var output: String { (try? String(contentsOf: self.outputURL, encoding: .utf8)) ?? "" }
+
+    /// Its stderr so far (a crash message, an uncaught error).
+    var errorOutput: String { (try? String(contentsOf: self.errorURL, encoding: .utf8)) ?? "" }
+
+    /// Stdout and stderr, for a failure message.
+    var report: String { "stdout:\n\(self.output)stderr:\n\(self.errorOutput)" }
+
+    private var errorURL: URL { URL(fileURLWithPath: self.outputURL.path + ".err") }
 
     /// The lines written so far.
     var lines: [String] { self.output.split(separator: "\n").map(String.init) }
@@ -70,7 +79,10 @@ struct NodeProcess: Sendable {
         }
     }
 
-    func removeOutput() { try? FileManager.default.removeItem(at: self.outputURL) }
+    func removeOutput() {
+        try? FileManager.default.removeItem(at: self.outputURL)
+        try? FileManager.default.removeItem(at: self.errorURL)
+    }
 }
 
 /// Runs `body` and returns the error it throws (records an issue when it does not throw).

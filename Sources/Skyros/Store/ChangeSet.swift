@@ -173,6 +173,9 @@ protocol EntityOperation: Sendable {
     /// The operation as one statement whose outcome its rows tell (for pipelined group commits), or `nil`
     /// when it needs a round trip of its own (version checks, COPY, follow-up reads).
     func pipelined(on context: PostgresWriteContext) throws -> PipelinedStatement?
+    /// The operation as part of a group sent in one pipeline, or `nil` when it needs round trips of its own
+    /// (COPY, a delete by predicate: rows known only after it ran).
+    func groupOperation(schema: String?, copyThreshold: Int) throws -> GroupOperation?
     func run(in database: inout InMemoryDatabase) throws -> [RowChange]
 }
 

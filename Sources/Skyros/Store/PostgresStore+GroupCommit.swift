@@ -7,13 +7,29 @@ import SkyrosPostgres
 package protocol CommitTransactionHook: Sendable {
     /// Called once per group transaction with the results of the sets that succeeded, in commit order.
     func willCommit(batch: [ChangeSetResult], on connection: Connection) async throws
+
+    /// The same work as one statement, for a group sent as a single pipeline, given the rows the group writes
+    /// (a version is `nil` where only the server knows it yet); `nil` when there is nothing to do. Throwing
+    /// sends the group down the savepoint path, which calls ``willCommit(batch:on:)`` instead.
+    func pipelinedStatement(announcing changes: [RowChange]) throws -> CommitHookStatement?
+}
+
+/// A hook's statement in a pipelined group, and what to do with its rows once the group has committed.
+package struct CommitHookStatement: Sendable {
+    let query: PostgresQuery
+    let committed: @Sendable (PostgresRows) -> Void
+
+    package init(query: PostgresQuery, committed: @escaping @Sendable (PostgresRows) -> Void) {
+        self.query = query
+        self.committed = committed
+    }
 }
 
 extension PostgresStore {
     /// The idempotency log: one row per committed change set, written in the same transaction.
     static let commitLogTable = "skyros_commits"
 
-    private var quotedCommitLog: String {
+    var quotedCommitLog: String {
         if let schema = self.schema { return "\(quoteIdentifier(schema)).\(quoteIdentifier(Self.commitLogTable))" }
         return quoteIdentifier(Self.commitLogTable)
     }
@@ -49,6 +65,8 @@ extension PostgresStore {
         ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
         hook: (any CommitTransactionHook)?
     ) async throws -> [Result<ChangeSetResult, any Error>] {
+        if let results = try await self.applyGroupInOnePipeline(ids: ids, build: build, hook: hook) { return results }
+        self.groupCommitPaths.withLock { $0.savepoints += 1 }
         let log = self.quotedCommitLog
         return try await self.pool.withTransaction { connection in
             var results: [Result<ChangeSetResult, any Error>] = []

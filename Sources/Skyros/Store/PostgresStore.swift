@@ -25,6 +25,8 @@ public final class PostgresStore: Store {
     public let copyThreshold: Int
     private let logger: Logger
     private let generationCounter = Atomic<Int>(0)
+    /// How many group commits took each path.
+    package let groupCommitPaths = Locked(GroupCommitPaths())
 
     /// Creates a store over a pool.
     /// - Parameters:
@@ -261,34 +263,10 @@ extension EntityChange {
             return try await self.bulkInsert(encoded, plan: plan, context: context)
 
         case .update(let value, let columns, let expected):
-            let indices = try Self.columnIndices(columns, plan: plan)
-            let key = try plan.idValue(value.id)
-            if indices.isEmpty { return [] }
-            let values = try RowEncoder(plan: plan).encode(value)
-            var binds: [PostgresValue] = []
-            var assignments: [String] = []
-            for index in indices {
-                binds.append(values[index])
-                assignments.append("\(quoteIdentifier(plan.columnNames[index])) = $\(binds.count)")
+            guard let (query, key) = try Self.updateQuery(value, columns, expected: expected, resolution: self.resolution, schema: context.schema) else {
+                return []
             }
-            if let versionColumn = plan.versionColumn {
-                assignments.append("\(quoteIdentifier(versionColumn)) = \(quoteIdentifier(versionColumn)) + 1")
-            }
-            binds.append(key)
-            var sql = "UPDATE \(table) SET \(assignments.joined(separator: ", ")) WHERE \(idColumn) = $\(binds.count)"
-            if case .compareColumns(let originals) = self.resolution {
-                // Merge by property: only the columns this update changes must still hold what was read.
-                for index in indices {
-                    guard let original = originals[plan.columnNames[index]] else { continue }
-                    binds.append(original)
-                    sql += " AND \(quoteIdentifier(plan.columnNames[index])) IS NOT DISTINCT FROM $\(binds.count)"
-                }
-            } else if let expected {
-                binds.append(PostgresValue(type: .int8, text: String(expected)))
-                sql += " AND \(version) = $\(binds.count)"
-            }
-            sql += " RETURNING \(version)"
-            let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds))
+            let rows = try await connection.query(query)
             if let row = rows.first { return [change(key, .updated, try row.decode(Int64.self, at: 0))] }
             if case .skip = self.resolution, expected != nil { return [] }
             let actual = try await currentVersion(key)
@@ -301,14 +279,8 @@ extension EntityChange {
             throw StoreError.notFound(entity: plan.entityName, id: plan.describe(id: key))
 
         case .delete(let id, let expected):
-            let key = try plan.idValue(id)
-            var binds = [key]
-            var sql = "DELETE FROM \(table) WHERE \(idColumn) = $1"
-            if let expected {
-                binds.append(PostgresValue(type: .int8, text: String(expected)))
-                sql += " AND \(version) = $2"
-            }
-            let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds))
+            let (query, key) = try Self.deleteQuery(id, expected: expected, schema: context.schema)
+            let rows = try await connection.query(query)
             if rows.affectedRows > 0 { return [change(key, .deleted, nil)] }
             guard let expected else { return [] }
             if case .skip = self.resolution { return [] }
@@ -316,22 +288,11 @@ extension EntityChange {
             throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: actual)
 
         case .upsert(let value):
-            let values = try RowEncoder(plan: plan).encode(value)
-            var assignments = plan.columnNames.indices.filter { $0 != plan.idIndex }.map { index in
-                "\(quoteIdentifier(plan.columnNames[index])) = EXCLUDED.\(quoteIdentifier(plan.columnNames[index]))"
-            }
-            if let versionColumn = plan.versionColumn {
-                assignments.append("\(quoteIdentifier(versionColumn)) = \(table).\(quoteIdentifier(versionColumn)) + 1")
-            }
-            if assignments.isEmpty { assignments = ["\(idColumn) = EXCLUDED.\(idColumn)"] }
-            var query = PostgresWriteContext.insertStatement(plan, schema: context.schema, rows: [values])
-            query.append(
-                PostgresQuery(
-                    unsafeSQL: " ON CONFLICT (\(idColumn)) DO UPDATE SET \(assignments.joined(separator: ", ")) RETURNING \(version), (xmax::text = '0')"))
+            let (query, key) = try Self.upsertQuery(value, schema: context.schema)
             let rows = try await connection.query(query)
             guard let row = rows.first else { return [] }
             let inserted = try row.decode(Bool.self, at: 1)
-            return [change(values[plan.idIndex], inserted ? .inserted : .updated, try row.decode(Int64.self, at: 0))]
+            return [change(key, inserted ? .inserted : .updated, try row.decode(Int64.self, at: 0))]
 
         case .deleteWhere(let predicate):
             let query = try SQLQueryBuilder.delete(where: predicate, schema: context.schema)

@@ -101,15 +101,23 @@ struct ChangeLog: Sendable {
     /// - Returns: the entry's position, or `nil` when `changes` is empty (nothing is written or sent).
     @discardableResult
     func record(_ changes: [RowChange], origin: UUID, on connection: Connection) async throws -> Int64? {
+        guard let statement = try self.recordStatement(changes, origin: origin) else { return nil }
+        return try Self.position(try await connection.query(statement))
+    }
+
+    /// The statement ``record(_:origin:on:)`` runs (its one row: the position), `nil` when `changes` is empty.
+    func recordStatement(_ changes: [RowChange], origin: UUID) throws -> PostgresQuery? {
         if changes.isEmpty { return nil }
         let payload = String(decoding: try JSONEncoder().encode(changes.map(LoggedRowChange.init)), as: UTF8.self)
-        let rows = try await connection.query("""
+        return """
             WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin), \(payload)::jsonb)
                            RETURNING position)
             SELECT position, pg_notify(\(self.channel), position::text) FROM entry
-            """)
-        return try rows.first?.decode(Int64.self, at: 0)
+            """
     }
+
+    /// The entry's position in the rows of ``recordStatement(_:origin:)``.
+    static func position(_ rows: PostgresRows) throws -> Int64? { try rows.first?.decode(Int64.self, at: 0) }
 
     /// Entries whose transaction id is at least `horizon` (without one: at least the snapshot's `xmin`, so a
     /// new reader starts from now, not from the whole log), with the reading

@@ -64,6 +64,15 @@ final class StackSync: CommitTransactionHook, Sendable {
         }
     }
 
+    func pipelinedStatement(announcing changes: [RowChange]) throws -> CommitHookStatement? {
+        guard let feed = self.changeFeed, let query = try feed.log.recordStatement(changes, origin: self.origin) else {
+            return nil
+        }
+        return CommitHookStatement(query: query) { rows in
+            if let position = try? ChangeLog.position(rows) { feed.wrote(position) }
+        }
+    }
+
     // MARK: Remote changes
 
     private func apply(_ delivery: ChangeFeedDelivery) {

@@ -62,7 +62,7 @@ struct CommitQueueProcessTests {
             // Held: nothing is committed yet.
             #expect(try await Self.contents(schema).items.isEmpty)
             node.signal(SIGTERM)
-            #expect(await node.exitStatus() == 0)
+            #expect(await node.exitStatus() == 0, "\(node.report)")
             #expect(node.lines.contains("drained, 0 failed"))
             let (items, parts) = try await Self.contents(schema)
             #expect(items.count == count)

@@ -272,4 +272,9 @@ final class CommitThenFail: CommitTransactionHook {
         _ = try await connection.execute(script: "COMMIT")
         throw PostgresError(kind: .connectionLost, message: "simulated: connection lost at COMMIT")
     }
+
+    /// Needs the connection: groups take the savepoint path, which calls `willCommit`.
+    func pipelinedStatement(announcing changes: [RowChange]) throws -> CommitHookStatement? {
+        throw PostgresError(kind: .invalidConfiguration, message: "this hook runs on the connection")
+    }
 }

@@ -1,0 +1,75 @@
+import SkyrosPostgres
+
+extension EntityChange {
+    /// `UPDATE … SET <changed columns>[, version + 1] WHERE id = … [AND <guard>] RETURNING <version>`, and the
+    /// row's key; `nil` when no column changes. The guard is the expected version, or with
+    /// ``ConflictResolution/compareColumns(originals:)`` the changed columns' values as read.
+    static func updateQuery(
+        _ value: T, _ columns: [String], expected: Int64?, resolution: ConflictResolution, schema: String?
+    ) throws -> (query: PostgresQuery, key: PostgresValue)? {
+        let plan = try EntityPlan<T>.shared
+        let indices = try Self.columnIndices(columns, plan: plan)
+        if indices.isEmpty { return nil }
+        let key = try plan.idValue(value.id)
+        let values = try RowEncoder(plan: plan).encode(value)
+        var binds: [PostgresValue] = []
+        var assignments: [String] = []
+        for index in indices {
+            binds.append(values[index])
+            assignments.append("\(quoteIdentifier(plan.columnNames[index])) = $\(binds.count)")
+        }
+        if let versionColumn = plan.versionColumn {
+            assignments.append("\(quoteIdentifier(versionColumn)) = \(quoteIdentifier(versionColumn)) + 1")
+        }
+        binds.append(key)
+        var sql = "UPDATE \(plan.quotedTable(schema: schema)) SET \(assignments.joined(separator: ", ")) "
+            + "WHERE \(quoteIdentifier(plan.idColumn)) = $\(binds.count)"
+        if case .compareColumns(let originals) = resolution {
+            // Merge by property: only the columns this update changes must still hold what was read.
+            for index in indices {
+                guard let original = originals[plan.columnNames[index]] else { continue }
+                binds.append(original)
+                sql += " AND \(quoteIdentifier(plan.columnNames[index])) IS NOT DISTINCT FROM $\(binds.count)"
+            }
+        } else if let expected {
+            binds.append(PostgresValue(type: .int8, text: String(expected)))
+            sql += " AND \(plan.versionExpression) = $\(binds.count)"
+        }
+        sql += " RETURNING \(plan.versionExpression)"
+        return (PostgresQuery(unsafeSQL: sql, binds: binds), key)
+    }
+
+    /// `DELETE FROM … WHERE id = $1 [AND <version> = $2]`, and the row's key.
+    static func deleteQuery(_ id: T.ID, expected: Int64?, schema: String?) throws -> (query: PostgresQuery, key: PostgresValue) {
+        let plan = try EntityPlan<T>.shared
+        let key = try plan.idValue(id)
+        var binds = [key]
+        var sql = "DELETE FROM \(plan.quotedTable(schema: schema)) WHERE \(quoteIdentifier(plan.idColumn)) = $1"
+        if let expected {
+            binds.append(PostgresValue(type: .int8, text: String(expected)))
+            sql += " AND \(plan.versionExpression) = $2"
+        }
+        return (PostgresQuery(unsafeSQL: sql, binds: binds), key)
+    }
+
+    /// `INSERT … ON CONFLICT (id) DO UPDATE … RETURNING <version>, <inserted?>`, and the row's key.
+    static func upsertQuery(_ value: T, schema: String?) throws -> (query: PostgresQuery, key: PostgresValue) {
+        let plan = try EntityPlan<T>.shared
+        let table = plan.quotedTable(schema: schema)
+        let idColumn = quoteIdentifier(plan.idColumn)
+        let values = try RowEncoder(plan: plan).encode(value)
+        var assignments = plan.columnNames.indices.filter { $0 != plan.idIndex }.map { index in
+            "\(quoteIdentifier(plan.columnNames[index])) = EXCLUDED.\(quoteIdentifier(plan.columnNames[index]))"
+        }
+        if let versionColumn = plan.versionColumn {
+            assignments.append("\(quoteIdentifier(versionColumn)) = \(table).\(quoteIdentifier(versionColumn)) + 1")
+        }
+        if assignments.isEmpty { assignments = ["\(idColumn) = EXCLUDED.\(idColumn)"] }
+        var query = PostgresWriteContext.insertStatement(plan, schema: schema, rows: [values])
+        query.append(
+            PostgresQuery(
+                unsafeSQL: " ON CONFLICT (\(idColumn)) DO UPDATE SET \(assignments.joined(separator: ", ")) "
+                    + "RETURNING \(plan.versionExpression), (xmax::text = '0')"))
+        return (query, values[plan.idIndex])
+    }
+}

@@ -1,0 +1,42 @@
+import SkyrosPostgres
+
+/// The rows of one plain insert, in a form that merges with neighbouring inserts into the same table: a group
+/// commit sends consecutive ones, across change sets, as one multi-row `INSERT`.
+struct MergeableInsert {
+    /// `INSERT INTO "schema"."table" ("a", "b"[, "version"]) VALUES ` (trusted SQL text).
+    let statementPrefix: String
+    /// `, 1` when the entity has a version column (every new row starts at version 1), else empty.
+    let rowSuffix: String
+    /// ` RETURNING xmin::text::int8` when the version is the inserting transaction's id, else empty.
+    let returning: String
+    let entity: String
+    let table: String
+    /// Encoded columns per row, in declared order.
+    let rows: [[PostgresValue]]
+    let ids: [PostgresValue]
+    /// Every inserted row's version when known before the statement runs (entities with a version column).
+    let fixedVersion: Int64?
+
+    var columnCount: Int { self.rows.first?.count ?? 0 }
+
+    /// The changes these rows make, with `version` for each.
+    func changes(version: Int64?) -> [RowChange] {
+        self.ids.map { RowChange(entity: self.entity, table: self.table, id: $0, kind: .inserted, version: version) }
+    }
+}
+
+extension MergeableInsert {
+    /// The rows of `values` for entity `T`'s table in `schema`.
+    init<T: Entity>(plan: EntityPlan<T>, values: [T], schema: String?) throws {
+        let encoder = RowEncoder(plan: plan)
+        let rows = try values.map { try encoder.encode($0) }
+        var columns = plan.quotedColumns
+        if let version = plan.versionColumn { columns += ", \(quoteIdentifier(version))" }
+        self.init(
+            statementPrefix: "INSERT INTO \(plan.quotedTable(schema: schema)) (\(columns)) VALUES ",
+            rowSuffix: plan.versionColumn == nil ? "" : ", 1",
+            returning: plan.versionColumn == nil ? " RETURNING \(plan.versionExpression)" : "",
+            entity: plan.entityName, table: plan.tableName, rows: rows, ids: rows.map { $0[plan.idIndex] },
+            fixedVersion: plan.versionColumn == nil ? nil : 1)
+    }
+}

@@ -1,0 +1,178 @@
+import Foundation
+import SkyrosPostgres
+
+/// How many group commits a ``PostgresStore`` sent as one pipeline, and how many took the savepoint path
+/// (an operation that cannot be pipelined, or a set that failed).
+package struct GroupCommitPaths: Sendable, Equatable {
+    package var onePipeline = 0
+    package var savepoints = 0
+}
+
+extension PostgresStore {
+    /// Inserts merged into one statement stay below this many rows (and below the bind limit).
+    static let mergedInsertRowLimit = 1_000
+
+    /// A group sent as one pipeline — `BEGIN`, its writes (consecutive inserts into the same table merged into
+    /// multi-row `INSERT`s, across sets), the commit ids, the hook's statement, `COMMIT` — so the whole group
+    /// costs one round trip (see ``GroupOperation``).
+    ///
+    /// - Returns: one result per set; `nil` when an operation cannot be pipelined, or when the pipeline
+    ///   failed for a reason confined to a set (a constraint, a guard): nothing was committed, and the
+    ///   savepoint path (``applyGroup(ids:build:hook:)``) runs the group again, isolating the failing set.
+    /// - Throws: errors that stop the group (``stopsGroup(_:)``): nothing of it is known to be committed.
+    func applyGroupInOnePipeline(
+        ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
+        hook: (any CommitTransactionHook)?
+    ) async throws -> [Result<ChangeSetResult, any Error>]? {
+        // Built without the versions earlier sets of the group produce: a write guarded by a version that an
+        // earlier set changes then fails its guard, and the savepoint path runs the group with them.
+        var sets: [[GroupOperation]] = []
+        sets.reserveCapacity(ids.count)
+        for index in ids.indices {
+            guard let changes = try? build(index, []) else { return nil }
+            if let expected = changes.expectedGeneration, expected != self.generation { return nil }
+            var operations: [GroupOperation] = []
+            operations.reserveCapacity(changes.operations.count)
+            for operation in changes.operations {
+                guard
+                    let groupOperation = try? operation.change.groupOperation(schema: self.schema, copyThreshold: self.copyThreshold)
+                else { return nil }
+                // Too large for one statement: the savepoint path splits it.
+                if case .insert(let insert) = groupOperation,
+                    insert.rows.count * insert.columnCount > PostgresWriteContext.maximumBinds
+                {
+                    return nil
+                }
+                operations.append(groupOperation)
+            }
+            sets.append(operations)
+        }
+        let statements = Self.groupStatements(sets)
+        let hookStatement: CommitHookStatement?
+        do {
+            hookStatement = try hook?.pipelinedStatement(announcing: sets.flatMap { $0.flatMap(\.announced) })
+        } catch {
+            return nil
+        }
+
+        var queries: [PostgresQuery] = [PostgresQuery(unsafeSQL: "BEGIN")]
+        queries += statements.map(\.query)
+        queries.append(
+            PostgresQuery(
+                unsafeSQL: "INSERT INTO \(self.quotedCommitLog) (commit_id) SELECT unnest($1::uuid[])",
+                binds: [try PostgresValue(ids)]))
+        if let hookStatement { queries.append(hookStatement.query) }
+        queries.append(PostgresQuery(unsafeSQL: "COMMIT"))
+
+        let rows: [PostgresRows]
+        do {
+            rows = try await self.pool.withConnection { connection in
+                do {
+                    return try await connection.pipeline(queries)
+                } catch {
+                    // The transaction is aborted (or the connection gone): end it before the pool takes it back.
+                    _ = try? await connection.execute(script: "ROLLBACK")
+                    throw error
+                }
+            }
+        } catch {
+            if Self.stopsGroup(error) { throw error }
+            return nil
+        }
+        if let hookStatement { hookStatement.committed(rows[rows.count - 2]) }
+        self.groupCommitPaths.withLock { $0.onePipeline += 1 }
+
+        var changes: [[[RowChange]]] = sets.map { Array(repeating: [], count: $0.count) }
+        for (offset, statement) in statements.enumerated() {
+            let result = rows[1 + offset]
+            switch statement.kind {
+            case .merged(let members, let needsVersion):
+                // A version column starts at 1; otherwise the version is the transaction's xmin, shared by every
+                // row it inserted (no savepoints here): read it from the first row.
+                let xmin = needsVersion ? try result.first?.decode(Int64.self, at: 0) : nil
+                for (set, operation) in members {
+                    guard case .insert(let insert) = sets[set][operation] else { continue }
+                    changes[set][operation] = insert.changes(version: insert.fixedVersion ?? xmin)
+                }
+            case .single(let set, let operation, let decode):
+                changes[set][operation] = try decode(result)
+            }
+        }
+        return changes.map { .success(ChangeSetResult(operations: $0)) }
+    }
+
+    /// One statement of a pipelined group and how its rows map back to the sets' operations.
+    struct GroupStatement {
+        enum Kind {
+            /// A multi-row `INSERT` carrying the rows of these (set, operation) pairs.
+            case merged(members: [(set: Int, operation: Int)], needsVersion: Bool)
+            case single(set: Int, operation: Int, decode: (PostgresRows) throws -> [RowChange])
+        }
+
+        var query: PostgresQuery
+        var kind: Kind
+    }
+
+    /// The group's statements in order: consecutive inserts with the same target merged (under the row and
+    /// bind limits), every other operation its own statement.
+    static func groupStatements(_ sets: [[GroupOperation]]) -> [GroupStatement] {
+        var statements: [GroupStatement] = []
+        var sql = ""
+        var binds: [PostgresValue] = []
+        var members: [(set: Int, operation: Int)] = []
+        var rowCount = 0
+        var current: MergeableInsert?
+
+        func flush() {
+            guard let insert = current else { return }
+            statements.append(
+                GroupStatement(
+                    query: PostgresQuery(unsafeSQL: sql + insert.returning, binds: binds),
+                    kind: .merged(members: members, needsVersion: insert.fixedVersion == nil)))
+            sql = ""
+            binds = []
+            members = []
+            rowCount = 0
+            current = nil
+        }
+
+        for (setIndex, set) in sets.enumerated() {
+            for (operationIndex, operation) in set.enumerated() {
+                switch operation {
+                case .nothing:
+                    continue
+                case .statement(let statement, _):
+                    flush()
+                    statements.append(
+                        GroupStatement(
+                            query: statement.query, kind: .single(set: setIndex, operation: operationIndex, decode: statement.decode)))
+                case .insert(let insert):
+                    if insert.rows.isEmpty { continue }
+                    if let open = current,
+                        open.statementPrefix != insert.statementPrefix
+                            || rowCount + insert.rows.count > Self.mergedInsertRowLimit
+                            || binds.count + insert.rows.count * insert.columnCount > PostgresWriteContext.maximumBinds
+                    {
+                        flush()
+                    }
+                    if current == nil {
+                        current = insert
+                        sql = insert.statementPrefix
+                    }
+                    for row in insert.rows {
+                        sql += rowCount == 0 ? "(" : ", ("
+                        for (column, value) in row.enumerated() {
+                            binds.append(value)
+                            sql += column == 0 ? "$\(binds.count)" : ", $\(binds.count)"
+                        }
+                        sql += insert.rowSuffix + ")"
+                        rowCount += 1
+                    }
+                    members.append((setIndex, operationIndex))
+                }
+            }
+        }
+        flush()
+        return statements
+    }
+}

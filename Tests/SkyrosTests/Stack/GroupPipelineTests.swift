@@ -1,0 +1,149 @@
+import Foundation
+@testable import Skyros
+import SkyrosPostgres
+import Testing
+
+/// Group commits sent as one pipeline (one round trip), and their fall-back to the savepoint path.
+@Suite("Group commit in one pipeline", .timeLimit(.minutes(3)))
+struct GroupPipelineTests {
+    @Test("Queued inserts, updates, deletes and upserts commit as one group in one pipeline, with one change-log entry")
+    func mixedGroupInOnePipeline() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            let store = try #require(stack.store as? PostgresStore)
+            for id in 1...3 { try await stack.write(durability: .committed) { try $0.insert(note(id)) } }
+            try await stack.write(durability: .committed) { try $0.insert(StackCounter(id: "c", name: "counter", note: "v1")) }
+            let logBefore = try await Self.changeLogEntries(store)
+            let pathsBefore = store.groupCommitPaths.withLock { $0 }
+            let groupsBefore = stack.commitQueueStatistics.groups
+
+            stack.holdCommits()
+            var writes: [Task<Void, any Error>] = []
+            func queue(_ body: @escaping @Sendable (DataContext) async throws -> Void) async throws {
+                let expected = stack.queuedCommits + 1
+                writes.append(Task { try await stack.write(durability: .committed, body) })
+                try await eventually { stack.queuedCommits == expected }
+            }
+            try await queue { try $0.insert(note(10)) }
+            try await queue { try $0.insert(note(11)) }
+            try await queue { context in
+                var first = try #require(try await context.object(StackNote.self, id: 1))
+                first.title = "renamed"
+                try await context.update(first)
+            }
+            try await queue { try await $0.delete(StackNote.self, id: 2) }
+            try await queue { try $0.upsert(StackNote(id: 3, title: "upserted", rank: 3)) }
+            try await queue { try $0.bulkInsert([note(12), note(13)]) }
+            try await queue { context in
+                var counter = try #require(try await context.object(StackCounter.self, id: "c"))
+                counter.note = "v2"
+                try await context.update(counter)
+            }
+            stack.releaseCommits()
+            for write in writes { try await write.value }
+
+            #expect(stack.commitQueueStatistics.groups == groupsBefore + 1)
+            let paths = store.groupCommitPaths.withLock { $0 }
+            #expect(paths.onePipeline == pathsBefore.onePipeline + 1)
+            #expect(paths.savepoints == pathsBefore.savepoints)
+            let stored = try await store.fetch(StackNote.self).map(\.value)
+            #expect(stored.map(\.id).sorted() == [1, 3, 10, 11, 12, 13])
+            #expect(stored.first { $0.id == 1 }?.title == "renamed")
+            #expect(stored.first { $0.id == 3 }?.title == "upserted")
+            let counter = try #require(try await store.object(StackCounter.self, id: "c"))
+            #expect(counter.value.note == "v2")
+            #expect(counter.version == 2)
+            // The versions the group produced are the store's: a later guarded update does not conflict.
+            try await stack.write(durability: .committed) { context in
+                var first = try #require(try await context.object(StackNote.self, id: 1))
+                first.rank = 100
+                try await context.update(first)
+            }
+            #expect(try await store.object(StackNote.self, id: 1)?.value.rank == 100)
+            // One change-log entry announces every row of the group.
+            let entries = try await Self.changeLogEntries(store)
+            #expect(entries.count == logBefore.count + 1 + 1)
+            let groupEntry = try #require(entries.dropFirst(logBefore.count).first)
+            for id in ["10", "11", "1", "2", "3", "12", "13", "c"] {
+                #expect(groupEntry.contains("\"\(id)\""), "\(id) missing from \(groupEntry)")
+            }
+        }
+    }
+
+    @Test("A stale guarded update in a pipelined group: the group runs again on the savepoint path, the others commit, the update conflicts")
+    func staleUpdateFallsBack() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            let store = try #require(stack.store as? PostgresStore)
+            try await stack.write(durability: .committed) { try $0.insert(note(1)) }
+            #expect(try await stack.mainContext.object(StackNote.self, id: 1) != nil)   // cached with its version
+            try await StackTestServer.execute(stack, "UPDATE stack_notes SET rank = 99 WHERE id = 1")  // behind its back
+            let pathsBefore = store.groupCommitPaths.withLock { $0 }
+
+            stack.holdCommits()
+            let first = Task { try await stack.write(durability: .committed) { try $0.insert(note(20)) } }
+            try await eventually { stack.queuedCommits == 1 }
+            let stale = Task {
+                try await stack.write(durability: .committed) { context in
+                    var row = try #require(try await context.object(StackNote.self, id: 1))
+                    row.title = "stale"
+                    try await context.update(row)
+                }
+            }
+            try await eventually { stack.queuedCommits == 2 }
+            let last = Task { try await stack.write(durability: .committed) { try $0.insert(note(21)) } }
+            try await eventually { stack.queuedCommits == 3 }
+            stack.releaseCommits()
+
+            try await first.value
+            try await last.value
+            let error = await thrownError { try await stale.value }
+            guard case .versionConflict(let entity, let id, _, _)? = error as? StoreError else {
+                Issue.record("expected a version conflict, got \(String(describing: error))")
+                return
+            }
+            #expect(entity == "StackNote" && id == "1")
+            let paths = store.groupCommitPaths.withLock { $0 }
+            #expect(paths.savepoints == pathsBefore.savepoints + 1)
+            let stored = try await store.fetch(StackNote.self).map(\.value)
+            #expect(stored.map(\.id).sorted() == [1, 20, 21])
+            #expect(stored.first { $0.id == 1 } == StackNote(id: 1, title: "note 1", rank: 99))
+        }
+    }
+
+    @Test("Consecutive inserts into one table merge across sets into multi-row INSERTs; other writes keep their place")
+    func insertsMergeInOrder() throws {
+        func operation<T: Entity>(_ change: EntityChange<T>) throws -> GroupOperation {
+            try #require(try change.groupOperation(schema: "s", copyThreshold: 500))
+        }
+        let sets: [[GroupOperation]] = [
+            [try operation(EntityChange<StackNote>(payload: .insert(note(1))))],
+            [try operation(EntityChange<StackNote>(payload: .bulkInsert([note(2), note(3)]))),
+             try operation(EntityChange<StackNote>(payload: .delete(9, nil)))],
+            [try operation(EntityChange<StackNote>(payload: .insert(note(4)))),
+             try operation(EntityChange<StackCounter>(payload: .insert(StackCounter(id: "a", name: "a", note: "a"))))],
+        ]
+        let statements = PostgresStore.groupStatements(sets)
+        #expect(statements.count == 4)
+        #expect(statements[0].query.sql.hasPrefix("INSERT INTO \"s\".\"stack_notes\""))
+        #expect(statements[0].query.binds.count == 3 * 4)
+        #expect(statements[0].query.sql.hasSuffix("RETURNING xmin::text::int8"))
+        #expect(statements[1].query.sql.hasPrefix("DELETE FROM \"s\".\"stack_notes\""))
+        #expect(statements[2].query.binds.count == 4)
+        // A version column starts at 1: no RETURNING needed.
+        #expect(statements[3].query.sql.hasSuffix(", 1)"))
+        guard case .merged(let members, _) = statements[0].kind else {
+            Issue.record("the first statement is not a merged insert")
+            return
+        }
+        #expect(members.map(\.set) == [0, 1] && members.map(\.operation) == [0, 0])
+        #expect(try EntityChange<StackNote>(payload: .bulkInsert(Array(repeating: note(1), count: 600)))
+            .groupOperation(schema: nil, copyThreshold: 500) == nil)
+    }
+
+    /// The change log's entries (`changes` as text), oldest first.
+    static func changeLogEntries(_ store: PostgresStore) async throws -> [String] {
+        let table = ChangeLog(schema: store.schema).logTable
+        return try await store.pool.withConnection { connection in
+            try await connection.query("SELECT changes::text FROM \(unsafeRaw: table) ORDER BY position").map { try $0.decode(String.self, at: 0) }
+        }
+    }
+}
