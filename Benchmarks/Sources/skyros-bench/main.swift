@@ -1,6 +1,6 @@
 import Foundation
 
-// Usage: DATABASE_URL=postgres://… swift run -c release skyros-bench [--rounds N] [--iterations N]
+// Usage: DATABASE_URL=postgres://… swift run -c release skyros-bench [--rounds N] [--iterations N] [--only client|stack|sync]
 // Benchmarks/run starts a throw-away PostgreSQL and runs this.
 let arguments = CommandLine.arguments
 func option(_ name: String, _ fallback: Int) -> Int {
@@ -14,11 +14,20 @@ guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
 let rounds = option("--rounds", 7)
 let iterations = option("--iterations", 2000)
 
+let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+
 func runAll() async throws -> Report {
     var report = Report()
-    try await ClientBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
-    try await StackBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
-    try await SyncBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
+    // The client benchmarks create the tables the stack benchmarks read.
+    if only == nil || only == "client" || only == "stack" {
+        try await ClientBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
+    }
+    if only == nil || only == "stack" {
+        try await StackBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
+    }
+    if only == nil || only == "sync" {
+        try await SyncBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
+    }
     return report
 }
 let report: Report

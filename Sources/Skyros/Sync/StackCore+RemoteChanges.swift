@@ -28,13 +28,20 @@ extension StackCore {
 /// Tells the stack's observers that a save made rows of some tables visible in the main context, or that a
 /// failed commit reverted them.
 final class SaveNotifier: Sendable {
-    private let handler = Locked<(@Sendable (Set<String>) -> Void)?>(nil)
+    /// The closure inside a struct: a bare closure stored in a generic container is reabstracted on every
+    /// `inout` access, and the thunks pile up (each `withLock { $0 }` added two layers to the stored value,
+    /// making every call slower than the last).
+    private struct Handler {
+        let call: @Sendable (Set<String>) -> Void
+    }
 
-    func set(_ handler: @escaping @Sendable (Set<String>) -> Void) { self.handler.withLock { $0 = handler } }
+    private let handler = Locked<Handler?>(nil)
+
+    func set(_ handler: @escaping @Sendable (Set<String>) -> Void) { self.handler.withLock { $0 = Handler(call: handler) } }
 
     /// Saved (or reverted) slots: wakes the observers of their tables.
     func saved(_ slots: [ResolvedSlot]) {
-        guard !slots.isEmpty, let handler = self.handler.withLock({ $0 }) else { return }
+        guard !slots.isEmpty, let handler = self.handler.withLock({ $0 })?.call else { return }
         handler(Set(slots.map { slot in
             switch slot {
             case .row(let row): row.key.table
