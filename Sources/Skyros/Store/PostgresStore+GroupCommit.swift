@@ -11,18 +11,7 @@ package protocol CommitTransactionHook: Sendable {
     /// The same work as one statement, for a group sent as a single pipeline, given the rows the group writes
     /// (a version is `nil` where only the server knows it yet); `nil` when there is nothing to do. Throwing
     /// sends the group down the savepoint path, which calls ``willCommit(batch:on:)`` instead.
-    func pipelinedStatement(announcing changes: [RowChange]) throws -> CommitHookStatement?
-}
-
-/// A hook's statement in a pipelined group, and what to do with its rows once the group has committed.
-package struct CommitHookStatement: Sendable {
-    let query: PostgresQuery
-    let committed: @Sendable (PostgresRows) -> Void
-
-    package init(query: PostgresQuery, committed: @escaping @Sendable (PostgresRows) -> Void) {
-        self.query = query
-        self.committed = committed
-    }
+    func pipelinedStatement(announcing changes: [RowChange]) throws -> PostgresQuery?
 }
 
 extension PostgresStore {

@@ -48,7 +48,7 @@ extension PostgresStore {
             sets.append(operations)
         }
         let statements = Self.groupStatements(sets)
-        let hookStatement: CommitHookStatement?
+        let hookStatement: PostgresQuery?
         do {
             hookStatement = try hook?.pipelinedStatement(announcing: sets.flatMap { $0.flatMap(\.announced) })
         } catch {
@@ -61,7 +61,7 @@ extension PostgresStore {
             PostgresQuery(
                 unsafeSQL: "INSERT INTO \(self.quotedCommitLog) (commit_id) SELECT unnest($1::uuid[])",
                 binds: [try PostgresValue(ids)]))
-        if let hookStatement { queries.append(hookStatement.query) }
+        if let hookStatement { queries.append(hookStatement) }
         queries.append(PostgresQuery(unsafeSQL: "COMMIT"))
 
         let rows: [PostgresRows]
@@ -79,7 +79,6 @@ extension PostgresStore {
             if Self.stopsGroup(error) { throw error }
             return nil
         }
-        if let hookStatement { hookStatement.committed(rows[rows.count - 2]) }
         self.groupCommitPaths.withLock { $0.onePipeline += 1 }
 
         var changes: [[[RowChange]]] = sets.map { Array(repeating: [], count: $0.count) }

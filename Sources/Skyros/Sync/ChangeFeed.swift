@@ -30,9 +30,8 @@ final class ChangeFeed: Sendable {
         var statistics = ChangeFeedStatistics()
         var listener: PostgresListener?
         var tasks: [Task<Void, Never>] = []
-        /// Positions this stack wrote (hints for them need no read), and how many hints were skipped since
-        /// the last read (bounded, so the re-read window does not grow without end).
-        var ownPositions: Set<Int64> = []
+        /// How many of this stack's own hints were skipped since the last read (bounded, so the re-read window
+        /// does not grow without end).
         var skippedSinceRead = 0
     }
 
@@ -80,7 +79,7 @@ final class ChangeFeed: Sendable {
                 switch event {
                 case .listening: continue
                 case .notification(let hint):
-                    if let position = Int64(hint.payload), self.needsNoRead(position) { continue }
+                    if let hint = ChangeLog.Hint(hint.payload), self.needsNoRead(hint) { continue }
                     await self.readUntilDone()
                 case .reconnected:
                     self.state.withLock { $0.statistics.catchUps += 1 }
@@ -117,20 +116,12 @@ final class ChangeFeed: Sendable {
         tasks.forEach { $0.cancel() }
     }
 
-    /// Records a position this stack is committing: its hint needs no read.
-    func wrote(_ position: Int64) {
+    /// Whether a hint can be skipped: its entry was delivered already, or it is this stack's own (at most 100
+    /// in a row, then a read advances the horizon).
+    private func needsNoRead(_ hint: ChangeLog.Hint) -> Bool {
         self.state.withLock { state in
-            if state.ownPositions.count > 10_000 { state.ownPositions.removeAll() }
-            state.ownPositions.insert(position)
-        }
-    }
-
-    /// Whether the hint for `position` can be skipped: already delivered, or this stack's own (at most 100
-    /// own hints in a row, then a read advances the horizon).
-    private func needsNoRead(_ position: Int64) -> Bool {
-        self.state.withLock { state in
-            if state.cursor.hasDelivered(position) { return true }
-            guard state.ownPositions.remove(position) != nil, state.skippedSinceRead < 100 else { return false }
+            if state.cursor.hasDelivered(hint.position) { return true }
+            guard hint.origin == self.origin, state.skippedSinceRead < 100 else { return false }
             state.skippedSinceRead += 1
             return true
         }

@@ -96,56 +96,77 @@ struct ChangeLog: Sendable {
         }
     }
 
-    /// Appends one entry for the transaction running on `connection` and sends the hint (its position) on
-    /// ``channel``: both take effect at COMMIT, so hints exist only for committed data, in commit order.
+    /// Appends one entry for the transaction running on `connection` and sends the hint on ``channel``: both
+    /// take effect at COMMIT, so hints exist only for committed data, in commit order.
     /// - Returns: the entry's position, or `nil` when `changes` is empty (nothing is written or sent).
     @discardableResult
     func record(_ changes: [RowChange], origin: UUID, on connection: Connection) async throws -> Int64? {
         guard let statement = try self.recordStatement(changes, origin: origin) else { return nil }
-        return try Self.position(try await connection.query(statement))
+        return try await connection.query(statement).first?.decode(Int64.self, at: 0)
     }
 
     /// The statement ``record(_:origin:on:)`` runs (its one row: the position), `nil` when `changes` is empty.
+    /// The hint is `<position> <origin>` (see ``Hint``): a stack skips its own without reading the log.
     func recordStatement(_ changes: [RowChange], origin: UUID) throws -> PostgresQuery? {
         if changes.isEmpty { return nil }
         let payload = String(decoding: try JSONEncoder().encode(changes.map(LoggedRowChange.init)), as: UTF8.self)
         return """
             WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin), \(payload)::jsonb)
                            RETURNING position)
-            SELECT position, pg_notify(\(self.channel), position::text) FROM entry
+            SELECT position, pg_notify(\(self.channel), position::text || ' ' || \(origin.uuidString.lowercased())) FROM entry
             """
     }
 
-    /// The entry's position in the rows of ``recordStatement(_:origin:)``.
-    static func position(_ rows: PostgresRows) throws -> Int64? { try rows.first?.decode(Int64.self, at: 0) }
+    /// A hint's payload: the entry's position and the stack that wrote it.
+    struct Hint: Equatable {
+        var position: Int64
+        var origin: UUID?
+
+        init(position: Int64, origin: UUID?) {
+            self.position = position
+            self.origin = origin
+        }
+
+        /// Parses `<position> <origin>` (or a bare position).
+        init?(_ payload: String) {
+            let parts = payload.split(separator: " ", maxSplits: 1)
+            guard let first = parts.first, let position = Int64(first) else { return nil }
+            self.position = position
+            self.origin = parts.count > 1 ? UUID(uuidString: String(parts[1])) : nil
+        }
+    }
 
     /// Entries whose transaction id is at least `horizon` (without one: at least the snapshot's `xmin`, so a
-    /// new reader starts from now, not from the whole log), with the reading
-    /// snapshot's `xmin` (every transaction below it has finished) and the pruning watermark.
+    /// new reader starts from now, not from the whole log), with the reading snapshot's `xmin` (every
+    /// transaction below it has finished) and the pruning watermark. One statement, so one snapshot and one
+    /// round trip.
     func read(from horizon: String?, on connection: Connection) async throws
         -> (entries: [ChangeLogEntry], xmin: String, prunedThrough: String)
     {
-        try await connection.withTransaction(isolation: .repeatableRead) { connection in
-            let head = try await connection.query(
-                "SELECT pg_snapshot_xmin(pg_current_snapshot())::text, pruned_through::text FROM \(unsafeRaw: self.stateTable)")
-            guard let first = head.first else {
-                throw PostgresError(kind: .undefinedTable, message: "the change log state row of \(self.logTable) is missing")
-            }
-            let xmin = try first.decode(String.self, at: 0)
-            let pruned = try first.decode(String.self, at: 1)
-            let rows = try await connection.query("""
-                SELECT position, xid::text, origin, changes::text FROM \(unsafeRaw: self.logTable)
-                WHERE xid >= coalesce(\(try PostgresValue(horizon))::xid8, pg_snapshot_xmin(pg_current_snapshot())) ORDER BY position
-                """)
-            let decoder = JSONDecoder()
-            let entries = try rows.map { row in
-                ChangeLogEntry(
-                    position: try row.decode(Int64.self, at: 0), xid: try row.decode(String.self, at: 1),
-                    origin: try row.decode(UUID.self, at: 2),
-                    changes: try decoder.decode([LoggedRowChange].self, from: Data(try row.decode(String.self, at: 3).utf8)))
-            }
-            return (entries, xmin, pruned)
+        let rows = try await connection.query("""
+            SELECT head.xmin, head.pruned, entry.position, entry.xid::text, entry.origin, entry.changes::text
+            FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin, pruned_through::text AS pruned
+                  FROM \(unsafeRaw: self.stateTable)) AS head
+            LEFT JOIN LATERAL (
+                SELECT position, xid, origin, changes FROM \(unsafeRaw: self.logTable)
+                WHERE xid >= coalesce(\(try PostgresValue(horizon))::xid8, pg_snapshot_xmin(pg_current_snapshot()))) AS entry ON true
+            ORDER BY entry.position
+            """)
+        guard let first = rows.first else {
+            throw PostgresError(kind: .undefinedTable, message: "the change log state row of \(self.logTable) is missing")
         }
+        let xmin = try first.decode(String.self, at: 0)
+        let pruned = try first.decode(String.self, at: 1)
+        let decoder = JSONDecoder()
+        var entries: [ChangeLogEntry] = []
+        for row in rows {
+            guard let position = try row.decode(Int64?.self, at: 2) else { continue }
+            entries.append(
+                ChangeLogEntry(
+                    position: position, xid: try row.decode(String.self, at: 3), origin: try row.decode(UUID.self, at: 4),
+                    changes: try decoder.decode([LoggedRowChange].self, from: Data(try row.decode(String.self, at: 5).utf8))))
+        }
+        return (entries, xmin, pruned)
     }
 
     /// Deletes committed entries older than `age`, and beyond the newest `maxEntries`; raises the pruning

@@ -1,7 +1,12 @@
+import Foundation
+
 extension DataStack {
     /// The `application_name` of this stack's listener connection (to find it in `pg_stat_activity`), or
     /// `nil` without a change feed.
     package var changeFeedApplicationName: String? { self.sync.changeFeed?.applicationName }
+
+    /// The origin this stack's change-log entries and hints carry, or `nil` without a change feed.
+    package var changeFeedOrigin: UUID? { self.sync.changeFeed?.origin }
 
     /// The change feed's counters (zero without a feed).
     package var changeFeedStatistics: ChangeFeedStatistics { self.sync.changeFeed?.statistics ?? ChangeFeedStatistics() }

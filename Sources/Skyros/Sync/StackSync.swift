@@ -59,18 +59,11 @@ final class StackSync: CommitTransactionHook, Sendable {
 
     func willCommit(batch: [ChangeSetResult], on connection: Connection) async throws {
         guard let feed = self.changeFeed else { return }
-        if let position = try await feed.log.record(batch.flatMap(\.changes), origin: self.origin, on: connection) {
-            feed.wrote(position)
-        }
+        try await feed.log.record(batch.flatMap(\.changes), origin: self.origin, on: connection)
     }
 
-    func pipelinedStatement(announcing changes: [RowChange]) throws -> CommitHookStatement? {
-        guard let feed = self.changeFeed, let query = try feed.log.recordStatement(changes, origin: self.origin) else {
-            return nil
-        }
-        return CommitHookStatement(query: query) { rows in
-            if let position = try? ChangeLog.position(rows) { feed.wrote(position) }
-        }
+    func pipelinedStatement(announcing changes: [RowChange]) throws -> PostgresQuery? {
+        try self.changeFeed?.log.recordStatement(changes, origin: self.origin)
     }
 
     // MARK: Remote changes

@@ -274,7 +274,7 @@ final class CommitThenFail: CommitTransactionHook {
     }
 
     /// Needs the connection: groups take the savepoint path, which calls `willCommit`.
-    func pipelinedStatement(announcing changes: [RowChange]) throws -> CommitHookStatement? {
+    func pipelinedStatement(announcing changes: [RowChange]) throws -> PostgresQuery? {
         throw PostgresError(kind: .invalidConfiguration, message: "this hook runs on the connection")
     }
 }
