@@ -122,11 +122,6 @@ struct ChangeLog: Sendable {
         var position: Int64
         var origin: UUID?
 
-        init(position: Int64, origin: UUID?) {
-            self.position = position
-            self.origin = origin
-        }
-
         /// Parses `<position> <origin>` (or a bare position).
         init?(_ payload: String) {
             let parts = payload.split(separator: " ", maxSplits: 1)
@@ -143,28 +138,30 @@ struct ChangeLog: Sendable {
     func read(from horizon: String?, on connection: Connection) async throws
         -> (entries: [ChangeLogEntry], xmin: String, prunedThrough: String)
     {
+        // The head row (kind 0) first, then the entries; a join would make the planner guess the state table's
+        // size (never analysed), overestimate the cost a thousandfold and JIT-compile a trivial query.
         let rows = try await connection.query("""
-            SELECT head.xmin, head.pruned, entry.position, entry.xid::text, entry.origin, entry.changes::text
-            FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin, pruned_through::text AS pruned
-                  FROM \(unsafeRaw: self.stateTable)) AS head
-            LEFT JOIN LATERAL (
-                SELECT position, xid, origin, changes FROM \(unsafeRaw: self.logTable)
-                WHERE xid >= coalesce(\(try PostgresValue(horizon))::xid8, pg_snapshot_xmin(pg_current_snapshot()))) AS entry ON true
-            ORDER BY entry.position
+            SELECT 0 AS kind, pg_snapshot_xmin(pg_current_snapshot())::text, pruned_through::text,
+                   NULL::int8 AS position, NULL::text, NULL::uuid, NULL::text
+            FROM \(unsafeRaw: self.stateTable)
+            UNION ALL
+            SELECT 1, NULL, NULL, position, xid::text, origin, changes::text FROM \(unsafeRaw: self.logTable)
+            WHERE xid >= coalesce(\(try PostgresValue(horizon))::xid8, pg_snapshot_xmin(pg_current_snapshot()))
+            ORDER BY kind, position
             """)
-        guard let first = rows.first else {
+        guard let first = rows.first, try first.decode(Int.self, at: 0) == 0 else {
             throw PostgresError(kind: .undefinedTable, message: "the change log state row of \(self.logTable) is missing")
         }
-        let xmin = try first.decode(String.self, at: 0)
-        let pruned = try first.decode(String.self, at: 1)
+        let xmin = try first.decode(String.self, at: 1)
+        let pruned = try first.decode(String.self, at: 2)
         let decoder = JSONDecoder()
         var entries: [ChangeLogEntry] = []
-        for row in rows {
-            guard let position = try row.decode(Int64?.self, at: 2) else { continue }
+        for row in rows.dropFirst() {
             entries.append(
                 ChangeLogEntry(
-                    position: position, xid: try row.decode(String.self, at: 3), origin: try row.decode(UUID.self, at: 4),
-                    changes: try decoder.decode([LoggedRowChange].self, from: Data(try row.decode(String.self, at: 5).utf8))))
+                    position: try row.decode(Int64.self, at: 3), xid: try row.decode(String.self, at: 4),
+                    origin: try row.decode(UUID.self, at: 5),
+                    changes: try decoder.decode([LoggedRowChange].self, from: Data(try row.decode(String.self, at: 6).utf8))))
         }
         return (entries, xmin, pruned)
     }
