@@ -147,3 +147,40 @@ int64_t raw_fetch_100(raw_conn *conn, int n) {
     }
     return now_ns() - start;
 }
+
+/* What a durable one-row write sends, as raw libpq: one pipeline per write holding BEGIN, the INSERT, the
+   commit-id row, the change-log row with its pg_notify, COMMIT (the statements Skyros's group commit sends for
+   a group of one). The server-side floor of a durable write with idempotency and change announcements. */
+int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id) {
+    Oid types[2] = {20, 25};
+    char id[24];
+    const char *values[2] = {id, "benchmark row"};
+    PGconn *pg = conn->pg;
+    int64_t start = now_ns();
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof id, "%lld", (long long)(first_id + i));
+        if (!PQenterPipelineMode(pg)) return -1;
+        PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
+        PQsendQueryParams(pg, "INSERT INTO bench_insert (id, name) VALUES ($1, $2)", 2, types, values, NULL, NULL, 0);
+        PQsendQueryParams(pg, "INSERT INTO skyros_commits (commit_id) VALUES (gen_random_uuid())", 0, NULL, NULL, NULL, NULL, 0);
+        PQsendQueryParams(pg,
+            "WITH entry AS (INSERT INTO skyros_change_log (origin, changes) VALUES (gen_random_uuid(), "
+            "jsonb_build_array(jsonb_build_object('t', 'bench_insert', 'id', $1::text))) RETURNING position) "
+            "SELECT position, pg_notify('skyros_raw_bench', position::text) FROM entry",
+            1, types, values, NULL, NULL, 0);
+        PQsendQueryParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
+        PQpipelineSync(pg);
+        int failed = 0;
+        for (;;) {
+            PGresult *r = PQgetResult(pg);
+            if (r == NULL) continue;
+            ExecStatusType s = PQresultStatus(r);
+            if (s == PGRES_PIPELINE_SYNC) { PQclear(r); break; }
+            if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) failed = 1;
+            PQclear(r);
+        }
+        PQexitPipelineMode(pg);
+        if (failed) return -1;
+    }
+    return now_ns() - start;
+}

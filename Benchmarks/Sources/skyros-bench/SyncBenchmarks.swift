@@ -77,6 +77,7 @@ struct SyncBenchmarks {
 
         // Durable single write vs raw autocommit INSERT.
         var rawInsert = Measurement()
+        var rawDurable = Measurement()
         var durable = Measurement()
         let n = max(200, self.iterations / 4)
         var rawID: Int64 = 1_000_000
@@ -85,6 +86,10 @@ struct SyncBenchmarks {
             guard rawNs > 0 else { throw BenchmarkFailure(description: "raw insert failed") }
             rawID += Int64(n)
             rawInsert.add(totalNanoseconds: rawNs, operations: n)
+            let rawDurableNs = raw_durable_transactions(raw, Int32(n), rawID)
+            guard rawDurableNs > 0 else { throw BenchmarkFailure(description: "raw durable transaction failed") }
+            rawID += Int64(n)
+            rawDurable.add(totalNanoseconds: rawDurableNs, operations: n)
             let first = nextID
             durable.add(totalNanoseconds: try await elapsedNanoseconds {
                 for i in 0..<n {
@@ -94,6 +99,7 @@ struct SyncBenchmarks {
             nextID += n
         }
         report.add("Durable single write vs raw autocommit INSERT", microseconds(rawInsert.median), microseconds(durable.median), ratio(durable.median, rawInsert.median), "≤ 1.3×")
+        report.add("Durable single write vs the same transaction sent by raw libpq (one pipeline)", microseconds(rawDurable.median), microseconds(durable.median), ratio(durable.median, rawDurable.median), "—")
 
         // Commit in one stack → observer event in another stack (own pool, own listener), vs raw LISTEN/NOTIFY.
         let observerStack = try await DataStack.start(DataStackConfiguration(

@@ -19,5 +19,8 @@ int64_t raw_sequential_transaction(raw_conn *conn, int n, int64_t first_id);
 int64_t raw_pipeline_transaction(raw_conn *conn, int n, int64_t first_id);
 /// Fetches the 100 rows with score < 10 ordered by id, decoding every column, n times. Returns ns or -1.
 int64_t raw_fetch_100(raw_conn *conn, int n);
+/// n durable one-row writes as Skyros sends them: per write one pipeline of BEGIN, INSERT, the commit-id row,
+/// the change-log row with pg_notify, COMMIT. Returns elapsed ns or -1.
+int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id);
 
 #endif
