@@ -1,3 +1,5 @@
+import Foundation
+
 /// A reader's position in the change log, correct although log positions are not assigned in commit order.
 ///
 /// Every transaction whose id is below a snapshot's `xmin` had finished when the snapshot was taken, so its
@@ -11,12 +13,15 @@ struct ChangeCursor: Sendable {
     private var delivered: [Int64: UInt64] = [:]
     /// The pruning watermark when last checked.
     private var prunedThrough: UInt64?
+    /// The identity of the log last read.
+    private var logID: UUID?
 
     /// What one read means for the reader.
     enum Outcome: Sendable, Equatable {
         /// Entries not delivered before, in position order.
         case entries([ChangeLogEntry])
-        /// Entries the reader never saw were pruned: it must drop what it caches and refetch.
+        /// Entries the reader never saw were pruned, or the log itself was replaced (the store was destroyed
+        /// and rebuilt): the reader must drop what it caches and refetch.
         case gap
     }
 
@@ -26,9 +31,20 @@ struct ChangeCursor: Sendable {
     func hasDelivered(_ position: Int64) -> Bool { self.delivered[position] != nil }
 
     /// Folds in one read of the log (all entries with `xid >= horizon`, the snapshot's `xmin`, the watermark).
-    mutating func advance(entries: [ChangeLogEntry], xmin: String, prunedThrough: String) -> Outcome {
+    mutating func advance(entries: [ChangeLogEntry], xmin: String, prunedThrough: String, logID: UUID? = nil) -> Outcome {
         let xmin = UInt64(xmin) ?? 0
         let pruned = UInt64(prunedThrough) ?? 0
+        if let logID, let known = self.logID, logID != known {
+            // A new log: what was delivered from the old one says nothing about it, and the rows it described
+            // are gone. Start over from this read.
+            self.logID = logID
+            self.delivered = [:]
+            self.prunedThrough = pruned
+            self.horizon = xmin
+            for entry in entries { self.delivered[entry.position] = UInt64(entry.xid) ?? 0 }
+            return .gap
+        }
+        if let logID { self.logID = logID }
         defer {
             self.prunedThrough = pruned
             if let horizon = self.horizon { self.horizon = max(horizon, xmin) } else { self.horizon = xmin }

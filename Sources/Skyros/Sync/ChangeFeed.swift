@@ -106,6 +106,13 @@ final class ChangeFeed: Sendable {
         try await self.pool.withConnection { try await self.log.createIfNeeded(on: $0) }
     }
 
+    /// Sends a hint that makes every other stack read the log now (position 0: never an entry). After a
+    /// destroy and rebuild their next read finds a new log and flushes what they cache.
+    func announceNewLog() async throws {
+        let payload = "0 \(self.origin.uuidString.lowercased())"
+        try await self.pool.withConnection { _ = try await $0.query("SELECT pg_notify(\(self.log.channel), \(payload))") }
+    }
+
     /// Stops listening.
     func stop() {
         let (listener, tasks) = self.state.withLock { state in
@@ -146,17 +153,17 @@ final class ChangeFeed: Sendable {
     func read() async throws {
         try await self.reader.run {
             let horizon = self.state.withLock { $0.cursor.horizonText }
-            let (entries, xmin, pruned) = try await self.pool.withConnection { try await self.log.read(from: horizon, on: $0) }
+            let (entries, xmin, pruned, logID) = try await self.pool.withConnection { try await self.log.read(from: horizon, on: $0) }
             let outcome = self.state.withLock { state -> ChangeCursor.Outcome in
                 state.statistics.reads += 1
                 state.skippedSinceRead = 0
-                let outcome = state.cursor.advance(entries: entries, xmin: xmin, prunedThrough: pruned)
+                let outcome = state.cursor.advance(entries: entries, xmin: xmin, prunedThrough: pruned, logID: logID)
                 if outcome == .gap { state.statistics.flushes += 1 }
                 return outcome
             }
             switch outcome {
             case .gap:
-                self.logger.info("change log entries were pruned before this stack read them; flushing the cache")
+                self.logger.info("change log entries were pruned before this stack read them, or the log was replaced; flushing the cache")
                 await self.deliver(.flush)
             case .entries(let fresh):
                 let remote = fresh.filter { $0.origin != self.origin }

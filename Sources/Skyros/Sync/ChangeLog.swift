@@ -90,7 +90,9 @@ struct ChangeLog: Sendable {
                 CREATE INDEX IF NOT EXISTS skyros_change_log_xid ON \(self.logTable) (xid);
                 CREATE TABLE IF NOT EXISTS \(self.stateTable) (
                     id boolean PRIMARY KEY DEFAULT true CHECK (id),
-                    pruned_through xid8 NOT NULL DEFAULT '0');
+                    pruned_through xid8 NOT NULL DEFAULT '0',
+                    log_id uuid NOT NULL DEFAULT gen_random_uuid());
+                ALTER TABLE \(self.stateTable) ADD COLUMN IF NOT EXISTS log_id uuid NOT NULL DEFAULT gen_random_uuid();
                 INSERT INTO \(self.stateTable) (id) VALUES (true) ON CONFLICT (id) DO NOTHING;
                 """)
         }
@@ -133,16 +135,16 @@ struct ChangeLog: Sendable {
 
     /// Entries whose transaction id is at least `horizon` (without one: at least the snapshot's `xmin`, so a
     /// new reader starts from now, not from the whole log), with the reading snapshot's `xmin` (every
-    /// transaction below it has finished) and the pruning watermark. One statement, so one snapshot and one
-    /// round trip.
+    /// transaction below it has finished), the pruning watermark, and the log's identity (a new one after the
+    /// schema was destroyed and the log created again). One statement, so one snapshot and one round trip.
     func read(from horizon: String?, on connection: Connection) async throws
-        -> (entries: [ChangeLogEntry], xmin: String, prunedThrough: String)
+        -> (entries: [ChangeLogEntry], xmin: String, prunedThrough: String, logID: UUID)
     {
         // The head row (kind 0) first, then the entries; a join would make the planner guess the state table's
         // size (never analysed), overestimate the cost a thousandfold and JIT-compile a trivial query.
         let rows = try await connection.query("""
             SELECT 0 AS kind, pg_snapshot_xmin(pg_current_snapshot())::text, pruned_through::text,
-                   NULL::int8 AS position, NULL::text, NULL::uuid, NULL::text
+                   NULL::int8 AS position, NULL::text, log_id, NULL::text
             FROM \(unsafeRaw: self.stateTable)
             UNION ALL
             SELECT 1, NULL, NULL, position, xid::text, origin, changes::text FROM \(unsafeRaw: self.logTable)
@@ -154,6 +156,7 @@ struct ChangeLog: Sendable {
         }
         let xmin = try first.decode(String.self, at: 1)
         let pruned = try first.decode(String.self, at: 2)
+        let logID = try first.decode(UUID.self, at: 5)
         let decoder = JSONDecoder()
         var entries: [ChangeLogEntry] = []
         for row in rows.dropFirst() {
@@ -163,7 +166,7 @@ struct ChangeLog: Sendable {
                     origin: try row.decode(UUID.self, at: 5),
                     changes: try decoder.decode([LoggedRowChange].self, from: Data(try row.decode(String.self, at: 6).utf8))))
         }
-        return (entries, xmin, pruned)
+        return (entries, xmin, pruned, logID)
     }
 
     /// Deletes committed entries older than `age`, and beyond the newest `maxEntries`; raises the pruning

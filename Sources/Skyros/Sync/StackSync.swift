@@ -48,10 +48,14 @@ final class StackSync: CommitTransactionHook, Sendable {
     }
 
     /// Ends every observation with ``ObservationError/storeRebuilt``, recreates the change log (the rebuild
-    /// dropped it), and attaches the new core.
+    /// dropped it), tells the other stacks (their next read finds a new log and flushes their caches), and
+    /// attaches the new core.
     func storeRebuilt(core: StackCore) async throws {
         self.observers.finishAll(throwing: ObservationError.storeRebuilt)
-        if let feed = self.changeFeed { try await feed.createLog() }
+        if let feed = self.changeFeed {
+            try await feed.createLog()
+            try await feed.announceNewLog()
+        }
         self.attach(core)
     }
 

@@ -27,6 +27,13 @@ struct ChangeLogTests {
         // A watermark that rises to the horizon means unseen entries may be gone.
         #expect(cursor.advance(entries: [], xmin: "103", prunedThrough: "102") == .gap)
         #expect(cursor.advance(entries: [], xmin: "104", prunedThrough: "102") == .entries([]))
+        // A new log (the store was destroyed and rebuilt): a gap, then normal delivery from the new log.
+        let first = UUID()
+        let second = UUID()
+        #expect(cursor.advance(entries: [], xmin: "104", prunedThrough: "102", logID: first) == .entries([]))
+        #expect(cursor.advance(entries: [Self.entry(1, xid: 104)], xmin: "105", prunedThrough: "0", logID: second) == .gap)
+        #expect(cursor.advance(entries: [Self.entry(1, xid: 104), Self.entry(2, xid: 105)], xmin: "104", prunedThrough: "0", logID: second)
+            == .entries([Self.entry(2, xid: 105)]))
     }
 
     @Test func anEntryWhoseTransactionCommitsAfterALaterPositionIsNotMissed() async throws {

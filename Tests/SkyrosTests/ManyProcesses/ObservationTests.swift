@@ -99,6 +99,20 @@ struct ObservationTests {
         }
     }
 
+    @Test(arguments: Kind.allCases)
+    func aConsumerThatDoesNotReadHoldsNoBacklog(_ kind: Kind) async throws {
+        try await Self.withStack(kind) { stack in
+            var iterator = stack.observe(FetchDescriptor<MPItem>(sortBy: [SortDescriptor(\.id)])).makeAsyncIterator()
+            let initial = try #require(try await iterator.next())
+            for id in 1...300 { try await stack.write { try $0.insert(MPItem(id: Int64(id), owner: 0, value: id, title: "")) } }
+            // Nothing was buffered while the consumer was away: the next element is the state now, its diff
+            // taken against the last element the consumer received.
+            let next = try #require(try await iterator.next())
+            #expect(next.values.map(\.id) == Array(1...300))
+            #expect(next.diff.applied(to: initial.values) == next.values)
+        }
+    }
+
     @Test func aCommitThatFailsRevertsWhatObserversSaw() async throws {
         try await ManyProcessHarness.withSchema { schema in
             let stack = try await ManyProcessHarness.stack(schema: schema)
@@ -122,6 +136,39 @@ struct ObservationTests {
             _ = try await iterator.next()
             try await stack.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
             await #expect(throws: ObservationError.storeRebuilt) { _ = try await iterator.next() }
+        }
+    }
+
+    @Test func anotherStacksRebuildFlushesThisStacksCacheAndItsObserversRefetch() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await ManyProcessHarness.stack(schema: schema)
+            let b = try await ManyProcessHarness.stack(schema: schema)
+            try await b.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "before")) }
+            #expect(try await b.mainContext.object(MPItem.self, id: 1) != nil)    // cached in B
+            var observed = b.observe(FetchDescriptor<MPItem>()).makeAsyncIterator()
+            #expect(try await observed.next()?.values.map(\.id) == [1])
+
+            try await a.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
+            // A's stack has no migrations: create its tables again, as a migration would.
+            let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            _ = try await connection.execute(script: """
+                CREATE TABLE \(quoteIdentifier(schema)).mp_items (id bigint PRIMARY KEY, owner integer NOT NULL,
+                                                                 value integer NOT NULL, title text NOT NULL);
+                CREATE TABLE \(quoteIdentifier(schema)).mp_done (id integer PRIMARY KEY);
+                """)
+            await connection.close()
+
+            // B hears of the new log (A's hint), flushes its cache, and its observer re-runs the query.
+            #expect(await ManyProcessHarness.eventually(within: .seconds(10)) { b.changeFeedStatistics.flushes >= 1 })
+            #expect(try await b.mainContext.object(MPItem.self, id: 1) == nil)
+            let refetched = try await observed.next()
+            #expect(refetched?.values.isEmpty == true)
+            #expect(refetched?.diff.deleted.count == 1)
+            // And the feed goes on: A's next commit reaches B's observer.
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 2, title: "after")) }
+            #expect(try await observed.next()?.values.map(\.id) == [2])
+            await a.shutdown()
+            await b.shutdown()
         }
     }
 }
