@@ -88,7 +88,14 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
 /// Quotes an SQL identifier: wraps it in double quotes and doubles embedded quotes.
 /// Equivalent to `PQescapeIdentifier` for UTF-8 text, without a connection.
 public func quoteIdentifier(_ name: String) -> String {
-    "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    var quoted = "\""
+    quoted.reserveCapacity(name.utf8.count + 2)
+    for character in name.unicodeScalars {
+        if character == "\"" { quoted.unicodeScalars.append("\"") }
+        quoted.unicodeScalars.append(character)
+    }
+    quoted.unicodeScalars.append("\"")
+    return quoted
 }
 
 /// Shifts `$n` placeholders outside string literals, quoted identifiers and comments by `offset`.

@@ -15,6 +15,8 @@ struct ConnectionTests {
         }
         let rows = try await connection.query("SELECT \(identifier: "order") FROM \(qualified: [schema, "odd \"name\""]) ORDER BY 1")
         #expect(Set(try rows.map { try $0.decode(String.self, at: 0) }) == Set(hostile))
+        #expect(quoteIdentifier("odd \"name\"") == "\"odd \"\"name\"\"\"")
+        #expect(quoteIdentifier("naïve 表") == "\"naïve 表\"")
         await connection.close()
     }
 

@@ -34,7 +34,7 @@ final class ObserverRegistry: Sendable {
     /// Registers an observer of `tables`; its signal stream keeps at most one pending wake-up (bursts coalesce).
     func register(tables: Set<String>) -> (id: UUID, signals: AsyncStream<ObserverSignal>) {
         let (signals, continuation) = AsyncStream.makeStream(of: ObserverSignal.self, bufferingPolicy: .bufferingNewest(1))
-        let id = UUID()
+        let id = UUID.random()
         self.observers.withLock { $0[id] = Observer(tables: tables, signal: continuation) }
         return (id, signals)
     }

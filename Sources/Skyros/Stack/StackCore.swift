@@ -31,6 +31,9 @@ final class StackCore: Sendable {
         /// Queued changes per row, oldest first; the last one is what readers see.
         var pending: [RowKey: [PendingEntry]] = [:]
         var pendingCountByTable: [String: Int] = [:]
+        /// Rows another process changed while they had a queued local change: when that change commits, its
+        /// value may be older than the other process's, so the row is evicted rather than cached.
+        var remoteChangedWhilePending: Set<RowKey> = []
         var queue: [QueuedCommit] = []
         var queueHead = 0
         var nextCommit: UInt64 = 1
@@ -219,7 +222,7 @@ final class StackCore: Sendable {
                 state.pendingCountByTable[row.key.table, default: 0] += 1
                 state.cache.pin(row.key)
             }
-            state.queue.append(QueuedCommit(id: id, slots: slots, ticket: ticket, commitID: UUID(), policy: policy, bytes: bytes))
+            state.queue.append(QueuedCommit(id: id, slots: slots, ticket: ticket, commitID: UUID.random(), policy: policy, bytes: bytes))
             state.unfinishedCount += 1
             state.unfinishedBytes += bytes
             self.metrics.queueDepth.record(state.unfinishedCount)
@@ -465,13 +468,15 @@ final class StackCore: Sendable {
             var rowKeys = Set<RowKey>()
             for case .row(let row) in commit.slots {
                 rowKeys.insert(row.key)
+                let remoteChanged = state.remoteChangedWhilePending.contains(row.key)
                 self.unqueue(row.key, commit: commit.id, state: &state)
                 if let value = row.value {
-                    if let version = written[row.key]?.version, !Self.mayHaveMerged(row, policy: commit.policy) {
+                    if let version = written[row.key]?.version, !Self.mayHaveMerged(row, policy: commit.policy), !remoteChanged {
                         state.cache.put(row.key, value: value, version: version, bytes: sizes[row.key] ?? 0)
                     } else {
-                        // Not written (the store won a conflict), its version is unknown, or the stored row may
-                        // hold another writer's columns (merged): read it again.
+                        // Not written (the store won a conflict), its version is unknown, the stored row may
+                        // hold another writer's columns (merged), or another process changed it meanwhile
+                        // (before or after this commit: no telling): read it again.
                         state.cache.remove(row.key)
                     }
                 } else {
@@ -509,6 +514,10 @@ final class StackCore: Sendable {
         guard var entries = state.pending[key], let index = entries.firstIndex(where: { $0.commit == commit }) else { return }
         entries.remove(at: index)
         state.pending[key] = entries.isEmpty ? nil : entries
+        if entries.isEmpty, !state.remoteChangedWhilePending.isEmpty {
+            // The row's last queued change is done (its caller checked the mark first).
+            state.remoteChangedWhilePending.remove(key)
+        }
         state.pendingCountByTable[key.table, default: 1] -= 1
         state.cache.unpin(key)
     }

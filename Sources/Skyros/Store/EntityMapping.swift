@@ -85,6 +85,8 @@ package final class EntityPlan<T: Entity>: Sendable {
     package let keyStrategy: ColumnKeyStrategy
     /// The version column, or `nil` for `xmin`.
     package let versionColumn: String?
+    /// The quoted column list in declared order (trusted SQL text).
+    package let quotedColumns: String
 
     init() throws {
         let name = String(describing: T.self)
@@ -103,6 +105,7 @@ package final class EntityPlan<T: Entity>: Sendable {
         self.columnIndex = index
         self.keyStrategy = (T.self as? any ColumnKeyStrategyProviding.Type)?.columnKeyStrategy ?? .useCodingKeys
         self.versionColumn = T.versionColumn
+        self.quotedColumns = self.columnNames.map(quoteIdentifier).joined(separator: ", ")
         if let version = T.versionColumn, index[version] != nil {
             throw EntityMappingError(
                 entity: name, column: version,
@@ -133,8 +136,6 @@ package final class EntityPlan<T: Entity>: Sendable {
         self.versionColumn.map(quoteIdentifier) ?? "xmin::text::int8"
     }
 
-    /// The quoted column list in declared order (trusted SQL text).
-    package var quotedColumns: String { self.columnNames.map(quoteIdentifier).joined(separator: ", ") }
 
     /// Encodes an id as a bound value.
     package func idValue(_ id: T.ID) throws -> PostgresValue {

@@ -153,7 +153,7 @@ final class ChangeFeed: Sendable {
     func read() async throws {
         try await self.reader.run {
             let horizon = self.state.withLock { $0.cursor.horizonText }
-            let (entries, xmin, pruned, logID) = try await self.pool.withConnection { try await self.log.read(from: horizon, on: $0) }
+            let (entries, xmin, pruned, logID) = try await self.pool.withConnection { try await self.log.read(from: horizon, excluding: self.origin, on: $0) }
             let outcome = self.state.withLock { state -> ChangeCursor.Outcome in
                 state.statistics.reads += 1
                 state.skippedSinceRead = 0

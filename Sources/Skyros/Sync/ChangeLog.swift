@@ -39,6 +39,45 @@ struct LoggedRowChange: Codable, Sendable, Hashable {
     }
 
     var key: RowKey { RowKey(table: self.t, id: PostgresValue(type: PostgresType(rawValue: self.o), text: self.i)) }
+
+    /// The JSON array of `changes` as ``LoggedRowChange``s decode it (written by hand: `JSONEncoder` was 4% of
+    /// the commit queue's CPU).
+    static func json(_ changes: [RowChange]) -> String {
+        var out = "["
+        for (index, change) in changes.enumerated() {
+            let row = LoggedRowChange(change)
+            if index > 0 { out += "," }
+            out += "{\"t\":"
+            Self.appendString(row.t, to: &out)
+            out += ",\"o\":\(row.o),\"i\":"
+            Self.appendString(row.i, to: &out)
+            out += ",\"k\":\"\(row.k)\""
+            if let version = row.v { out += ",\"v\":\(version)" }
+            out += "}"
+        }
+        return out + "]"
+    }
+
+    /// Appends `text` as a JSON string literal.
+    private static func appendString(_ text: String, to out: inout String) {
+        out += "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    out += "\\u00" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        out += "\""
+    }
 }
 
 /// The durable change log of one schema: `skyros_change_log`, written in every commit transaction together
@@ -111,7 +150,7 @@ struct ChangeLog: Sendable {
     /// The hint is `<position> <origin>` (see ``Hint``): a stack skips its own without reading the log.
     func recordStatement(_ changes: [RowChange], origin: UUID) throws -> PostgresQuery? {
         if changes.isEmpty { return nil }
-        let payload = String(decoding: try JSONEncoder().encode(changes.map(LoggedRowChange.init)), as: UTF8.self)
+        let payload = LoggedRowChange.json(changes)
         return """
             WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin), \(payload)::jsonb)
                            RETURNING position)
@@ -137,7 +176,8 @@ struct ChangeLog: Sendable {
     /// new reader starts from now, not from the whole log), with the reading snapshot's `xmin` (every
     /// transaction below it has finished), the pruning watermark, and the log's identity (a new one after the
     /// schema was destroyed and the log created again). One statement, so one snapshot and one round trip.
-    func read(from horizon: String?, on connection: Connection) async throws
+    /// - Parameter excluding: an origin whose entries are left out (a stack's own: it skips them anyway).
+    func read(from horizon: String?, excluding origin: UUID? = nil, on connection: Connection) async throws
         -> (entries: [ChangeLogEntry], xmin: String, prunedThrough: String, logID: UUID)
     {
         // The head row (kind 0) first, then the entries; a join would make the planner guess the state table's
@@ -149,6 +189,7 @@ struct ChangeLog: Sendable {
             UNION ALL
             SELECT 1, NULL, NULL, position, xid::text, origin, changes::text FROM \(unsafeRaw: self.logTable)
             WHERE xid >= coalesce(\(try PostgresValue(horizon))::xid8, pg_snapshot_xmin(pg_current_snapshot()))
+              AND origin IS DISTINCT FROM \(try PostgresValue(origin))::uuid
             ORDER BY kind, position
             """)
         guard let first = rows.first, try first.decode(Int.self, at: 0) == 0 else {

@@ -1,13 +1,18 @@
 import SkyrosPostgres
 
 extension StackCore {
-    /// Drops rows another process changed from the cache. Rows with a queued local change stay (the local
-    /// commit either overwrites them or fails with a conflict and evicts them). Reads in flight retry, so
-    /// they do not put back what they read before the change.
+    /// Drops rows another process changed from the cache. Rows with a queued local change stay visible as
+    /// this process wrote them, and are marked: when that change commits, the row is evicted rather than
+    /// cached (the other process may have committed after it). Reads in flight retry, so they do not put
+    /// back what they read before the change.
     func evictRemote(_ keys: [RowKey]) {
         self.state.withLock { state in
-            for key in keys where state.pending[key] == nil {
-                state.cache.remove(key)
+            for key in keys {
+                if state.pending[key] == nil {
+                    state.cache.remove(key)
+                } else {
+                    state.remoteChangedWhilePending.insert(key)
+                }
             }
             state.finishedCommits += 1
         }
@@ -19,6 +24,7 @@ extension StackCore {
             state.cache.removeAll()
             for (key, entries) in state.pending {
                 for _ in entries { state.cache.pin(key) }
+                state.remoteChangedWhilePending.insert(key)
             }
             state.finishedCommits += 1
         }

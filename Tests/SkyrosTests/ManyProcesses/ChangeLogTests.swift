@@ -115,6 +115,17 @@ struct ChangeLogTests {
         }
     }
 
+    @Test func theLoggedJSONDecodesToTheSameChanges() throws {
+        let ids = ["plain", "quote \" and \\ backslash", "line\nbreak\ttab\r", "\u{1}\u{1f}", "naïve 表 🚀", ""]
+        let changes = ids.enumerated().map { index, id in
+            RowChange(entity: "E", table: "t \"\(index)", id: PostgresValue(type: .text, text: id),
+                      kind: index % 2 == 0 ? .inserted : .deleted, version: index % 2 == 0 ? Int64(index) : nil)
+        }
+        let decoded = try JSONDecoder().decode([LoggedRowChange].self, from: Data(LoggedRowChange.json(changes).utf8))
+        #expect(decoded == changes.map(LoggedRowChange.init))
+        #expect(LoggedRowChange.json([]) == "[]")
+    }
+
     @Test func longSchemaNamesGetAChannelThatFitsAnIdentifier() {
         let name = ChangeLog.channelName(schema: String(repeating: "schema", count: 20))
         #expect(name.utf8.count <= 63)
