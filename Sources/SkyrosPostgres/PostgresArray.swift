@@ -15,9 +15,13 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
                 continue
             }
             out += "\""
-            for scalar in text.unicodeScalars {
-                if scalar == "\"" || scalar == "\\" { out += "\\" }
-                out.unicodeScalars.append(scalar)
+            if text.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                for scalar in text.unicodeScalars {
+                    if scalar == "\"" || scalar == "\\" { out += "\\" }
+                    out.unicodeScalars.append(scalar)
+                }
+            } else {
+                out += text
             }
             out += "\""
         }
