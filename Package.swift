@@ -96,7 +96,9 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyrosTests",
-            dependencies: ["Skyros", "SkyrosPostgres"],
+            dependencies: [
+                "Skyros", "SkyrosPostgres", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

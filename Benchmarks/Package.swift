@@ -1,6 +1,11 @@
 // swift-tools-version:6.1
 // Benchmarks live in their own package so their dependencies never reach the library's users.
+import Foundation
 import PackageDescription
+
+// SwiftPM names a path dependency after its directory (whatever the clone is called).
+let skyros = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("..").standardized
+    .lastPathComponent
 
 let package = Package(
     name: "SkyrosBenchmarks",
@@ -18,8 +23,8 @@ let package = Package(
             name: "skyros-bench",
             dependencies: [
                 "RawLibPQ",
-                .product(name: "SkyrosPostgres", package: "main"),
-                .product(name: "Skyros", package: "main"),
+                .product(name: "SkyrosPostgres", package: skyros),
+                .product(name: "Skyros", package: skyros),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]

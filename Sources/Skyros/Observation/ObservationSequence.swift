@@ -1,4 +1,5 @@
 import Foundation
+import ServiceLifecycle
 import SkyrosPostgres
 
 /// The results of an observation (``DataStack/observe(_:)``, ``DataStack/observe(_:id:)``), as an
@@ -14,8 +15,10 @@ import SkyrosPostgres
 ///     try await socket.send(result.diff)
 /// }
 /// ```
-/// Each iterator is an observation of its own. Iteration ends when the consuming task is cancelled or the
-/// stack shuts down, and throws ``ObservationError/storeRebuilt`` after ``DataStack/destroyAndRebuild(confirm:)``.
+/// Each iterator is an observation of its own. Iteration ends when the consuming task is cancelled, the stack
+/// shuts down, or the consumer runs inside a swift-service-lifecycle service that is shutting down gracefully
+/// (an HTTP server's open event streams end, so it can stop); it throws ``ObservationError/storeRebuilt``
+/// after ``DataStack/destroyAndRebuild(confirm:)``.
 public struct ObservationSequence<Element: Sendable>: AsyncSequence, Sendable {
     public typealias Failure = any Error
 
@@ -82,8 +85,16 @@ final class ObservationDriver<State: Sendable, Element: Sendable>: ObservationDr
                 if let first = self.changes(nil, current) { return first }
             }
             while true {
-                // nil: the consuming task was cancelled, or the stack shut down.
-                guard let signal = await self.signals.next() else { return try self.end(throwing: nil) }
+                // nil: the consuming task was cancelled, the stack shut down, or the service the consumer
+                // runs in is shutting down gracefully (a server waits for its open streams: end them).
+                let registry = self.registry
+                let id = self.id
+                let next = await withGracefulShutdownHandler {
+                    await self.signals.next()
+                } onGracefulShutdown: {
+                    registry.remove(id)
+                }
+                guard let signal = next else { return try self.end(throwing: nil) }
                 if case .finished(let error) = signal { return try self.end(throwing: error) }
                 if self.coalescing > .zero { try await Task.sleep(for: self.coalescing) }
                 let current = try await Self.retrying(self.fetch)

@@ -107,3 +107,19 @@ public struct ObservedResult<T: Entity>: Sendable {
     /// How to go from the previous result to ``values``.
     public let diff: ResultDiff<T>
 }
+
+/// Encodes as `{"values": […], "diff": {"deleted": [{"offset", "id"}], "inserted": [{"offset", "value"}],
+/// "moved": [{"from", "to", "value"}], "updated": [{"offset", "value"}]}}` — ready to send to a browser.
+///
+/// ```swift
+/// for try await result in stack.observe(openTickets) {
+///     try await writer.write(ByteBuffer(data: try JSONEncoder().encode(result)))
+/// }
+/// ```
+extension ObservedResult: Encodable where T.ID: Encodable {}
+
+extension ResultDiff: Encodable where T.ID: Encodable {}
+extension ResultDiff.Removal: Encodable where T.ID: Encodable {}
+extension ResultDiff.Insertion: Encodable {}
+extension ResultDiff.Move: Encodable {}
+extension ResultDiff.Update: Encodable {}
