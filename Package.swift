@@ -74,12 +74,18 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Used only by the multi-process tests; not a product.
+        // Used only by the multi-process tests; not products.
+        .target(
+            name: "SkyrosTestFixtures",
+            dependencies: ["Skyros"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "skyros-test-node",
             dependencies: [
                 "Skyros",
                 "SkyrosPostgres",
+                "SkyrosTestFixtures",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -97,7 +103,8 @@ let package = Package(
         .testTarget(
             name: "SkyrosTests",
             dependencies: [
-                "Skyros", "SkyrosPostgres", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "Skyros", "SkyrosPostgres", "SkyrosTestFixtures",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

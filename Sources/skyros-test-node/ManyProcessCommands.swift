@@ -1,5 +1,6 @@
 import Foundation
 import Skyros
+import SkyrosTestFixtures
 import SkyrosPostgres
 
 /// Process-level commands for the many-processes tests (writers, observers, cache coherence).
@@ -179,26 +180,6 @@ actor ReplayObserver {
             say("observer ended: \(error)")
         }
     }
-}
-
-/// The many-processes tests' row (table `mp_items`).
-struct MPItem: Entity, Equatable {
-    var id: Int64
-    var owner: Int
-    var value: Int
-    var title: String
-
-    static let tableName = "mp_items"
-    static let columns: [EntityColumn<MPItem>] = [
-        EntityColumn(\.id, "id"), EntityColumn(\.owner, "owner"), EntityColumn(\.value, "value"), EntityColumn(\.title, "title"),
-    ]
-}
-
-/// A node that finished writing (table `mp_done`).
-struct MPDone: Entity, Equatable {
-    var id: Int
-    static let tableName = "mp_done"
-    static let columns: [EntityColumn<MPDone>] = [EntityColumn(\.id, "id")]
 }
 
 /// `--name value` pairs.

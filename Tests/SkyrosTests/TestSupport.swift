@@ -95,3 +95,16 @@ func thrownError(_ body: () async throws -> Void, sourceLocation: SourceLocation
         return error
     }
 }
+
+/// Polls `condition` every `interval` until it holds or `deadline` passes; whether it held. The one
+/// deadline poll of the suite: ``eventually(timeout:sourceLocation:_:)`` records an issue on top of it.
+func poll(
+    within deadline: Duration, every interval: Duration = .milliseconds(10), _ condition: () async throws -> Bool
+) async rethrows -> Bool {
+    let end = ContinuousClock.now + deadline
+    while ContinuousClock.now < end {
+        if try await condition() { return true }
+        try? await Task.sleep(for: interval)
+    }
+    return try await condition()
+}

@@ -1,27 +1,8 @@
 import Foundation
 import Skyros
+import SkyrosTestFixtures
 import SkyrosPostgres
 import Testing
-
-/// The row the many-processes tests share with `skyros-test-node` (same table and columns as its `MPItem`).
-struct MPItem: Entity, Equatable {
-    var id: Int64
-    var owner: Int
-    var value: Int
-    var title: String
-
-    static let tableName = "mp_items"
-    static let columns: [EntityColumn<MPItem>] = [
-        EntityColumn(\.id, "id"), EntityColumn(\.owner, "owner"), EntityColumn(\.value, "value"), EntityColumn(\.title, "title"),
-    ]
-}
-
-/// A node that finished writing (the nodes' `MPDone`).
-struct MPDone: Entity, Equatable {
-    var id: Int
-    static let tableName = "mp_done"
-    static let columns: [EntityColumn<MPDone>] = [EntityColumn(\.id, "id")]
-}
 
 /// Schemas, stacks and child processes for the many-processes tests.
 enum ManyProcessHarness {
@@ -68,14 +49,9 @@ enum ManyProcessHarness {
     /// Starts `skyros-test-node <arguments>` with its stdout in a temporary file.
     static func spawn(_ arguments: [String]) throws -> NodeProcess { try NodeProcess.spawn(arguments) }
 
-    /// Polls `condition` every 20 ms until it holds or `deadline` passes.
+    /// Polls `condition` until it holds or `deadline` passes (see ``poll(within:every:_:)``).
     static func eventually(within deadline: Duration = .seconds(10), _ condition: () async throws -> Bool) async rethrows -> Bool {
-        let end = ContinuousClock.now + deadline
-        while ContinuousClock.now < end {
-            if try await condition() { return true }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return try await condition()
+        try await poll(within: deadline, every: .milliseconds(20), condition)
     }
 
     /// Terminates the backend of the listener named `applicationName`; returns how many were terminated.

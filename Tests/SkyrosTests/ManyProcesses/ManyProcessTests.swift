@@ -1,5 +1,6 @@
 import Foundation
 import Skyros
+import SkyrosTestFixtures
 import SkyrosPostgres
 import Testing
 

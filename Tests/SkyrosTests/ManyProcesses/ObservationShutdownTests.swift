@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 @testable import Skyros
+import SkyrosTestFixtures
 import SkyrosPostgres
 import Testing
 

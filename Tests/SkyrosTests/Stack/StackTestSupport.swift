@@ -121,15 +121,11 @@ enum StackTestServer {
     }
 }
 
-/// Polls `condition` until it holds or the deadline passes.
+/// Polls `condition` until it holds or the deadline passes; records an issue when it never does.
 func eventually(
     timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation, _ condition: () async throws -> Bool
 ) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(5))
-    }
+    if try await poll(within: timeout, every: .milliseconds(5), condition) { return }
     Issue.record("condition not met within \(timeout)", sourceLocation: sourceLocation)
 }
 
