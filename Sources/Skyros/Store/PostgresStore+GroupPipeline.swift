@@ -81,6 +81,8 @@ extension PostgresStore {
         }
         self.groupCommitPaths.withLock { $0.onePipeline += 1 }
 
+        // Committed: nothing below may fail the sets. A version that cannot be read stays unknown (the stack
+        // then reads the row again rather than caching it).
         var changes: [[[RowChange]]] = sets.map { Array(repeating: [], count: $0.count) }
         for (offset, statement) in statements.enumerated() {
             let result = rows[1 + offset]
@@ -88,13 +90,13 @@ extension PostgresStore {
             case .merged(let members, let needsVersion):
                 // A version column starts at 1; otherwise the version is the transaction's xmin, shared by every
                 // row it inserted (no savepoints here): read it from the first row.
-                let xmin = needsVersion ? try result.first?.decode(Int64.self, at: 0) : nil
+                let xmin = needsVersion ? (try? result.first?.decode(Int64.self, at: 0)) ?? nil : nil
                 for (set, operation) in members {
                     guard case .insert(let insert) = sets[set][operation] else { continue }
                     changes[set][operation] = insert.changes(version: insert.fixedVersion ?? xmin)
                 }
             case .single(let set, let operation, let decode):
-                changes[set][operation] = try decode(result)
+                changes[set][operation] = (try? decode(result)) ?? sets[set][operation].announced
             }
         }
         return changes.map { .success(ChangeSetResult(operations: $0)) }
