@@ -64,7 +64,7 @@ enum ManyProcessCommands {
         let node = Int(options["node"]) ?? 0
         let nodes = Int(options["nodes"]) ?? 4
         let rowsPerNode = Int(options["rows"]) ?? 1000
-        var random = SplitMix(seed: UInt64(options["seed"]) ?? UInt64(node + 1))
+        var random = SeededGenerator(seed: UInt64(options["seed"]) ?? UInt64(node + 1))
         let observed = FetchDescriptor<MPItem>(
             predicate: #Predicate { $0.value >= 500 },
             sortBy: [SortDescriptor(\MPItem.value, order: .reverse), SortDescriptor(\MPItem.id)], fetchLimit: 25)
@@ -202,18 +202,6 @@ struct NodeError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A small deterministic random generator.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { self.state = seed }
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Writes one line to stdout, unbuffered.
 func say(_ line: String) {

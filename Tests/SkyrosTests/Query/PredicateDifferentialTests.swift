@@ -1,5 +1,6 @@
 import Foundation
 @testable import Skyros
+import SkyrosTestFixtures
 import SkyrosPostgres
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import Skyros
+import SkyrosTestFixtures
 import SkyrosPostgres
 
 /// The entity the query suites translate and evaluate.
@@ -68,19 +69,6 @@ enum QueryTestServer {
     }
 }
 
-/// A deterministic generator (SplitMix64), so a failing case reproduces from its seed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { self.state = seed }
-
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Embeds a whole predicate as a node of another, with its variable bound to the outer row — so generated
 /// leaves (real `#Predicate` trees) can be combined with `&&`, `||` and `!` at run time. Evaluates exactly like

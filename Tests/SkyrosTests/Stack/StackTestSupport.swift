@@ -83,24 +83,7 @@ enum StackTestServer {
                 throw error
             }
         case .postgres:
-            let schema = uniqueSchemaName()
-            let configuration = try configuration
-            return try await withMigrations(["1_stack.sql": migrationSQL]) { directory in
-                let stack = try await DataStack.start(DataStackConfiguration(
-                    store: .postgres(configuration, schema: schema), migrations: .directory(directory),
-                    entities: [StackNote.self, StackCounter.self], cacheLimit: cacheLimit,
-                    pool: .init(maximumConnections: 4, leaseTimeout: .seconds(120))))
-                do {
-                    let result = try await body(stack)
-                    await stack.shutdown()
-                    try await dropSchema(schema)
-                    return result
-                } catch {
-                    await stack.shutdown()
-                    try? await dropSchema(schema)
-                    throw error
-                }
-            }
+            return try await withQueueStack({ $0.cacheLimit = cacheLimit }, body)
         }
     }
 
