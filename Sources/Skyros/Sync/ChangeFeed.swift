@@ -107,10 +107,15 @@ final class ChangeFeed: Sendable {
     }
 
     /// Sends a hint that makes every other stack read the log now (position 0: never an entry). After a
-    /// destroy and rebuild their next read finds a new log and flushes what they cache.
-    func announceNewLog() async throws {
+    /// destroy and rebuild their next read finds a new log and flushes what they cache. Best effort: the
+    /// rebuild has happened either way, and other stacks also notice the new log at any later commit's hint.
+    func announceNewLog() async {
         let payload = "0 \(self.origin.uuidString.lowercased())"
-        try await self.pool.withConnection { _ = try await $0.query("SELECT pg_notify(\(self.log.channel), \(payload))") }
+        do {
+            try await self.pool.withConnection { _ = try await $0.query("SELECT pg_notify(\(self.log.channel), \(payload))") }
+        } catch {
+            self.logger.warning("could not announce the rebuilt change log", metadata: ["skyros.error": "\(error)"])
+        }
     }
 
     /// Stops listening.

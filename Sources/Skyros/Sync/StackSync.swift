@@ -54,7 +54,7 @@ final class StackSync: CommitTransactionHook, Sendable {
         self.observers.finishAll(throwing: ObservationError.storeRebuilt)
         if let feed = self.changeFeed {
             try await feed.createLog()
-            try await feed.announceNewLog()
+            await feed.announceNewLog()
         }
         self.attach(core)
     }
