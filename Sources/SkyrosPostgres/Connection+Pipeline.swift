@@ -23,20 +23,36 @@ extension Connection {
         }
         self.logger.debug("pipeline", metadata: ["skyros.pipeline.count": "\(queries.count)"])
         let secrets = self.redactionSecrets
+        let steps = self.pipelineSteps(for: queries)
+        var prepared: [Int] = []
+        defer {
+            for index in prepared {
+                if case .prepare(let name) = steps[index] { self.registerPrepared(queries[index], name: name) }
+            }
+        }
         return try await self.withHandle { connection in
-            try Self.runPipeline(queries, on: connection, secrets: secrets)
+            try Self.runPipeline(queries, steps: steps, on: connection, secrets: secrets, prepared: &prepared)
         }
     }
 
     private static func runPipeline(
-        _ queries: [PostgresQuery], on connection: OpaquePointer, secrets: [String]
+        _ queries: [PostgresQuery], steps: [PipelineStep], on connection: OpaquePointer, secrets: [String],
+        prepared: inout [Int]
     ) throws -> [PostgresRows] {
         guard PQenterPipelineMode(connection) == 1 else {
             throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
         }
         PQsetnonblocking(connection, 1)
-        var reader = PipelineReader(expected: queries.count)
+        var items: [Bool] = []
+        items.reserveCapacity(queries.count)
+        for step in steps {
+            if case .prepare = step { items.append(true) }
+            items.append(false)
+        }
+        var reader = PipelineReader(prepareItems: items)
         var syncSent = false
+        // Runs after the drain below: the statements whose Prepare succeeded exist on the server.
+        defer { prepared = reader.prepared }
         defer {
             if !syncSent, PQstatus(connection) == CONNECTION_OK {
                 PQpipelineSync(connection)
@@ -82,8 +98,16 @@ extension Connection {
         }
 
         for (index, query) in queries.enumerated() {
-            let sent = try LibPQ.withParameters(query.binds) { count, types, values in
-                PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0)
+            let sent = try LibPQ.withParameters(query.binds) { count, types, values -> Int32 in
+                switch steps[index] {
+                case .unnamed:
+                    return PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0)
+                case .prepared(let name):
+                    return PQsendQueryPrepared(connection, name, count, values, nil, nil, 0)
+                case .prepare(let name):
+                    guard PQsendPrepare(connection, name, query.sql, count, types) == 1 else { return 0 }
+                    return PQsendQueryPrepared(connection, name, count, values, nil, nil, 0)
+                }
             }
             guard sent == 1 else { throw LibPQ.error(result: nil, connection: connection, secrets: secrets) }
             if index % 256 == 255 {
@@ -111,18 +135,33 @@ extension Connection {
     }
 }
 
-/// Collects pipeline results: one result (or error) per statement, a NULL between statements, then a sync.
+/// How one statement of a pipeline is sent.
+enum PipelineStep {
+    /// Parsed for this execution only.
+    case unnamed
+    /// Executes a statement this connection prepared before.
+    case prepared(String)
+    /// Prepares the statement under this name, then executes it.
+    case prepare(String)
+}
+
+/// Collects pipeline results: one result (or error) per item sent (a statement, or a statement's `Prepare`), a
+/// NULL after each, then a sync.
 private struct PipelineReader {
-    let expected: Int
+    /// Per item, in order: whether it is a `Prepare` (its result is not one of the statements' results).
+    let prepareItems: [Bool]
+    var item = 0
     var results: [PostgresRows] = []
+    /// The indices of the statements whose `Prepare` succeeded.
+    var prepared: [Int] = []
     var current: PostgresRows?
     var currentError: PostgresError?
     var failure: PostgresError?
     var finished = false
 
-    init(expected: Int) {
-        self.expected = expected
-        self.results.reserveCapacity(expected)
+    init(prepareItems: [Bool]) {
+        self.prepareItems = prepareItems
+        self.results.reserveCapacity(prepareItems.count)
     }
 
     mutating func take(_ result: OpaquePointer, connection: OpaquePointer) {
@@ -146,7 +185,15 @@ private struct PipelineReader {
     mutating func nullResult() {
         if self.current == nil && self.currentError == nil {
             // Two NULLs in a row only happen when the connection broke.
-            if self.results.count >= self.expected { return }
+            if self.item >= self.prepareItems.count { return }
+        }
+        defer { self.item += 1 }
+        if self.item < self.prepareItems.count, self.prepareItems[self.item] {
+            // A statement's Prepare: its statement's result comes next (the index is that statement's).
+            if self.current != nil, self.currentError == nil { self.prepared.append(self.results.count) }
+            self.current = nil
+            self.currentError = nil
+            return
         }
         self.results.append(
             self.current

@@ -52,6 +52,8 @@ public actor Connection {
     /// Whether named prepared statements are used (disable behind PgBouncer < 1.21 in transaction mode).
     private let usePreparedStatements: Bool
     static let statementCacheLimit = 1024
+    /// Pipelined statements with more parameters than this (large multi-row inserts) are not prepared.
+    static let pipelinePreparedBindLimit = 1024
 
     private static let counter = IDCounter()
 
@@ -222,30 +224,58 @@ public actor Connection {
                 let result = PQexecParams(connection, query.sql, count, types, values, nil, nil, 0)
                 return try LibPQ.consume(result, connection: connection)
             }
-            let name = try self.preparedStatement(for: query, types: types, count: count, on: connection)
+            guard let name = try self.preparedStatement(for: query, types: types, count: count, on: connection) else {
+                let result = PQexecParams(connection, query.sql, count, types, values, nil, nil, 0)
+                return try LibPQ.consume(result, connection: connection)
+            }
             let result = PQexecPrepared(connection, name, count, values, nil, nil, 0)
             return try LibPQ.consume(result, connection: connection)
         }
     }
 
+    /// The cached prepared statement for `query`, prepared now if new; `nil` (send it unnamed) when the cache
+    /// is full or the text is cached with other parameter types, so the server never accumulates statements.
     private func preparedStatement(
         for query: PostgresQuery, types: UnsafePointer<Oid>?, count: Int32, on connection: OpaquePointer
-    ) throws -> String {
-        // Keyed by text; the parameter types are pinned when a statement is prepared, so a call with other
-        // types gets its own statement.
+    ) throws -> String? {
         if let cached = self.statements[query.sql] {
-            if cached.types.count == Int(count), cached.types.indices.allSatisfy({ cached.types[$0] == types![$0] }) {
-                return cached.name
-            }
+            let same = cached.types.count == Int(count) && cached.types.indices.allSatisfy { cached.types[$0] == types![$0] }
+            return same ? cached.name : nil
         }
-        self.statementCounter += 1
-        let name = "skyros_\(self.statementCounter)"
+        guard self.statements.count < Self.statementCacheLimit else { return nil }
+        let name = self.nextStatementName()
         _ = try LibPQ.consume(PQprepare(connection, name, query.sql, count, types), connection: connection)
-        if self.statements.count < Self.statementCacheLimit {
-            self.statements[query.sql] = PreparedStatement(
-                name: name, types: (0..<Int(count)).map { types![$0] })
-        }
+        self.statements[query.sql] = PreparedStatement(name: name, types: (0..<Int(count)).map { types![$0] })
         return name
+    }
+
+    private func nextStatementName() -> String {
+        self.statementCounter += 1
+        return "skyros_\(self.statementCounter)"
+    }
+
+    /// How each statement of a pipeline is sent: statements with parameters use the connection's prepared
+    /// statements, and new ones are prepared inside the same pipeline (so a repeated group commit parses
+    /// nothing); the others, and any when the cache is full or disabled, go unnamed.
+    func pipelineSteps(for queries: [PostgresQuery]) -> [PipelineStep] {
+        guard self.usePreparedStatements else { return Array(repeating: .unnamed, count: queries.count) }
+        var new: [String: PreparedStatement] = [:]
+        return queries.map { query -> PipelineStep in
+            if query.binds.isEmpty || query.binds.count > Self.pipelinePreparedBindLimit { return .unnamed }
+            let types = query.binds.map(\.type.rawValue)
+            if let known = self.statements[query.sql] ?? new[query.sql] {
+                return known.types == types ? .prepared(known.name) : .unnamed
+            }
+            guard self.statements.count + new.count < Self.statementCacheLimit else { return .unnamed }
+            let name = self.nextStatementName()
+            new[query.sql] = PreparedStatement(name: name, types: types)
+            return .prepare(name)
+        }
+    }
+
+    /// Records a statement that a pipeline prepared (its `Prepare` succeeded).
+    func registerPrepared(_ query: PostgresQuery, name: String) {
+        self.statements[query.sql] = PreparedStatement(name: name, types: query.binds.map(\.type.rawValue))
     }
 
     /// Runs `body` so that cancelling the current task sends `PQcancel` for the running statement.

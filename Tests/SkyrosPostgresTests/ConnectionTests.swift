@@ -144,6 +144,53 @@ struct ConnectionTests {
         await connection.close()
     }
 
+    @Test func pipelinesPrepareTheirStatementsOnceAndReuseThem() async throws {
+        let schema = try await TestServer.makeSchema()
+        defer { Task { await TestServer.dropSchema(schema) } }
+        let connection = try await TestServer.connect()
+        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int8 PRIMARY KEY, label text)")
+        func insert(_ n: Int) -> PostgresQuery { "INSERT INTO \(qualified: [schema, "items"]) (n, label) VALUES (\(n), \("row \(n)"))" }
+        func preparedCount() async throws -> Int {
+            try await connection.query("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO%'")[0].decode(Int.self, at: 0)
+        }
+        // A new statement is prepared inside the pipeline, once, however often it repeats.
+        let first = try await connection.pipeline((0..<20).map(insert) + ["SELECT \(7)::int8 * 6"])
+        #expect(first.count == 21)
+        #expect(try first[20][0].decode(Int.self, at: 0) == 42)
+        #expect(try await preparedCount() == 1)
+        // A pipeline that fails after preparing keeps the statement usable; the failure names the statement.
+        let duplicate = await #expect(throws: PostgresError.self) {
+            try await connection.pipeline([insert(100), insert(5), insert(101)])
+        }
+        #expect(duplicate?.kind == .uniqueViolation)
+        #expect(duplicate?.statementIndex == 1)
+        // A new statement that does not parse fails with its own index, and nothing is cached for it.
+        let syntax = await #expect(throws: PostgresError.self) {
+            try await connection.pipeline([insert(200), "INSERT INTO nowhere_at_all VALUES (\(1))", insert(201)])
+        }
+        #expect(syntax?.kind == .undefinedTable)
+        #expect(syntax?.statementIndex == 1)
+        let again = await #expect(throws: PostgresError.self) {
+            try await connection.pipeline(["INSERT INTO nowhere_at_all VALUES (\(1))"])
+        }
+        #expect(again?.statementIndex == 0)
+        // The same text with other parameter types runs unnamed instead of replacing the cached statement.
+        let mixed = try await connection.pipeline([
+            "INSERT INTO \(qualified: [schema, "items"]) (n, label) VALUES (\(300), \(3.5))", insert(301),
+        ])
+        #expect(mixed.count == 2)
+        #expect(try await preparedCount() == 1)
+        let rows = try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0)
+        #expect(rows == 22)
+        await connection.close()
+
+        // Without prepared statements (PgBouncer in transaction mode) pipelines prepare nothing.
+        let unprepared = try await Connection.connect(to: TestServer.configuration, usePreparedStatements: false)
+        try await unprepared.pipeline([insert(400), insert(401)])
+        #expect(try await unprepared.query("SELECT count(*) FROM pg_prepared_statements")[0].decode(Int.self, at: 0) == 0)
+        await unprepared.close()
+    }
+
     @Test func copyFromStdin() async throws {
         let schema = try await TestServer.makeSchema()
         defer { Task { await TestServer.dropSchema(schema) } }

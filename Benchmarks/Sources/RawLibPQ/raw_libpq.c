@@ -150,9 +150,16 @@ int64_t raw_fetch_100(raw_conn *conn, int n) {
 
 /* What a durable one-row write sends, as raw libpq: one pipeline per write holding BEGIN, the INSERT, the
    commit-id row, the change-log row with its pg_notify, COMMIT (the statements Skyros's group commit sends for
-   a group of one). The server-side floor of a durable write with idempotency and change announcements. */
+   a group of one), the three writes as prepared statements. The server-side floor of a durable write with
+   idempotency and change announcements. */
 int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id) {
     Oid types[2] = {20, 25};
+    if (!prepare(conn, "raw_durable_insert", "INSERT INTO bench_insert (id, name) VALUES ($1, $2)", 2, types)) return -1;
+    if (!prepare(conn, "raw_durable_commit", "INSERT INTO skyros_commits (commit_id) VALUES (gen_random_uuid())", 0, NULL)) return -1;
+    if (!prepare(conn, "raw_durable_log",
+            "WITH entry AS (INSERT INTO skyros_change_log (origin, changes) VALUES (gen_random_uuid(), "
+            "jsonb_build_array(jsonb_build_object('t', 'bench_insert', 'id', $1::text))) RETURNING position) "
+            "SELECT position, pg_notify('skyros_raw_bench', position::text) FROM entry", 1, types)) return -1;
     char id[24];
     const char *values[2] = {id, "benchmark row"};
     PGconn *pg = conn->pg;
@@ -161,13 +168,9 @@ int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id) {
         snprintf(id, sizeof id, "%lld", (long long)(first_id + i));
         if (!PQenterPipelineMode(pg)) return -1;
         PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
-        PQsendQueryParams(pg, "INSERT INTO bench_insert (id, name) VALUES ($1, $2)", 2, types, values, NULL, NULL, 0);
-        PQsendQueryParams(pg, "INSERT INTO skyros_commits (commit_id) VALUES (gen_random_uuid())", 0, NULL, NULL, NULL, NULL, 0);
-        PQsendQueryParams(pg,
-            "WITH entry AS (INSERT INTO skyros_change_log (origin, changes) VALUES (gen_random_uuid(), "
-            "jsonb_build_array(jsonb_build_object('t', 'bench_insert', 'id', $1::text))) RETURNING position) "
-            "SELECT position, pg_notify('skyros_raw_bench', position::text) FROM entry",
-            1, types, values, NULL, NULL, 0);
+        PQsendQueryPrepared(pg, "raw_durable_insert", 2, values, NULL, NULL, 0);
+        PQsendQueryPrepared(pg, "raw_durable_commit", 0, NULL, NULL, NULL, 0);
+        PQsendQueryPrepared(pg, "raw_durable_log", 1, values, NULL, NULL, 0);
         PQsendQueryParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
         PQpipelineSync(pg);
         int failed = 0;

@@ -24,6 +24,12 @@ struct SyncBenchmarks {
     let url: String
     let rounds: Int
     let iterations: Int
+    /// Which of the three measurements to run (`--only queue|durable|observe`; `--only sync` runs all).
+    let parts: Set<Part>
+
+    enum Part: String, CaseIterable {
+        case queue, durable, observe
+    }
 
     func run(into report: inout Report) async throws {
         let config = try PostgresConfiguration(url: self.url)
@@ -39,11 +45,25 @@ struct SyncBenchmarks {
         let stack = try await DataStack.start(DataStackConfiguration(
             store: .postgres(config), entities: [BenchInsertRow.self, BenchCounter.self]))
 
-        // Queued one-row writes from 64 tasks vs one pipelined libpq transaction of the same rows.
+        var nextID = 1
+        if self.parts.contains(.queue) {
+            try await self.queue(stack: stack, setup: setup, raw: raw, nextID: &nextID, into: &report)
+        }
+        if self.parts.contains(.durable) {
+            try await self.durable(stack: stack, raw: raw, nextID: &nextID, into: &report)
+        }
+        if self.parts.contains(.observe) {
+            try await self.observe(stack: stack, config: config, into: &report)
+        }
+        await stack.shutdown()
+        await setup.close()
+    }
+
+    /// Queued one-row writes from 64 tasks vs one pipelined libpq transaction of the same rows.
+    func queue(stack: DataStack, setup: Connection, raw: OpaquePointer, nextID: inout Int, into report: inout Report) async throws {
         let rows = 10_000
         var rawPipeline = Measurement()
         var queued = Measurement()
-        var nextID = 1
         for _ in 0..<max(3, self.rounds / 2) {
             try await setup.execute(script: "TRUNCATE bench_insert")
             let rawNs = raw_pipeline_transaction(raw, Int32(rows), 1)
@@ -75,7 +95,10 @@ struct SyncBenchmarks {
         guard count == rows + 1 else { throw BenchmarkFailure(description: "expected \(rows + 1) rows, found \(count)") }
         report.add("10,000 one-row writes from 64 tasks (per row), queue vs one libpq pipeline", microseconds(rawPipeline.median), microseconds(queued.median), String(format: "%.0f%% of pipeline throughput", 100 * rawPipeline.median / queued.median), "≥ 50%")
 
-        // Durable single write vs raw autocommit INSERT.
+    }
+
+    /// Durable single write vs raw autocommit INSERT.
+    func durable(stack: DataStack, raw: OpaquePointer, nextID: inout Int, into report: inout Report) async throws {
         var rawInsert = Measurement()
         var rawDurable = Measurement()
         var durable = Measurement()
@@ -101,7 +124,10 @@ struct SyncBenchmarks {
         report.add("Durable single write vs raw autocommit INSERT", microseconds(rawInsert.median), microseconds(durable.median), ratio(durable.median, rawInsert.median), "≤ 1.3×")
         report.add("Durable single write vs the same transaction sent by raw libpq (one pipeline)", microseconds(rawDurable.median), microseconds(durable.median), ratio(durable.median, rawDurable.median), "—")
 
-        // Commit in one stack → observer event in another stack (own pool, own listener), vs raw LISTEN/NOTIFY.
+    }
+
+    /// Commit in one stack → observer event in another stack (own pool, own listener), vs raw LISTEN/NOTIFY.
+    func observe(stack: DataStack, config: PostgresConfiguration, into report: inout Report) async throws {
         let observerStack = try await DataStack.start(DataStackConfiguration(
             store: .postgres(config), entities: [BenchCounter.self]))
         var observed = observerStack.observe(BenchCounter.self, id: 1).makeAsyncIterator()
@@ -141,7 +167,5 @@ struct SyncBenchmarks {
         listener.stop()
         await notifier.close()
         await observerStack.shutdown()
-        await stack.shutdown()
-        await setup.close()
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 
-// Usage: DATABASE_URL=postgres://… swift run -c release skyros-bench [--rounds N] [--iterations N] [--only client|stack|sync]
+// Usage: DATABASE_URL=postgres://… swift run -c release skyros-bench [--rounds N] [--iterations N] [--only client|stack|sync|queue|durable|observe]
 // Benchmarks/run starts a throw-away PostgreSQL and runs this.
 let arguments = CommandLine.arguments
 func option(_ name: String, _ fallback: Int) -> Int {
@@ -25,8 +25,10 @@ func runAll() async throws -> Report {
     if only == nil || only == "stack" {
         try await StackBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
     }
-    if only == nil || only == "sync" {
-        try await SyncBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
+    let syncParts: Set<SyncBenchmarks.Part> =
+        only == nil || only == "sync" ? Set(SyncBenchmarks.Part.allCases) : Set([only.flatMap(SyncBenchmarks.Part.init(rawValue:))].compactMap { $0 })
+    if !syncParts.isEmpty {
+        try await SyncBenchmarks(url: url, rounds: rounds, iterations: iterations, parts: syncParts).run(into: &report)
     }
     return report
 }
