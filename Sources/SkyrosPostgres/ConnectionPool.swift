@@ -116,6 +116,17 @@ public final class ConnectionPool: Service, Sendable {
     /// Leases a connection; pair with ``release(_:)``. Prefer ``withConnection(_:)``.
     public func lease() async throws -> Connection {
         while true {
+            let (connection, wasIdle) = try await self.leaseCandidate()
+            if !wasIdle { return connection }
+            if await connection.isHealthy() { return connection }
+            self.logger.debug("discarding a dropped idle connection", metadata: [PostgresLogKey.connectionID: "\(connection.id)"])
+            await self.discard(connection)
+        }
+    }
+
+    /// A leased connection: an idle one (`wasIdle`: its health is not checked yet) or a new one.
+    private func leaseCandidate() async throws -> (connection: Connection, wasIdle: Bool) {
+        while true {
             let action = self.state.withLock { state -> LeaseAction in
                 if state.shutDown { return .fail(PostgresError(kind: .poolClosed, message: "the connection pool is shut down")) }
                 if let idle = state.idle.popLast() {
@@ -132,9 +143,7 @@ public final class ConnectionPool: Service, Sendable {
             case .fail(let error):
                 throw error
             case .use(let connection):
-                if await connection.isHealthy() { return connection }
-                self.logger.debug("discarding a dropped idle connection", metadata: [PostgresLogKey.connectionID: "\(connection.id)"])
-                await self.discard(connection)
+                return (connection, true)
             case .open:
                 do {
                     let connection = try await Connection.connect(
@@ -145,7 +154,7 @@ public final class ConnectionPool: Service, Sendable {
                         $0.leased += 1
                         $0.opened += 1
                     }
-                    return connection
+                    return (connection, false)
                 } catch {
                     let waiter = self.state.withLock { state -> Waiter? in
                         state.opening -= 1
@@ -155,7 +164,8 @@ public final class ConnectionPool: Service, Sendable {
                     throw error
                 }
             case .wait:
-                if let connection = try await self.waitForConnection() { return connection }
+                // A connection handed over by a release is healthy (it was just checked).
+                if let connection = try await self.waitForConnection() { return (connection, false) }
             }
         }
     }
@@ -261,14 +271,26 @@ public final class ConnectionPool: Service, Sendable {
     /// - Throws: `.poolTimeout` when no connection frees up within the lease timeout, or `body`'s error.
     @discardableResult
     public func withConnection<R>(_ body: (Connection) async throws -> R) async throws -> R {
-        let connection = try await self.lease()
-        do {
-            let value = try await connection.withOwnExecutor { try await body(connection) }
-            await self.release(connection)
-            return value
-        } catch {
-            await self.release(connection)
-            throw error
+        while true {
+            let (connection, wasIdle) = try await self.leaseCandidate()
+            // The health check, the body and the release all run on the connection's thread: one hop there
+            // and one back per lease.
+            let outcome: Result<R, any Error>? = await connection.withOwnExecutor {
+                if wasIdle, !(await connection.isHealthy()) {
+                    self.logger.debug("discarding a dropped idle connection", metadata: [PostgresLogKey.connectionID: "\(connection.id)"])
+                    await self.discard(connection)
+                    return nil
+                }
+                do {
+                    let value = try await body(connection)
+                    await self.release(connection)
+                    return .success(value)
+                } catch {
+                    await self.release(connection)
+                    return .failure(error)
+                }
+            }
+            if let outcome { return try outcome.get() }
         }
     }
 

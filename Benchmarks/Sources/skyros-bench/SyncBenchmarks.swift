@@ -121,6 +121,27 @@ struct SyncBenchmarks {
             }, operations: n)
             nextID += n
         }
+        // The same without the change feed (no change-log row, no NOTIFY, no listener): what announcing costs.
+        var quietConfiguration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: self.url)), entities: [BenchInsertRow.self])
+        quietConfiguration.changeFeed.isEnabled = false
+        let quiet = try await DataStack.start(quietConfiguration)
+        var quietDurable = Measurement()
+        var quietRaw = Measurement()
+        for _ in 0..<self.rounds {
+            let rawNs = raw_inserts(raw, Int32(n), rawID)
+            guard rawNs > 0 else { throw BenchmarkFailure(description: "raw insert failed") }
+            rawID += Int64(n)
+            quietRaw.add(totalNanoseconds: rawNs, operations: n)
+            let first = nextID
+            quietDurable.add(totalNanoseconds: try await elapsedNanoseconds {
+                for i in 0..<n {
+                    try await quiet.write(durability: .committed) { try $0.insert(BenchInsertRow(id: first + i, name: "benchmark row")) }
+                }
+            }, operations: n)
+            nextID += n
+        }
+        await quiet.shutdown()
+        report.add("Durable single write without the change feed vs raw autocommit INSERT", microseconds(quietRaw.median), microseconds(quietDurable.median), ratio(quietDurable.median, quietRaw.median), "—")
         report.add("Durable single write vs raw autocommit INSERT", microseconds(rawInsert.median), microseconds(durable.median), ratio(durable.median, rawInsert.median), "≤ 1.3×")
         report.add("Durable single write vs the same transaction sent by raw libpq (one pipeline)", microseconds(rawDurable.median), microseconds(durable.median), ratio(durable.median, rawDurable.median), "—")
 

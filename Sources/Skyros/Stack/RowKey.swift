@@ -1,13 +1,29 @@
 import SkyrosPostgres
 
 /// The identity of a row in the identity map: its table and its primary key as it is bound.
+///
+/// Hashed once, when made: a write looks its key up in several maps (queued changes, the cache and its pins),
+/// and hashing the table name and key text each time was a measurable part of a queued write.
 struct RowKey: Hashable, Sendable {
     let table: String
     let id: PostgresValue
+    private let hash: Int
 
     init(table: String, id: PostgresValue) {
         self.table = table
         self.id = id
+        var hasher = Hasher()
+        hasher.combine(table)
+        hasher.combine(id)
+        self.hash = hasher.finalize()
+    }
+
+    static func == (lhs: RowKey, rhs: RowKey) -> Bool {
+        lhs.hash == rhs.hash && lhs.table == rhs.table && lhs.id == rhs.id
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(self.hash)
     }
 
     init<T: Entity>(_ value: T) throws {

@@ -24,6 +24,8 @@ final class StackCore: Sendable {
         let policy: MergePolicy
         /// Approximate row bytes, counted against ``CommitQueueConfiguration/maximumQueuedBytes``.
         let bytes: Int
+        /// Each slot's approximate row size (0 for a deletion), measured once at enqueue for the cache.
+        let slotBytes: [Int]
     }
 
     struct State: Sendable {
@@ -208,8 +210,18 @@ final class StackCore: Sendable {
     func enqueue(_ slots: [ResolvedSlot], policy: MergePolicy? = nil) throws -> CommitTicket? {
         if slots.isEmpty { return nil }
         let ticket = CommitTicket()
+        var slotBytes: [Int] = []
+        slotBytes.reserveCapacity(slots.count)
         var bytes = 0
-        for case .row(let row) in slots { bytes += row.value.map { row.kind.approximateSize($0) } ?? 64 }
+        for slot in slots {
+            guard case .row(let row) = slot else {
+                slotBytes.append(0)
+                continue
+            }
+            let size = row.value.map { row.kind.approximateSize($0) } ?? 0
+            slotBytes.append(size)
+            bytes += max(size, 64)
+        }
         let policy = policy ?? self.queueConfiguration.mergePolicy
         let startDrain = try self.state.withLock { state -> Bool in
             guard state.accepting else {
@@ -222,7 +234,7 @@ final class StackCore: Sendable {
                 state.pendingCountByTable[row.key.table, default: 0] += 1
                 state.cache.pin(row.key)
             }
-            state.queue.append(QueuedCommit(id: id, slots: slots, ticket: ticket, commitID: UUID.random(), policy: policy, bytes: bytes))
+            state.queue.append(QueuedCommit(id: id, slots: slots, ticket: ticket, commitID: UUID.commitID(), policy: policy, bytes: bytes, slotBytes: slotBytes))
             state.unfinishedCount += 1
             state.unfinishedBytes += bytes
             self.metrics.queueDepth.record(state.unfinishedCount)
@@ -280,11 +292,10 @@ final class StackCore: Sendable {
     /// whole group, so 64 writers waiting to enqueue do not contend with 64 separate updates — then reports
     /// failures, completes the tickets in order, and frees the group's room in the queue.
     private func settle(_ batch: [QueuedCommit], _ outcomes: [Result<ChangeSetResult, any Error>], clearRunning: Bool = true) {
-        let sizes = batch.map(self.sizes(of:))
         let waiters = self.state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            for (index, (commit, outcome)) in zip(batch, outcomes).enumerated() {
+            for (commit, outcome) in zip(batch, outcomes) {
                 switch outcome {
-                case .success(let result): self.succeed(commit, result: result, sizes: sizes[index], state: &state)
+                case .success(let result): self.succeed(commit, result: result, state: &state)
                 case .failure: self.fail(commit, state: &state)
                 }
             }
@@ -464,27 +475,23 @@ final class StackCore: Sendable {
     func setCommitHook(_ hook: (any CommitTransactionHook)?) { self.state.withLock { $0.hook = hook } }
 
     /// The approximate size of each row a commit writes (when the cache bounds bytes).
-    private func sizes(of commit: QueuedCommit) -> [RowKey: Int] {
-        guard self.measuresBytes else { return [:] }
-        var sizes: [RowKey: Int] = [:]
-        for case .row(let row) in commit.slots {
-            if let value = row.value { sizes[row.key] = row.kind.approximateSize(value) }
-        }
-        return sizes
-    }
-
     /// A committed set: its rows leave the queue and enter the cache with the versions PostgreSQL gave them.
-    private func succeed(_ commit: QueuedCommit, result: ChangeSetResult, sizes: [RowKey: Int], state: inout State) {
-        var written: [RowKey: RowChange] = [:]
-        for change in result.changes { written[RowKey(table: change.table, id: change.id)] = change }
-        var rowKeys = Set<RowKey>()
-        for case .row(let row) in commit.slots {
-            rowKeys.insert(row.key)
-            let remoteChanged = state.remoteChangedWhilePending.contains(row.key)
+    private func succeed(_ commit: QueuedCommit, result: ChangeSetResult, state: inout State) {
+        let changes = result.changes
+        // Most sets write a row or two: a linear search beats building a dictionary for them.
+        let written: [RowKey: RowChange]? =
+            changes.count > 8 ? Dictionary(changes.map { (RowKey(table: $0.table, id: $0.id), $0) }, uniquingKeysWith: { $1 }) : nil
+        func change(for key: RowKey) -> RowChange? {
+            if let written { return written[key] }
+            return changes.last { $0.table == key.table && $0.id == key.id }
+        }
+        for (index, slot) in commit.slots.enumerated() {
+            guard case .row(let row) = slot else { continue }
+            let remoteChanged = !state.remoteChangedWhilePending.isEmpty && state.remoteChangedWhilePending.contains(row.key)
             self.unqueue(row.key, commit: commit.id, state: &state)
             if let value = row.value {
-                if let version = written[row.key]?.version, !Self.mayHaveMerged(row, policy: commit.policy), !remoteChanged {
-                    state.cache.put(row.key, value: value, version: version, bytes: sizes[row.key] ?? 0)
+                if let version = change(for: row.key)?.version, !Self.mayHaveMerged(row, policy: commit.policy), !remoteChanged {
+                    state.cache.put(row.key, value: value, version: version, bytes: commit.slotBytes[index])
                 } else {
                     // Not written (the store won a conflict), its version is unknown, the stored row may
                     // hold another writer's columns (merged), or another process changed it meanwhile
@@ -495,8 +502,9 @@ final class StackCore: Sendable {
                 state.cache.remove(row.key)
             }
         }
-        for (key, change) in written where change.kind == .deleted && !rowKeys.contains(key) {
-            state.cache.remove(key)
+        // Rows a set-based delete removed (they are not among the slots).
+        for change in changes where change.kind == .deleted {
+            state.cache.remove(RowKey(table: change.table, id: change.id))
         }
     }
 

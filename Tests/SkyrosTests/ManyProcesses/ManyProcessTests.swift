@@ -128,7 +128,10 @@ extension ManyProcessTests {
             let converged = await ManyProcessHarness.eventually(within: .seconds(10)) { await replay.rows == expected }
             #expect(converged, "the replayed diffs do not reproduce the query's result")
             #expect(await replay.mismatches == 0)
-            #expect(await replay.results > 10)
+            // Bursts coalesce (a slow consumer gets one result per pull, not one per commit), so how many results
+            // arrive depends on speed; a handful shows the diffs were exercised mid-workload, not just at the end.
+            let results = await replay.results
+            #expect(results >= 5, "the observer received only \(results) results")
             observer.cancel()
             await stack.shutdown()
         }
