@@ -30,6 +30,16 @@ struct ChangeCursor: Sendable {
     /// Whether the entry at `position` was already delivered (a hint for it needs no read).
     func hasDelivered(_ position: Int64) -> Bool { self.delivered[position] != nil }
 
+    /// Records an entry that arrived in its hint, before any read returned it.
+    /// - Returns: whether it is new (not delivered by a read or an earlier hint, not below the horizon).
+    mutating func deliverFromHint(position: Int64, xid: String) -> Bool {
+        guard let xid = UInt64(xid), let horizon = self.horizon, xid >= horizon, self.delivered[position] != xid else {
+            return false
+        }
+        self.delivered[position] = xid
+        return true
+    }
+
     /// Folds in one read of the log (all entries with `xid >= horizon`, the snapshot's `xmin`, the watermark).
     mutating func advance(entries: [ChangeLogEntry], xmin: String, prunedThrough: String, logID: UUID? = nil) -> Outcome {
         let xmin = UInt64(xmin) ?? 0

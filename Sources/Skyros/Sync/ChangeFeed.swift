@@ -8,6 +8,8 @@ package struct ChangeFeedStatistics: Sendable, Hashable {
     package var reads = 0
     /// Entries from other stacks delivered.
     package var remoteEntries = 0
+    /// Of those, entries that arrived in their hint (no log read).
+    package var hintEntries = 0
     /// Times the listener reconnected and caught up from the log.
     package var catchUps = 0
     /// Times a gap (pruned, unseen entries) forced a cache flush.
@@ -33,6 +35,12 @@ final class ChangeFeed: Sendable {
         /// How many of this stack's own hints were skipped since the last read (bounded, so the re-read window
         /// does not grow without end).
         var skippedSinceRead = 0
+        /// Entries delivered from hints since the last read (bounded like `skippedSinceRead`).
+        var hintsSinceRead = 0
+        /// A background read started to advance the horizon is running.
+        var horizonReadRunning = false
+        var horizonRead: Task<Void, Never>?
+        var stopped = false
     }
 
     let log: ChangeLog
@@ -78,8 +86,27 @@ final class ChangeFeed: Sendable {
                 guard let self else { return }
                 switch event {
                 case .listening: continue
-                case .notification(let hint):
-                    if let hint = ChangeLog.Hint(hint.payload), self.needsNoRead(hint) { continue }
+                case .notification(let note):
+                    guard let hint = ChangeLog.Hint(note.payload) else {
+                        await self.readUntilDone()
+                        continue
+                    }
+                    if self.needsNoRead(hint) { continue }
+                    if let entry = hint.entry {
+                        // Hints arrive in commit order while the listener is connected, and a reconnect triggers
+                        // a read that catches up: a small entry is delivered from its hint, and the read that
+                        // comes every so often (to advance the horizon) skips it.
+                        switch self.takeFromHint(entry) {
+                        case .deliver(let advanceHorizon):
+                            await self.deliver(.remote([entry]))
+                            if advanceHorizon { self.startHorizonRead() }
+                            continue
+                        case .skip:
+                            continue
+                        case .read:
+                            break
+                        }
+                    }
                     await self.readUntilDone()
                 case .reconnected:
                     self.state.withLock { $0.statistics.catchUps += 1 }
@@ -121,8 +148,13 @@ final class ChangeFeed: Sendable {
     /// Stops listening.
     func stop() {
         let (listener, tasks) = self.state.withLock { state in
-            defer { state.listener = nil; state.tasks = [] }
-            return (state.listener, state.tasks)
+            defer {
+                state.listener = nil
+                state.tasks = []
+                state.horizonRead = nil
+                state.stopped = true
+            }
+            return (state.listener, state.tasks + [state.horizonRead].compactMap { $0 })
         }
         listener?.stop()
         tasks.forEach { $0.cancel() }
@@ -136,6 +168,40 @@ final class ChangeFeed: Sendable {
             guard hint.origin == self.origin, state.skippedSinceRead < 100 else { return false }
             state.skippedSinceRead += 1
             return true
+        }
+    }
+
+    private enum HintAction {
+        /// Deliver the entry; `advanceHorizon`: also start a read in the background (every 100 hint entries,
+        /// so the cursor's set of delivered positions stays small).
+        case deliver(advanceHorizon: Bool)
+        case skip
+        /// Too many hint entries without a read (reads keep failing): read now, in line.
+        case read
+    }
+
+    /// Reads the log off the listener's loop (so the next hint is not held up by it); ``stop()`` cancels it.
+    private func startHorizonRead() {
+        let task = Task { [weak self] in
+            await self?.readUntilDone()
+            self?.state.withLock { $0.horizonReadRunning = false }
+        }
+        self.state.withLock { state in
+            if state.stopped { task.cancel() } else { state.horizonRead = task }
+        }
+    }
+
+    /// Records an entry that arrived in its hint.
+    private func takeFromHint(_ entry: ChangeLogEntry) -> HintAction {
+        self.state.withLock { state in
+            guard state.hintsSinceRead < 1_000 else { return .read }
+            guard state.cursor.deliverFromHint(position: entry.position, xid: entry.xid) else { return .skip }
+            state.hintsSinceRead += 1
+            state.statistics.remoteEntries += 1
+            state.statistics.hintEntries += 1
+            let advance = state.hintsSinceRead >= 100 && !state.horizonReadRunning
+            if advance { state.horizonReadRunning = true }
+            return .deliver(advanceHorizon: advance)
         }
     }
 
@@ -162,6 +228,7 @@ final class ChangeFeed: Sendable {
             let outcome = self.state.withLock { state -> ChangeCursor.Outcome in
                 state.statistics.reads += 1
                 state.skippedSinceRead = 0
+                state.hintsSinceRead = 0
                 let outcome = state.cursor.advance(entries: entries, xmin: xmin, prunedThrough: pruned, logID: logID)
                 if outcome == .gap { state.statistics.flushes += 1 }
                 return outcome

@@ -146,29 +146,60 @@ struct ChangeLog: Sendable {
         return try await connection.query(statement).first?.decode(Int64.self, at: 0)
     }
 
+    /// Change lists up to this many bytes of JSON also travel in the hint (a row or two; see ``Hint``).
+    static let inlineHintLimit = 256
+
     /// The statement ``record(_:origin:on:)`` runs (its one row: the position), `nil` when `changes` is empty.
-    /// The hint is `<position> <origin>` (see ``Hint``): a stack skips its own without reading the log.
+    /// The hint is `<position> <origin>` (see ``Hint``): a stack skips its own without reading the log. When the
+    /// changes' JSON is at most ``inlineHintLimit`` bytes, the hint also carries the transaction id and that
+    /// JSON, so other stacks act on it without a log read; the log still records every entry.
     func recordStatement(_ changes: [RowChange], origin: UUID) throws -> PostgresQuery? {
         if changes.isEmpty { return nil }
         let payload = LoggedRowChange.json(changes)
+        let origin = origin.uuidString.lowercased()
+        if payload.utf8.count <= Self.inlineHintLimit {
+            return """
+                WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin)::uuid, \(payload)::jsonb)
+                               RETURNING position, xid)
+                SELECT position, pg_notify(\(self.channel), position::text || ' ' || \(origin) || ' ' || xid::text || ' ' || \(payload))
+                FROM entry
+                """
+        }
         return """
-            WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin), \(payload)::jsonb)
+            WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin)::uuid, \(payload)::jsonb)
                            RETURNING position)
-            SELECT position, pg_notify(\(self.channel), position::text || ' ' || \(origin.uuidString.lowercased())) FROM entry
+            SELECT position, pg_notify(\(self.channel), position::text || ' ' || \(origin)) FROM entry
             """
     }
 
-    /// A hint's payload: the entry's position and the stack that wrote it.
+    /// A hint's payload: the entry's position and the stack that wrote it, and for a small entry its
+    /// transaction id and changes (`<position> <origin> <xid> <changes JSON>`).
     struct Hint: Equatable {
         var position: Int64
         var origin: UUID?
+        /// The transaction id and the changes' JSON, when the entry travelled in the hint.
+        var inline: (xid: Substring, changes: Substring)?
 
-        /// Parses `<position> <origin>` (or a bare position).
+        /// Parses `<position> <origin> [<xid> <changes>]` (or a bare position).
         init?(_ payload: String) {
-            let parts = payload.split(separator: " ", maxSplits: 1)
+            let parts = payload.split(separator: " ", maxSplits: 3)
             guard let first = parts.first, let position = Int64(first) else { return nil }
             self.position = position
             self.origin = parts.count > 1 ? UUID(uuidString: String(parts[1])) : nil
+            self.inline = parts.count == 4 ? (parts[2], parts[3]) : nil
+        }
+
+        /// The entry the hint carries, if any (`nil` also when it does not decode: then the log is read).
+        var entry: ChangeLogEntry? {
+            guard let inline = self.inline, let origin = self.origin, UInt64(inline.xid) != nil,
+                let changes = try? JSONDecoder().decode([LoggedRowChange].self, from: Data(inline.changes.utf8))
+            else { return nil }
+            return ChangeLogEntry(position: self.position, xid: String(inline.xid), origin: origin, changes: changes)
+        }
+
+        static func == (lhs: Hint, rhs: Hint) -> Bool {
+            lhs.position == rhs.position && lhs.origin == rhs.origin && lhs.inline?.xid == rhs.inline?.xid
+                && lhs.inline?.changes == rhs.inline?.changes
         }
     }
 

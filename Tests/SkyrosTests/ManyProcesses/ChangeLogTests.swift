@@ -116,6 +116,61 @@ struct ChangeLogTests {
         }
     }
 
+    @Test func aSmallEntryTravelsInItsHintAndAnotherStackActsOnItWithoutReadingTheLog() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await ManyProcessHarness.stack(schema: schema)
+            let b = try await ManyProcessHarness.stack(schema: schema)
+            let listener = try await PostgresListener.start(
+                configuration: try ManyProcessHarness.configuration, channels: [ChangeLog.channelName(schema: schema)])
+            var events = listener.events.makeAsyncIterator()
+            #expect(await events.next() == .listening)
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "one")) }
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.hintEntries >= 1 })
+            #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 1)   // cached in B
+            let readsBefore = b.changeFeedStatistics.reads
+
+            try await a.write(durability: .committed) { try await $0.update(MPItem(id: 1, owner: 0, value: 2, title: "two")) }
+            // B evicts the row on A's hint alone: its next read of the row sees A's value, and it read no log.
+            #expect(try await ManyProcessHarness.eventually { try await b.mainContext.object(MPItem.self, id: 1)?.value == 2 })
+            #expect(b.changeFeedStatistics.reads == readsBefore)
+            #expect(b.changeFeedStatistics.hintEntries >= 2)
+
+            // The hint: `<position> <origin> <xid> <changes>`, the same entry the log holds.
+            guard case .notification(_) = await events.next(), case .notification(let second) = await events.next() else {
+                Issue.record("no hints")
+                return
+            }
+            let hint = try #require(ChangeLog.Hint(second.payload))
+            let entry = try #require(hint.entry)
+            #expect(entry.origin == a.changeFeedOrigin)
+            let expectedKey = try RowKey(MPItem.self, id: 1)
+            #expect(entry.changes.map(\.key) == [expectedKey])
+            let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            let logged = try await connection.query(
+                "SELECT xid::text FROM \(qualified: [schema, "skyros_change_log"]) WHERE position = \(hint.position)")
+            #expect(try logged.first?.decode(String.self, at: 0) == entry.xid)
+            listener.stop()
+            await connection.close()
+            await a.shutdown()
+            await b.shutdown()
+        }
+    }
+
+    @Test func hintsParseWithAndWithoutTheirEntry() throws {
+        let origin = UUID()
+        let short = try #require(ChangeLog.Hint("42 \(origin.uuidString.lowercased())"))
+        #expect(short.position == 42 && short.origin == origin && short.entry == nil)
+        let json = LoggedRowChange.json([RowChange(entity: "E", table: "t", id: try PostgresValue(Int64(7)), kind: .updated, version: 9)])
+        let full = try #require(ChangeLog.Hint("43 \(origin.uuidString.lowercased()) 1234 \(json)"))
+        #expect(full.entry?.xid == "1234")
+        #expect(full.entry?.changes.first?.v == 9)
+        // A damaged entry is ignored (the log is read instead); a bare position still parses.
+        #expect(try #require(ChangeLog.Hint("44 \(origin.uuidString.lowercased()) 1234 [{\"t\":")).entry == nil)
+        #expect(try #require(ChangeLog.Hint("45 \(origin.uuidString.lowercased()) notanxid \(json)")).entry == nil)
+        #expect(ChangeLog.Hint("0")?.position == 0)
+        #expect(ChangeLog.Hint("x 1") == nil)
+    }
+
     @Test func theLoggedJSONDecodesToTheSameChanges() throws {
         let ids = ["plain", "quote \" and \\ backslash", "line\nbreak\ttab\r", "\u{1}\u{1f}", "naïve 表 🚀", ""]
         let changes = ids.enumerated().map { index, id in
