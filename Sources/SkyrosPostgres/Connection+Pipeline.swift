@@ -6,7 +6,9 @@ extension Connection {
     ///
     /// The statements run in one implicit transaction unless they contain their own `BEGIN`/`COMMIT`: if one
     /// fails, PostgreSQL aborts the rest up to the sync, nothing commits, and the thrown error's
-    /// ``PostgresError/statementIndex`` names the failing statement.
+    /// ``PostgresError/statementIndex`` names the failing statement. Statements with parameters use this
+    /// connection's prepared statements; a new one is prepared inside the same pipeline, once however often it
+    /// repeats (unless prepared statements are disabled or the cache is full: then it is sent unnamed).
     ///
     /// ```swift
     /// let inserts = (0..<10_000).map { i -> PostgresQuery in "INSERT INTO t (n) VALUES (\(i))" }

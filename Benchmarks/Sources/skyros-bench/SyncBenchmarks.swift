@@ -160,6 +160,7 @@ struct SyncBenchmarks {
         let clock = ContinuousClock()
         var rawLatencies: [Duration] = []
         var stackLatencies: [Duration] = []
+        var writeLatencies: [Duration] = []
         let samples = max(200, self.iterations / 4)
         for i in 1...samples {
             let t0 = clock.now
@@ -173,6 +174,7 @@ struct SyncBenchmarks {
             try await stack.write(durability: .committed) { context in
                 try await context.update(BenchCounter(id: 1, n: i))
             }
+            writeLatencies.append(clock.now - t1)
             while let value = try await observed.next() {
                 if value?.n == i { break }
             }
@@ -183,10 +185,21 @@ struct SyncBenchmarks {
             let d = sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
             return Double(d.components.seconds) * 1e9 + Double(d.components.attoseconds) / 1e9
         }
+        if ProcessInfo.processInfo.environment["SKYROS_BENCH_DEBUG"] != nil {
+            let sorted = stackLatencies.sorted().map { Int(percentileMicroseconds($0)) }
+            let rawSorted = rawLatencies.sorted().map { Int(percentileMicroseconds($0)) }
+            let writes = writeLatencies.sorted().map { Int(percentileMicroseconds($0)) }
+            FileHandle.standardError.write(Data("write p50 \(writes[writes.count / 2]) tail: \(writes.suffix(12))\n".utf8))
+            FileHandle.standardError.write(Data("stack tail: \(sorted.suffix(12))\nraw tail: \(rawSorted.suffix(12))\n".utf8))
+        }
         report.add("Commit → observer in another stack, p50", microseconds(percentile(rawLatencies, 0.5)), microseconds(percentile(stackLatencies, 0.5)), ratio(percentile(stackLatencies, 0.5), percentile(rawLatencies, 0.5)), "—")
         report.add("Commit → observer in another stack, p99", microseconds(percentile(rawLatencies, 0.99)), microseconds(percentile(stackLatencies, 0.99)), ratio(percentile(stackLatencies, 0.99), percentile(rawLatencies, 0.99)), "p99 ≤ 2× raw")
         listener.stop()
         await notifier.close()
         await observerStack.shutdown()
     }
+}
+
+private func percentileMicroseconds(_ d: Duration) -> Double {
+    Double(d.components.seconds) * 1e6 + Double(d.components.attoseconds) / 1e12
 }
