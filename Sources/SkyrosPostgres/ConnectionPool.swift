@@ -118,10 +118,16 @@ public final class ConnectionPool: Service, Sendable {
         while true {
             let (connection, wasIdle) = try await self.leaseCandidate()
             if !wasIdle { return connection }
-            if await connection.isHealthy() { return connection }
-            self.logger.debug("discarding a dropped idle connection", metadata: [PostgresLogKey.connectionID: "\(connection.id)"])
-            await self.discard(connection)
+            if await self.keepIfHealthy(connection) { return connection }
         }
+    }
+
+    /// Whether an idle connection still works; a dropped one is discarded.
+    private func keepIfHealthy(_ connection: Connection) async -> Bool {
+        if await connection.isHealthy() { return true }
+        self.logger.debug("discarding a dropped idle connection", metadata: [PostgresLogKey.connectionID: "\(connection.id)"])
+        await self.discard(connection)
+        return false
     }
 
     /// A leased connection: an idle one (`wasIdle`: its health is not checked yet) or a new one.
@@ -276,11 +282,7 @@ public final class ConnectionPool: Service, Sendable {
             // The health check, the body and the release all run on the connection's thread: one hop there
             // and one back per lease.
             let outcome: Result<R, any Error>? = await connection.withOwnExecutor {
-                if wasIdle, !(await connection.isHealthy()) {
-                    self.logger.debug("discarding a dropped idle connection", metadata: [PostgresLogKey.connectionID: "\(connection.id)"])
-                    await self.discard(connection)
-                    return nil
-                }
+                if wasIdle, !(await self.keepIfHealthy(connection)) { return nil }
                 do {
                     let value = try await body(connection)
                     await self.release(connection)
