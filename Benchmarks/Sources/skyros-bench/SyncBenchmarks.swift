@@ -97,54 +97,43 @@ struct SyncBenchmarks {
 
     }
 
-    /// Durable single write vs raw autocommit INSERT.
+    /// Durable single write vs raw autocommit INSERT (and vs the same transaction in raw libpq; and without the
+    /// change feed: no change-log row, no NOTIFY, no listener — what announcing costs).
     func durable(stack: DataStack, raw: OpaquePointer, nextID: inout Int, into report: inout Report) async throws {
+        var quietConfiguration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: self.url)), entities: [BenchInsertRow.self])
+        quietConfiguration.changeFeed.isEnabled = false
+        let quiet = try await DataStack.start(quietConfiguration)
         var rawInsert = Measurement()
         var rawDurable = Measurement()
         var durable = Measurement()
+        var quietDurable = Measurement()
         let n = max(200, self.iterations / 4)
         var rawID: Int64 = 1_000_000
-        for _ in 0..<self.rounds {
-            let rawNs = raw_inserts(raw, Int32(n), rawID)
-            guard rawNs > 0 else { throw BenchmarkFailure(description: "raw insert failed") }
+        func rawRound(_ run: (OpaquePointer, Int32, Int64) -> Int64, _ name: String, into measurement: inout Measurement) throws {
+            let ns = run(raw, Int32(n), rawID)
+            guard ns > 0 else { throw BenchmarkFailure(description: "raw \(name) failed") }
             rawID += Int64(n)
-            rawInsert.add(totalNanoseconds: rawNs, operations: n)
-            let rawDurableNs = raw_durable_transactions(raw, Int32(n), rawID)
-            guard rawDurableNs > 0 else { throw BenchmarkFailure(description: "raw durable transaction failed") }
-            rawID += Int64(n)
-            rawDurable.add(totalNanoseconds: rawDurableNs, operations: n)
+            measurement.add(totalNanoseconds: ns, operations: n)
+        }
+        func stackRound(_ stack: DataStack, into measurement: inout Measurement) async throws {
             let first = nextID
-            durable.add(totalNanoseconds: try await elapsedNanoseconds {
+            measurement.add(totalNanoseconds: try await elapsedNanoseconds {
                 for i in 0..<n {
                     try await stack.write(durability: .committed) { try $0.insert(BenchInsertRow(id: first + i, name: "benchmark row")) }
                 }
             }, operations: n)
             nextID += n
         }
-        // The same without the change feed (no change-log row, no NOTIFY, no listener): what announcing costs.
-        var quietConfiguration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: self.url)), entities: [BenchInsertRow.self])
-        quietConfiguration.changeFeed.isEnabled = false
-        let quiet = try await DataStack.start(quietConfiguration)
-        var quietDurable = Measurement()
-        var quietRaw = Measurement()
         for _ in 0..<self.rounds {
-            let rawNs = raw_inserts(raw, Int32(n), rawID)
-            guard rawNs > 0 else { throw BenchmarkFailure(description: "raw insert failed") }
-            rawID += Int64(n)
-            quietRaw.add(totalNanoseconds: rawNs, operations: n)
-            let first = nextID
-            quietDurable.add(totalNanoseconds: try await elapsedNanoseconds {
-                for i in 0..<n {
-                    try await quiet.write(durability: .committed) { try $0.insert(BenchInsertRow(id: first + i, name: "benchmark row")) }
-                }
-            }, operations: n)
-            nextID += n
+            try rawRound(raw_inserts, "insert", into: &rawInsert)
+            try rawRound(raw_durable_transactions, "durable transaction", into: &rawDurable)
+            try await stackRound(stack, into: &durable)
+            try await stackRound(quiet, into: &quietDurable)
         }
         await quiet.shutdown()
-        report.add("Durable single write without the change feed vs raw autocommit INSERT", microseconds(quietRaw.median), microseconds(quietDurable.median), ratio(quietDurable.median, quietRaw.median), "—")
+        report.add("Durable single write without the change feed vs raw autocommit INSERT", microseconds(rawInsert.median), microseconds(quietDurable.median), ratio(quietDurable.median, rawInsert.median), "—")
         report.add("Durable single write vs raw autocommit INSERT", microseconds(rawInsert.median), microseconds(durable.median), ratio(durable.median, rawInsert.median), "≤ 1.3×")
         report.add("Durable single write vs the same transaction sent by raw libpq (one pipeline)", microseconds(rawDurable.median), microseconds(durable.median), ratio(durable.median, rawDurable.median), "—")
-
     }
 
     /// Commit in one stack → observer event in another stack (own pool, own listener), vs raw LISTEN/NOTIFY.
