@@ -45,6 +45,21 @@ static int prepare(raw_conn *conn, const char *name, const char *sql, int n, con
     return ok(PQprepare(conn->pg, name, sql, n, types));
 }
 
+/* Reads a pipeline's results up to its sync and leaves pipeline mode; 0 if any statement failed. */
+static int finish_pipeline(PGconn *pg) {
+    int failed = 0;
+    for (;;) {
+        PGresult *r = PQgetResult(pg);
+        if (r == NULL) continue;
+        ExecStatusType s = PQresultStatus(r);
+        if (s == PGRES_PIPELINE_SYNC) { PQclear(r); break; }
+        if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) failed = 1;
+        PQclear(r);
+    }
+    PQexitPipelineMode(pg);
+    return !failed;
+}
+
 int64_t raw_point_selects(raw_conn *conn, int n, int rows) {
     Oid types[1] = {20};
     if (!prepare(conn, "raw_point", "SELECT id, name, score FROM bench_items WHERE id = $1", 1, types)) return -1;
@@ -115,17 +130,7 @@ int64_t raw_pipeline_transaction(raw_conn *conn, int n, int64_t first_id) {
     PQpipelineSync(pg);
     while (PQflush(pg) == 1) { PQconsumeInput(pg); }
     PQsetnonblocking(pg, 0);
-    int failed = 0;
-    for (;;) {
-        PGresult *r = PQgetResult(pg);
-        if (r == NULL) continue;
-        ExecStatusType s = PQresultStatus(r);
-        if (s == PGRES_PIPELINE_SYNC) { PQclear(r); break; }
-        if (s != PGRES_COMMAND_OK) failed = 1;
-        PQclear(r);
-    }
-    PQexitPipelineMode(pg);
-    if (failed) return -1;
+    if (!finish_pipeline(pg)) return -1;
     return now_ns() - start;
 }
 
@@ -176,17 +181,7 @@ int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id) {
         PQsendQueryPrepared(pg, "raw_durable_log", 1, values, NULL, NULL, 0);
         PQsendQueryParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
         PQpipelineSync(pg);
-        int failed = 0;
-        for (;;) {
-            PGresult *r = PQgetResult(pg);
-            if (r == NULL) continue;
-            ExecStatusType s = PQresultStatus(r);
-            if (s == PGRES_PIPELINE_SYNC) { PQclear(r); break; }
-            if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) failed = 1;
-            PQclear(r);
-        }
-        PQexitPipelineMode(pg);
-        if (failed) return -1;
+        if (!finish_pipeline(pg)) return -1;
     }
     return now_ns() - start;
 }
