@@ -49,6 +49,16 @@ enum ManyProcessHarness {
     /// Starts `skyros-test-node <arguments>` with its stdout in a temporary file.
     static func spawn(_ arguments: [String]) throws -> NodeProcess { try NodeProcess.spawn(arguments) }
 
+    /// Starts `nodes` `mp-writer` processes on `schema`, each writing `rows` rows (node `n` seeded `seed + n`).
+    static func spawnWriters(schema: String, nodes: Int, rows: Int, seed: Int) throws -> [NodeProcess] {
+        try (0..<nodes).map { node in
+            try self.spawn([
+                "mp-writer", "--schema", schema, "--node", String(node), "--nodes", String(nodes), "--rows", String(rows),
+                "--seed", String(seed + node),
+            ])
+        }
+    }
+
     /// Polls `condition` until it holds or `deadline` passes (see ``poll(within:every:_:)``).
     static func eventually(within deadline: Duration = .seconds(10), _ condition: () async throws -> Bool) async rethrows -> Bool {
         try await poll(within: deadline, every: .milliseconds(20), condition)

@@ -76,12 +76,7 @@ struct ManyProcessTests {
     @Test func fourProcessesWriteAndUpdateEachOthersRowsAndAgreeWithPostgreSQL() async throws {
         try await ManyProcessHarness.withSchema { schema in
             let nodes = 4
-            let children = try (0..<nodes).map { node in
-                try ManyProcessHarness.spawn([
-                    "mp-writer", "--schema", schema, "--node", String(node), "--nodes", String(nodes), "--rows", "1000",
-                    "--seed", String(1000 + node),
-                ])
-            }
+            let children = try ManyProcessHarness.spawnWriters(schema: schema, nodes: nodes, rows: 1000, seed: 1000)
             defer { children.forEach { $0.removeOutput() } }
             var statuses: [Int32] = []
             for child in children { statuses.append(await child.exitStatus()) }
@@ -116,12 +111,7 @@ extension ManyProcessTests {
                 for try await result in observation { await replay.apply(result) }
             }
             let nodes = 3
-            let children = try (0..<nodes).map { node in
-                try ManyProcessHarness.spawn([
-                    "mp-writer", "--schema", schema, "--node", String(node), "--nodes", String(nodes), "--rows", "600",
-                    "--seed", String(7 + node),
-                ])
-            }
+            let children = try ManyProcessHarness.spawnWriters(schema: schema, nodes: nodes, rows: 600, seed: 7)
             defer { children.forEach { $0.removeOutput() } }
             for child in children { #expect(await child.exitStatus() == 0, "\(child.report)") }
             let expected = try await stack.store.fetch(descriptor).map(\.value)
