@@ -90,20 +90,27 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What the test targets share (the server under test, child processes, deadline polls); not a product.
+        .target(
+            name: "SkyrosTestSupport",
+            dependencies: ["SkyrosPostgres"],
+            path: "Tests/SkyrosTestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "SkyrosPostgresTests",
-            dependencies: ["SkyrosPostgres", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["SkyrosPostgres", "SkyrosTestSupport", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SkyrosMigrationsTests",
-            dependencies: ["SkyrosMigrations", "SkyrosPostgres"],
+            dependencies: ["SkyrosMigrations", "SkyrosPostgres", "SkyrosTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SkyrosTests",
             dependencies: [
-                "Skyros", "SkyrosPostgres", "SkyrosTestFixtures",
+                "Skyros", "SkyrosPostgres", "SkyrosTestFixtures", "SkyrosTestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings

@@ -1,5 +1,6 @@
 import Foundation
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// The real `migrate` executable (built next to the test bundle by `swift build --build-tests`).

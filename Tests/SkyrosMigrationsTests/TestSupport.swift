@@ -1,34 +1,11 @@
 import Foundation
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
-/// The server under test: `DATABASE_URL`, set by `scripts/test`.
-enum TestServer {
-    static var url: String {
-        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
-            fatalError("DATABASE_URL is not set: run the integration tests through scripts/test")
-        }
-        return url
-    }
-
-    static var configuration: PostgresConfiguration {
-        get throws { try PostgresConfiguration(url: self.url) }
-    }
-
-    static func connect() async throws -> Connection {
-        try await Connection.connect(to: self.configuration)
-    }
-
+extension TestServer {
     /// A unique schema name; the migrator creates the schema, `dropSchema` removes it.
-    static func uniqueSchema(_ prefix: String = "mig") -> String {
-        "\(prefix)_\(UUID().uuidString.prefix(8).lowercased())"
-    }
-
-    static func dropSchema(_ name: String) async {
-        guard let connection = try? await self.connect() else { return }
-        _ = try? await connection.execute(script: "DROP SCHEMA IF EXISTS \(quoteIdentifier(name)) CASCADE")
-        await connection.close()
-    }
+    static func uniqueSchema(_ prefix: String = "mig") -> String { self.uniqueSchemaName(prefix) }
 
     /// The first column of the first row of `sql`, decoded as `T`.
     static func scalar<T: PostgresDecodable>(_ type: T.Type, _ query: PostgresQuery) async throws -> T {

@@ -1,5 +1,6 @@
 import Foundation
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 @Suite("PostgresListener")

@@ -1,5 +1,6 @@
 import Foundation
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// Restarts the throw-away server: run alone by scripts/test after every other test.

@@ -1,5 +1,6 @@
 import Foundation
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -66,18 +67,8 @@ struct NodeProcess: Sendable {
 
     func signal(_ number: Int32) { _ = kill(self.pid, number) }
 
-    /// Waits for the exit (on a thread: waitpid blocks); the exit status, or 128 + signal number when killed.
-    func exitStatus() async -> Int32 {
-        let child = self.pid
-        return await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                var status: Int32 = 0
-                while waitpid(child, &status, 0) < 0 && errno == EINTR {}
-                let exited = status & 0x7F == 0
-                continuation.resume(returning: exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F))
-            }
-        }
-    }
+    /// Waits for the exit: the exit status, or 128 + signal number when killed.
+    func exitStatus() async -> Int32 { await SkyrosTestSupport.exitStatus(of: self.pid) }
 
     func removeOutput() {
         try? FileManager.default.removeItem(at: self.outputURL)
@@ -94,17 +85,4 @@ func thrownError(_ body: () async throws -> Void, sourceLocation: SourceLocation
     } catch {
         return error
     }
-}
-
-/// Polls `condition` every `interval` until it holds or `deadline` passes; whether it held. The one
-/// deadline poll of the suite: ``eventually(timeout:sourceLocation:_:)`` records an issue on top of it.
-func poll(
-    within deadline: Duration, every interval: Duration = .milliseconds(10), _ condition: () async throws -> Bool
-) async rethrows -> Bool {
-    let end = ContinuousClock.now + deadline
-    while ContinuousClock.now < end {
-        if try await condition() { return true }
-        try? await Task.sleep(for: interval)
-    }
-    return try await condition()
 }

@@ -2,6 +2,7 @@ import Foundation
 import Skyros
 import SkyrosTestFixtures
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// Schemas, stacks and child processes for the many-processes tests.

@@ -2,6 +2,7 @@ import Foundation
 import Skyros
 import SkyrosMigrations
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// The context suite's entity.

@@ -1,0 +1,49 @@
+import Foundation
+import SkyrosPostgres
+
+/// The server under test: `DATABASE_URL`, set by `scripts/test` (or by you, e.g. for docker compose). Shared by
+/// the test targets; each adds what only it needs in an extension.
+public enum TestServer {
+    public static var url: String {
+        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
+            fatalError("DATABASE_URL is not set: run the integration tests through scripts/test")
+        }
+        return url
+    }
+
+    public static var configuration: PostgresConfiguration {
+        get throws { try PostgresConfiguration(url: self.url) }
+    }
+
+    public static func connect() async throws -> Connection {
+        try await Connection.connect(to: self.configuration)
+    }
+
+    /// A unique schema name (not created).
+    public static func uniqueSchemaName(_ prefix: String) -> String {
+        "\(prefix)_\(UUID().uuidString.prefix(8).lowercased())"
+    }
+
+    /// Creates a fresh schema for one test and returns its name; dropped by `dropSchema`.
+    public static func makeSchema(_ prefix: String = "t") async throws -> String {
+        let name = self.uniqueSchemaName(prefix)
+        let connection = try await self.connect()
+        try await connection.execute(script: "CREATE SCHEMA \(quoteIdentifier(name))")
+        await connection.close()
+        return name
+    }
+
+    public static func dropSchema(_ name: String) async {
+        guard let connection = try? await self.connect() else { return }
+        _ = try? await connection.execute(script: "DROP SCHEMA IF EXISTS \(quoteIdentifier(name)) CASCADE")
+        await connection.close()
+    }
+
+    /// `pg_ctl -D <data>` for the throw-away cluster, when scripts/test started one.
+    public static var pgCtlCommand: String? { ProcessInfo.processInfo.environment["SKYROS_TEST_PG_CTL"] }
+
+    /// Whether a test may restart the server (scripts/test allows it for the suites it runs alone).
+    public static var mayRestartServer: Bool {
+        self.pgCtlCommand != nil && ProcessInfo.processInfo.environment["SKYROS_ALLOW_SERVER_RESTART"] == "1"
+    }
+}
