@@ -163,7 +163,7 @@ int64_t raw_fetch_100(raw_conn *conn, int n) {
 int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id) {
     Oid types[2] = {20, 25};
     if (!prepare(conn, "raw_durable_insert", "INSERT INTO bench_insert (id, name) VALUES ($1, $2)", 2, types)) return -1;
-    if (!prepare(conn, "raw_durable_commit", "INSERT INTO skyros_commits (commit_id) VALUES (gen_random_uuid())", 0, NULL)) return -1;
+    if (!prepare(conn, "raw_durable_commit", "INSERT INTO skyros_commit_groups (first_id, last_id) SELECT u, u FROM gen_random_uuid() AS u", 0, NULL)) return -1;
     if (!prepare(conn, "raw_durable_log",
             "WITH entry AS (INSERT INTO skyros_change_log (origin, changes) VALUES (gen_random_uuid(), "
             "jsonb_build_array(jsonb_build_object('t', 'bench_insert', 'id', $1::text))) RETURNING position) "

@@ -12,7 +12,8 @@ public struct ShutdownReport: Sendable, CustomStringConvertible {
     public var uncommitted: [UncommittedWrite]
     /// The group being committed at the deadline: its transaction was still running (or retrying), so each
     /// set's outcome is the one its caller receives; look up ``UncommittedWrite/commitID`` in the
-    /// `skyros_commits` table to know for sure.
+    /// `skyros_commit_groups` table to know for sure (a row whose `first_id`–`last_id` range holds the id,
+    /// not listed in its `failed`; see the CommitQueue article).
     public var inFlight: [UncommittedWrite]
 
     /// Whether everything committed before the deadline.
@@ -27,7 +28,7 @@ public struct ShutdownReport: Sendable, CustomStringConvertible {
 
 /// One saved write (change set) that did not commit, named by its commit id and its rows.
 public struct UncommittedWrite: Sendable, Hashable, CustomStringConvertible {
-    /// The idempotency key the set would have been recorded under in `skyros_commits`.
+    /// The idempotency key the set would have been recorded under in `skyros_commit_groups`.
     public var commitID: UUID
     /// The rows it changed, as "table id" (plus "delete where on table" entries).
     public var rows: [String]

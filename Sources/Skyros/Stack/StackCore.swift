@@ -77,6 +77,9 @@ final class StackCore: Sendable {
     let state: Locked<State>
     let queueConfiguration: CommitQueueConfiguration
     let metrics = CommitQueueMetrics()
+    /// The first half of this core's commit ids; the second is the commit's sequence number (``State/nextCommit``),
+    /// so the ids of consecutive queued writes are consecutive.
+    private let commitIDPrefix = UUID.commitPrefix()
     /// Wakes the stack's observers after a save (set by the stack's ``StackSync``).
     let saves = SaveNotifier()
 
@@ -234,7 +237,7 @@ final class StackCore: Sendable {
                 state.pendingCountByTable[row.key.table, default: 0] += 1
                 state.cache.pin(row.key)
             }
-            state.queue.append(QueuedCommit(id: id, slots: slots, ticket: ticket, commitID: UUID.commitID(), policy: policy, bytes: bytes, slotBytes: slotBytes))
+            state.queue.append(QueuedCommit(id: id, slots: slots, ticket: ticket, commitID: UUID(commitPrefix: self.commitIDPrefix, sequence: id), policy: policy, bytes: bytes, slotBytes: slotBytes))
             state.unfinishedCount += 1
             state.unfinishedBytes += bytes
             self.metrics.queueDepth.record(state.unfinishedCount)
@@ -335,7 +338,8 @@ final class StackCore: Sendable {
             var remaining = outcomes.indices.filter { outcomes[$0] == nil }
             do {
                 if mustCheckLog, let postgres = self.store as? PostgresStore {
-                    let committed = try await postgres.committedIDs(remaining.map { batch[$0].commitID })
+                    let committed = try await postgres.committedIDs(
+                        remaining.map { batch[$0].commitID }, since: batch[0].commitID)
                     for index in remaining where committed.contains(batch[index].commitID) {
                         outcomes[index] = .success(ChangeSetResult(operations: []))
                     }

@@ -9,12 +9,28 @@ extension UUID {
         return UUID(version: 4, high: generator.next(), low: generator.next())
     }
 
-    /// A commit id: unique, not secret. A random 64-bit prefix drawn once per process and a counter (an RFC 9562
-    /// version 8 UUID), so a queued write costs no system call for its id (a `getrandom` per write was 3% of
-    /// the queue's CPU). Two processes share a prefix with probability about 2⁻⁵⁸.
-    static func commitID() -> UUID {
-        UUID(version: 8, high: CommitIDs.prefix, low: CommitIDs.counter.wrappingAdd(1, ordering: .relaxed).newValue)
+    /// A commit id: a stack's random 64-bit prefix and its commit sequence number (an RFC 9562 version 8 UUID).
+    /// A stack's ids sort, as PostgreSQL compares `uuid`s (byte by byte), in the order its writes were queued,
+    /// so a group of consecutive writes is recorded as one range (see `PostgresStore.recordCommitted`); making
+    /// one costs no system call (a `getrandom` per write was 3% of the queue's CPU).
+    init(commitPrefix prefix: UInt64, sequence: UInt64) {
+        self.init(version: 8, high: prefix, low: sequence & Self.commitSequenceMask)
     }
+
+    /// A random prefix for a stack's commit ids; two stacks share one with probability about 2⁻⁶⁰.
+    static func commitPrefix() -> UInt64 {
+        var generator = SystemRandomNumberGenerator()
+        return generator.next()
+    }
+
+    /// The sequence number of a commit id (62 bits: the variant takes the top two).
+    var commitSequence: UInt64 {
+        withUnsafeBytes(of: self.uuid) { raw in
+            raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self).bigEndian & Self.commitSequenceMask
+        }
+    }
+
+    private static let commitSequenceMask: UInt64 = (1 << 62) - 1
 
     private init(version: UInt8, high: UInt64, low: UInt64) {
         var bytes = (high.bigEndian, low.bigEndian)
@@ -25,12 +41,4 @@ extension UUID {
                                raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]))
         }
     }
-}
-
-private enum CommitIDs {
-    static let prefix: UInt64 = {
-        var generator = SystemRandomNumberGenerator()
-        return generator.next()
-    }()
-    static let counter = Atomic<UInt64>(0)
 }

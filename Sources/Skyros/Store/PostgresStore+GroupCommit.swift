@@ -15,8 +15,12 @@ package protocol CommitTransactionHook: Sendable {
 }
 
 extension PostgresStore {
-    /// The idempotency log: one row per committed change set, written in the same transaction.
-    static let commitLogTable = "skyros_commits"
+    /// The idempotency log: one row per committed group transaction, written in that transaction — the range of
+    /// commit ids it covers and the ids inside that range whose sets failed (rolled back to their savepoint).
+    /// A stack's commit ids are consecutive in queue order (``UUID/init(commitPrefix:sequence:)``), so a group
+    /// needs one row however many sets it holds (one row per set was a quarter of the server's work per queued
+    /// write).
+    static let commitLogTable = "skyros_commit_groups"
 
     var quotedCommitLog: String {
         if let schema = self.schema { return "\(quoteIdentifier(schema)).\(quoteIdentifier(Self.commitLogTable))" }
@@ -29,14 +33,32 @@ extension PostgresStore {
         try await self.pool.withConnection { connection in
             do {
                 _ = try await connection.execute(script: """
-                    CREATE TABLE IF NOT EXISTS \(table) (commit_id uuid PRIMARY KEY, \
-                    committed_at timestamptz NOT NULL DEFAULT now())
+                    CREATE TABLE IF NOT EXISTS \(table) (first_id uuid PRIMARY KEY, last_id uuid NOT NULL, \
+                    failed uuid[] NOT NULL DEFAULT '{}', committed_at timestamptz NOT NULL DEFAULT now())
                     """)
             } catch let error as PostgresError where error.kind == .uniqueViolation {
                 // Another stack created it concurrently.
             }
             _ = try await connection.execute(script: "DELETE FROM \(table) WHERE committed_at < now() - interval '7 days'")
         }
+    }
+
+    /// The statement recording that the sets `committed` of a group attempt whose sets were `attempted` (both in
+    /// queue order) commit with the running transaction; `nil` when none did.
+    func recordCommitted(_ committed: [UUID], attempted: [UUID]) throws -> PostgresQuery? {
+        guard let first = committed.first, let last = committed.last else { return nil }
+        if committed.count == attempted.count {
+            return PostgresQuery(
+                unsafeSQL: "INSERT INTO \(self.quotedCommitLog) (first_id, last_id) VALUES ($1, $2)",
+                binds: [try PostgresValue(first), try PostgresValue(last)])
+        }
+        let succeeded = Set(committed)
+        let failed = attempted.filter {
+            !succeeded.contains($0) && $0.commitSequence > first.commitSequence && $0.commitSequence < last.commitSequence
+        }
+        return PostgresQuery(
+            unsafeSQL: "INSERT INTO \(self.quotedCommitLog) (first_id, last_id, failed) VALUES ($1, $2, $3::uuid[])",
+            binds: [try PostgresValue(first), try PostgresValue(last), try PostgresValue(failed)])
     }
 
     /// Applies change sets in one transaction, each under its own savepoint, and records the id of every set
@@ -56,7 +78,6 @@ extension PostgresStore {
     ) async throws -> [Result<ChangeSetResult, any Error>] {
         if let results = try await self.applyGroupInOnePipeline(ids: ids, build: build, hook: hook) { return results }
         self.groupCommitPaths.withLock { $0.savepoints += 1 }
-        let log = self.quotedCommitLog
         return try await self.pool.withTransaction { connection in
             var results: [Result<ChangeSetResult, any Error>] = []
             results.reserveCapacity(ids.count)
@@ -149,11 +170,8 @@ extension PostgresStore {
                 try await applyAlone(index, changes)
             }
             try await sendSegment()
-            if !committed.isEmpty {
-                _ = try await connection.query(
-                    PostgresQuery(
-                        unsafeSQL: "INSERT INTO \(log) (commit_id) SELECT unnest($1::uuid[])",
-                        binds: [try PostgresValue(committed)]))
+            if let record = try self.recordCommitted(committed, attempted: ids) {
+                _ = try await connection.query(record)
             }
             if let hook {
                 let succeeded = results.compactMap { try? $0.get() }
@@ -177,13 +195,19 @@ extension PostgresStore {
     }
 
     /// The ids among `ids` whose change sets are committed (after an ambiguous failure of their group).
-    func committedIDs(_ ids: [UUID]) async throws -> Set<UUID> {
+    /// `first` is the first id of the queued group they belong to: every attempt at it recorded a range inside
+    /// the group, so the log is searched from there (an index range scan of at most a group's attempts).
+    func committedIDs(_ ids: [UUID], since first: UUID) async throws -> Set<UUID> {
         if ids.isEmpty { return [] }
         let rows = try await self.pool.withConnection { connection in
             try await connection.query(
                 PostgresQuery(
-                    unsafeSQL: "SELECT commit_id FROM \(self.quotedCommitLog) WHERE commit_id = ANY($1::uuid[])",
-                    binds: [try PostgresValue(ids)]))
+                    unsafeSQL: """
+                        SELECT x.id FROM unnest($1::uuid[]) AS x(id) WHERE EXISTS (
+                            SELECT 1 FROM \(self.quotedCommitLog) AS g
+                            WHERE g.first_id BETWEEN $2 AND x.id AND g.last_id >= x.id AND x.id <> ALL (g.failed))
+                        """,
+                    binds: [try PostgresValue(ids), try PostgresValue(first)]))
         }
         return Set(try rows.map { try $0.decode(UUID.self, at: 0) })
     }

@@ -57,10 +57,7 @@ extension PostgresStore {
 
         var queries: [PostgresQuery] = [PostgresQuery(unsafeSQL: "BEGIN")]
         queries += statements.map(\.query)
-        queries.append(
-            PostgresQuery(
-                unsafeSQL: "INSERT INTO \(self.quotedCommitLog) (commit_id) SELECT unnest($1::uuid[])",
-                binds: [try PostgresValue(ids)]))
+        if let record = try self.recordCommitted(ids, attempted: ids) { queries.append(record) }
         if let hookStatement { queries.append(hookStatement) }
         queries.append(PostgresQuery(unsafeSQL: "COMMIT"))
 

@@ -50,10 +50,23 @@ struct CommitQueueServerRestartTests {
             #expect(try rows[0].decode(Int.self, at: 1) == total + 1)
             #expect(try rows[0].decode(Int.self, at: 2) == 1)
             #expect(try rows[0].decode(Int.self, at: 3) == total + 1)
-            // Each set's commit id was recorded once; none failed (a duplicate would fail as a unique violation).
+            // Each set's commit id was recorded once: the groups' ranges do not overlap and, less their failed
+            // ids, cover one id per set written.
+            let sequence = { (column: String) in
+                "(('x' || right(replace(\(column)::text, '-', ''), 16))::bit(64)::int8 & 4611686018427387903)"
+            }
             let commits = try await CommitQueueTestServer.query(
-                "SELECT count(*)::int8 FROM \(qualified: [schema, "skyros_commits"])")
+                """
+                SELECT sum(\(unsafeRaw: sequence("last_id")) - \(unsafeRaw: sequence("first_id")) + 1 - cardinality(failed))::int8
+                FROM \(qualified: [schema, "skyros_commit_groups"])
+                """)
             #expect(try commits[0].decode(Int.self, at: 0) == total + 2)
+            let overlaps = try await CommitQueueTestServer.query(
+                """
+                SELECT count(*)::int8 FROM \(qualified: [schema, "skyros_commit_groups"]) a
+                JOIN \(qualified: [schema, "skyros_commit_groups"]) b ON a.first_id < b.first_id AND b.first_id <= a.last_id
+                """)
+            #expect(try overlaps[0].decode(Int.self, at: 0) == 0)
             await stack.shutdown()
             let failures = await errors.value
             #expect(failures.isEmpty, "\(failures.prefix(3))")

@@ -139,6 +139,35 @@ struct GroupPipelineTests {
             .groupOperation(schema: nil, copyThreshold: 500) == nil)
     }
 
+    @Test("The commit log records a group as one range: its failed sets and other stacks' ids are not committed")
+    func commitLogRecordsRanges() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            let store = try #require(stack.store as? PostgresStore)
+            let mine = UUID.commitPrefix()
+            let other = UUID.commitPrefix()
+            let ids = (100...109).map { UUID(commitPrefix: mine, sequence: UInt64($0)) }
+            // 104 failed inside the range, 109 after its last committed set.
+            let committed = ids.filter { $0 != ids[4] && $0 != ids[9] }
+            let theirs = (100...109).map { UUID(commitPrefix: other, sequence: UInt64($0)) }
+            #expect(try store.recordCommitted([], attempted: ids) == nil)
+            let records = [
+                try #require(try store.recordCommitted(committed, attempted: ids)),
+                try #require(try store.recordCommitted(theirs, attempted: theirs)),
+            ]
+            #expect(records[0].binds.count == 3 && records[1].binds.count == 2)
+            try await store.pool.withTransaction { connection in
+                for record in records { _ = try await connection.query(record) }
+            }
+            let later = UUID(commitPrefix: mine, sequence: 110)
+            #expect(try await store.committedIDs(ids + [later], since: ids[0]) == Set(committed))
+            #expect(try await store.committedIDs([theirs[3], theirs[9]], since: theirs[0]) == [theirs[3], theirs[9]])
+            // The failed set retried alone and committed: its own one-id range.
+            let retry = try #require(try store.recordCommitted([ids[4]], attempted: [ids[4]]))
+            try await store.pool.withConnection { _ = try await $0.query(retry) }
+            #expect(try await store.committedIDs([ids[4], ids[9]], since: ids[0]) == [ids[4]])
+        }
+    }
+
     /// The change log's entries (`changes` as text), oldest first.
     static func changeLogEntries(_ store: PostgresStore) async throws -> [String] {
         let table = ChangeLog(schema: store.schema).logTable

@@ -2,7 +2,7 @@ import Foundation
 @testable import Skyros
 import Testing
 
-@Suite("UUID.random and UUID.commitID")
+@Suite("UUID.random and commit ids")
 struct UUIDRandomTests {
     @Test func versionFourRFC4122AndDistinct() {
         let ids = (0..<10_000).map { _ in UUID.random() }
@@ -15,16 +15,20 @@ struct UUIDRandomTests {
         }
     }
 
-    @Test func commitIDsAreVersionEightAndDistinctAcrossThreads() async {
-        let ids = await withTaskGroup(of: [UUID].self) { group in
-            for _ in 0..<8 { group.addTask { (0..<5_000).map { _ in UUID.commitID() } } }
-            return await group.reduce(into: []) { $0 += $1 }
-        }
-        #expect(ids.count == 40_000)
+    @Test func commitIDsSortInSequenceOrderAndCarryTheirSequence() {
+        let prefix = UUID.commitPrefix()
+        let sequences: [UInt64] = Array(1...2_000) + [1 << 40, (1 << 62) - 1]
+        let ids = sequences.map { UUID(commitPrefix: prefix, sequence: $0) }
         #expect(Set(ids).count == ids.count)
-        // One process prefix: the first 8 bytes (version nibble included) are shared.
-        #expect(Set(ids.map { $0.uuidString.prefix(18) }).count == 1)
-        for id in ids.prefix(100) {
+        #expect(ids.map(\.commitSequence) == sequences)
+        // PostgreSQL compares uuids byte by byte: a stack's ids sort in its queue order.
+        let bytes = ids.map { id in withUnsafeBytes(of: id.uuid) { Array($0) } }
+        #expect(bytes == bytes.sorted { $0.lexicographicallyPrecedes($1) })
+        // Another stack's prefix: the first 8 bytes (version nibble included) differ, the sequence is the same.
+        let other = UUID(commitPrefix: UUID.commitPrefix(), sequence: 1)
+        #expect(other.uuidString.prefix(18) != ids[0].uuidString.prefix(18))
+        #expect(other.commitSequence == 1)
+        for id in ids.prefix(100) + [other] {
             let text = id.uuidString
             #expect(Array(text)[14] == "8")                       // version 8 (RFC 9562, custom layout)
             #expect("89AB".contains(Array(text)[19]))               // variant
