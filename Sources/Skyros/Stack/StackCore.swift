@@ -261,19 +261,28 @@ final class StackCore: Sendable {
     }
 
     /// Sends queued commits in order, as group-commit transactions of up to
-    /// ``CommitQueueConfiguration/maximumBatchCount`` sets, until the queue is empty or held.
+    /// ``CommitQueueConfiguration/maximumBatchCount`` sets, until the queue is empty or held. While a group is
+    /// on the server, the next one is built (see ``prepareAhead()``), so building overlaps the round trip.
     private func drain() async {
+        var ahead: PreparedAhead?
         while true {
             let delay = self.queueConfiguration.maximumBatchDelay
             if delay > .zero, self.state.withLock({ $0.queuedCount < self.queueConfiguration.maximumBatchCount }) {
                 try? await Task.sleep(for: delay)
             }
-            let batch = self.state.withLock { state -> [QueuedCommit]? in
+            let taken = self.state.withLock { state -> (batch: [QueuedCommit], prepared: PostgresStore.PreparedGroup?)? in
                 guard !state.held, state.queuedCount > 0 else {
                     state.draining = false
                     return nil
                 }
-                let end = min(state.queue.count, state.queueHead + max(1, self.queueConfiguration.maximumBatchCount))
+                // The group built ahead, if the queue still starts with it (a shutdown deadline or an
+                // invalidation may have emptied the queue since).
+                var prepared: PostgresStore.PreparedGroup?
+                var end = min(state.queue.count, state.queueHead + max(1, self.queueConfiguration.maximumBatchCount))
+                if let ahead, state.queue[state.queueHead].id == ahead.firstCommit, state.queuedCount >= ahead.count {
+                    end = state.queueHead + ahead.count
+                    prepared = ahead.group
+                }
                 let batch = Array(state.queue[state.queueHead..<end])
                 state.queueHead = end
                 if state.queueHead > 64, state.queueHead * 2 > state.queue.count {
@@ -281,14 +290,44 @@ final class StackCore: Sendable {
                     state.queueHead = 0
                 }
                 state.running = batch
-                return batch
+                return (batch, prepared)
             }
-            guard let batch else { return }
+            ahead = nil
+            guard let (batch, prepared) = taken else { return }
             let started = ContinuousClock.now
-            let outcomes = await self.commitGroup(batch)
+            async let outcomes = self.commitGroup(batch, prepared: prepared)
+            if delay == .zero { ahead = self.prepareAhead() }
+            let results = await outcomes
             self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
-            self.settle(batch, outcomes)
+            self.settle(batch, results)
         }
+    }
+
+    /// A group built while the one before it was on the server.
+    private struct PreparedAhead {
+        let firstCommit: UInt64
+        let count: Int
+        let group: PostgresStore.PreparedGroup
+    }
+
+    /// Builds the group that will be taken next (the queued sets at the head, still in the queue) as a pipeline,
+    /// while the current group runs. Only when no set of it needs a version a queued commit produces (those
+    /// are known once the group before has settled): then it is built when it is taken, as before.
+    private func prepareAhead() -> PreparedAhead? {
+        guard let postgres = self.store as? PostgresStore else { return nil }
+        let (batch, hook) = self.state.withLock { state -> ([QueuedCommit], (any CommitTransactionHook)?) in
+            guard !state.held, state.queuedCount > 0 else { return ([], nil) }
+            let end = min(state.queue.count, state.queueHead + max(1, self.queueConfiguration.maximumBatchCount))
+            return (Array(state.queue[state.queueHead..<end]), state.hook)
+        }
+        guard let first = batch.first else { return nil }
+        let group = postgres.prepareGroupPipeline(
+            ids: batch.map(\.commitID),
+            build: { index, prior in
+                try self.state.withLock { try self.changeSet(for: batch[index], state: $0, prior: prior, ahead: true) }
+            },
+            hook: hook)
+        return group.map { PreparedAhead(firstCommit: first.id, count: batch.count, group: $0) }
     }
 
     /// Applies a group's outcomes to the main context in commit order — under one lock acquisition for the
@@ -329,7 +368,10 @@ final class StackCore: Sendable {
     /// Commits one group, retrying transient failures with backoff; never applies a set twice (after an
     /// ambiguous failure the commit log says which sets of the failed attempt committed).
     /// - Returns: one outcome per commit, in order.
-    private func commitGroup(_ batch: [QueuedCommit]) async -> [Result<ChangeSetResult, any Error>] {
+    /// `prepared`: the group built ahead, sent on the first attempt.
+    private func commitGroup(
+        _ batch: [QueuedCommit], prepared: PostgresStore.PreparedGroup? = nil
+    ) async -> [Result<ChangeSetResult, any Error>] {
         var outcomes = [Result<ChangeSetResult, any Error>?](repeating: nil, count: batch.count)
         let started = ContinuousClock.now
         var attempt = 0
@@ -347,7 +389,8 @@ final class StackCore: Sendable {
                     mustCheckLog = false
                 }
                 if remaining.isEmpty { break }
-                let results = try await self.apply(remaining.map { batch[$0] })
+                let results = try await self.apply(
+                    remaining.map { batch[$0] }, prepared: attempt == 0 ? prepared : nil)
                 for (index, result) in zip(remaining, results) { outcomes[index] = result }
                 break
             } catch {
@@ -383,13 +426,15 @@ final class StackCore: Sendable {
     }
 
     /// One attempt: PostgreSQL gets one transaction with a savepoint per set; other stores apply set by set.
-    private func apply(_ commits: [QueuedCommit]) async throws -> [Result<ChangeSetResult, any Error>] {
+    private func apply(
+        _ commits: [QueuedCommit], prepared: PostgresStore.PreparedGroup?
+    ) async throws -> [Result<ChangeSetResult, any Error>] {
         let build = { (index: Int, prior: [Result<ChangeSetResult, any Error>]) throws -> ChangeSet in
             try self.state.withLock { try self.changeSet(for: commits[index], state: $0, prior: prior) }
         }
         if let postgres = self.store as? PostgresStore {
             let hook = self.state.withLock { $0.hook }
-            return try await postgres.applyGroup(ids: commits.map(\.commitID), build: build, hook: hook)
+            return try await postgres.applyGroup(ids: commits.map(\.commitID), build: build, hook: hook, prepared: prepared)
         }
         var results: [Result<ChangeSetResult, any Error>] = []
         for index in commits.indices {
@@ -405,13 +450,22 @@ final class StackCore: Sendable {
 
     /// The change set of a commit; expected versions of rows read from earlier queued commits are resolved now,
     /// from the versions those commits produced (`prior`: the results of the earlier sets of the same group).
-    private func changeSet(for commit: QueuedCommit, state: State, prior: [Result<ChangeSetResult, any Error>]) throws -> ChangeSet {
+    /// `ahead`: built while an earlier group may still be running, so such a version is not known yet: throws
+    /// ``NeedsSettledVersions``.
+    private func changeSet(
+        for commit: QueuedCommit, state: State, prior: [Result<ChangeSetResult, any Error>], ahead: Bool = false
+    ) throws -> ChangeSet {
         var changes = ChangeSet(expectedGeneration: self.generation)
+        var needsSettledVersions = false
         func resolve(_ key: RowKey, _ base: BaseVersion) -> Int64? {
             switch base {
             case .known(let version): return version
             case .none: return nil
             case .pending:
+                if ahead {
+                    needsSettledVersions = true
+                    return nil
+                }
                 for case .success(let result) in prior.reversed() {
                     if let change = result.changes.last(where: { $0.table == key.table && $0.id == key.id }) {
                         return change.version
@@ -445,6 +499,7 @@ final class StackCore: Sendable {
             }
         }
         flushInserts()
+        if needsSettledVersions { throw NeedsSettledVersions() }
         return changes
     }
 
@@ -634,6 +689,9 @@ final class StackCore: Sendable {
         }
     }
 }
+
+/// A set built ahead needs the version a commit still running produces (see `StackCore.prepareAhead()`).
+private struct NeedsSettledVersions: Error {}
 
 /// A cache miss in ``StackCore/lookup(_:id:)``: the commit counter when the miss was seen.
 private struct UInt64Box: Error {

@@ -6,7 +6,7 @@ import SkyrosPostgres
 /// server, so the transaction aborts and the group is run again on the savepoint path, which isolates the set
 /// and reports the precise error (version conflict, not found). Its statement does that with
 /// `SELECT …, 1 / count(*) FROM <the write's RETURNING>`: no row, division by zero.
-enum GroupOperation {
+enum GroupOperation: Sendable {
     /// Rows to insert, merged with neighbouring inserts into the same table.
     case insert(MergeableInsert)
     /// One statement; `announced` are the rows it writes, for the change log, before it runs.
@@ -27,7 +27,7 @@ enum GroupOperation {
 extension EntityChange {
     func groupOperation(schema: String?, copyThreshold: Int) throws -> GroupOperation? {
         let plan = try EntityPlan<T>.shared
-        func change(_ key: PostgresValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
+        @Sendable func change(_ key: PostgresValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
             RowChange(entity: plan.entityName, table: plan.tableName, id: key, kind: kind, version: version)
         }
         /// A guarded write: no row affected fails the statement (and the pipeline).

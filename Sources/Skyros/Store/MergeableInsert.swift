@@ -2,7 +2,7 @@ import SkyrosPostgres
 
 /// The rows of one plain insert, in a form that merges with neighbouring inserts into the same table: a group
 /// commit sends consecutive ones, across change sets, as one multi-row `INSERT`.
-struct MergeableInsert {
+struct MergeableInsert: Sendable {
     /// `INSERT INTO "schema"."table" ("a", "b"[, "version"]) VALUES ` (trusted SQL text).
     let statementPrefix: String
     /// `, 1` when the entity has a version column (every new row starts at version 1), else empty.

@@ -1,9 +1,9 @@
 import SkyrosPostgres
 
 /// One write as a single statement and the decoding of its rows, so that many can be sent in one pipeline.
-struct PipelinedStatement {
+struct PipelinedStatement: Sendable {
     let query: PostgresQuery
-    let decode: (PostgresRows) throws -> [RowChange]
+    let decode: @Sendable (PostgresRows) throws -> [RowChange]
 }
 
 extension EntityChange {

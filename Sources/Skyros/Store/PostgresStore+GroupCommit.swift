@@ -69,14 +69,19 @@ extension PostgresStore {
     ///   - build: makes set `index` given the results of the sets before it (a later set may depend on the
     ///     versions an earlier one wrote). A build error fails that set alone.
     ///   - hook: runs after the sets, before `COMMIT`.
+    ///   - prepared: the group's pipeline when it was built ahead (``prepareGroupPipeline(ids:build:hook:)``).
     /// - Returns: one result per set; a failed set was rolled back alone.
     /// - Throws: errors that stop the whole group (connection lost, a failing hook, `COMMIT` failing); then
-    ///   nothing of the group is known to be committed: ask ``committedIDs(_:)``.
+    ///   nothing of the group is known to be committed: ask ``committedIDs(_:since:)``.
     func applyGroup(
         ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
-        hook: (any CommitTransactionHook)?
+        hook: (any CommitTransactionHook)?, prepared: PreparedGroup? = nil
     ) async throws -> [Result<ChangeSetResult, any Error>] {
-        if let results = try await self.applyGroupInOnePipeline(ids: ids, build: build, hook: hook) { return results }
+        if let prepared {
+            if let results = try await self.send(prepared) { return results }
+        } else if let results = try await self.applyGroupInOnePipeline(ids: ids, build: build, hook: hook) {
+            return results
+        }
         self.groupCommitPaths.withLock { $0.savepoints += 1 }
         return try await self.pool.withTransaction { connection in
             var results: [Result<ChangeSetResult, any Error>] = []

@@ -12,18 +12,37 @@ extension PostgresStore {
     /// Inserts merged into one statement stay below this many rows (and below the bind limit).
     static let mergedInsertRowLimit = 1_000
 
+    /// A group ready to be sent as one pipeline (see ``prepareGroupPipeline(ids:build:hook:)``).
+    struct PreparedGroup: Sendable {
+        /// The sets' operations, in order.
+        fileprivate let sets: [[GroupOperation]]
+        fileprivate let statements: [GroupStatement]
+        fileprivate let queries: [PostgresQuery]
+    }
+
     /// A group sent as one pipeline — `BEGIN`, its writes (consecutive inserts into the same table merged into
     /// multi-row `INSERT`s, across sets), the commit ids, the hook's statement, `COMMIT` — so the whole group
     /// costs one round trip (see ``GroupOperation``).
     ///
     /// - Returns: one result per set; `nil` when an operation cannot be pipelined, or when the pipeline
     ///   failed for a reason confined to a set (a constraint, a guard): nothing was committed, and the
-    ///   savepoint path (``applyGroup(ids:build:hook:)``) runs the group again, isolating the failing set.
+    ///   savepoint path (``applyGroup(ids:build:hook:prepared:)``) runs the group again, isolating the failing set.
     /// - Throws: errors that stop the group (``stopsGroup(_:)``): nothing of it is known to be committed.
     func applyGroupInOnePipeline(
         ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
         hook: (any CommitTransactionHook)?
     ) async throws -> [Result<ChangeSetResult, any Error>]? {
+        guard let prepared = self.prepareGroupPipeline(ids: ids, build: build, hook: hook) else { return nil }
+        return try await self.send(prepared)
+    }
+
+    /// Builds a group's pipeline without sending it: the statements, encoded values and change-log entry (the
+    /// commit queue prepares the next group while the current one is on the server).
+    /// - Returns: `nil` when an operation cannot be pipelined (the savepoint path runs the group).
+    func prepareGroupPipeline(
+        ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
+        hook: (any CommitTransactionHook)?
+    ) -> PreparedGroup? {
         // Built without the versions earlier sets of the group produce: a write guarded by a version that an
         // earlier set changes then fails its guard, and the savepoint path runs the group with them.
         var sets: [[GroupOperation]] = []
@@ -49,18 +68,26 @@ extension PostgresStore {
         }
         let statements = Self.groupStatements(sets)
         let hookStatement: PostgresQuery?
+        let record: PostgresQuery?
         do {
             hookStatement = try hook?.pipelinedStatement(announcing: sets.flatMap { $0.flatMap(\.announced) })
+            record = try self.recordCommitted(ids, attempted: ids)
         } catch {
             return nil
         }
-
         var queries: [PostgresQuery] = [PostgresQuery(unsafeSQL: "BEGIN")]
+        queries.reserveCapacity(statements.count + 4)
         queries += statements.map(\.query)
-        if let record = try self.recordCommitted(ids, attempted: ids) { queries.append(record) }
+        if let record { queries.append(record) }
         if let hookStatement { queries.append(hookStatement) }
         queries.append(PostgresQuery(unsafeSQL: "COMMIT"))
+        return PreparedGroup(sets: sets, statements: statements, queries: queries)
+    }
 
+    /// Sends a prepared group; `nil` when it failed for a reason confined to a set (see
+    /// ``applyGroupInOnePipeline(ids:build:hook:)``).
+    func send(_ prepared: PreparedGroup) async throws -> [Result<ChangeSetResult, any Error>]? {
+        let (sets, statements, queries) = (prepared.sets, prepared.statements, prepared.queries)
         let rows: [PostgresRows]
         do {
             rows = try await self.pool.withConnection { connection in
@@ -100,11 +127,11 @@ extension PostgresStore {
     }
 
     /// One statement of a pipelined group and how its rows map back to the sets' operations.
-    struct GroupStatement {
+    struct GroupStatement: Sendable {
         enum Kind {
             /// A multi-row `INSERT` carrying the rows of these (set, operation) pairs.
             case merged(members: [(set: Int, operation: Int)], needsVersion: Bool)
-            case single(set: Int, operation: Int, decode: (PostgresRows) throws -> [RowChange])
+            case single(set: Int, operation: Int, decode: @Sendable (PostgresRows) throws -> [RowChange])
         }
 
         var query: PostgresQuery
