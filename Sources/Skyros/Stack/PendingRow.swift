@@ -72,13 +72,22 @@ struct PendingDeleteWhere: Sendable {
 protocol AnyEntityKind: Sendable {
     var table: String { get }
     /// Appends the operation for `row` (consecutive inserts of one type become one bulk insert by the caller).
+    /// `encoded`: the row's values as ``encode(_:)`` made them when it was queued (an insert reuses them).
     func emit(
-        _ row: PendingRow, resolve: (RowKey, BaseVersion) -> Int64?, policy: MergePolicy, into changes: inout ChangeSet
+        _ row: PendingRow, encoded: [PostgresValue]?, resolve: (RowKey, BaseVersion) -> Int64?, policy: MergePolicy,
+        into changes: inout ChangeSet
     ) throws
-    /// Appends one bulk insert of several inserted rows.
-    func emitBulkInsert(_ rows: [PendingRow], into changes: inout ChangeSet)
-    /// The approximate memory of a row: the encoded size of its column values.
-    func approximateSize(_ value: any Entity) -> Int
+    /// Appends one bulk insert of several inserted rows (`encoded`: their values, when all were encoded).
+    func emitBulkInsert(_ rows: [PendingRow], encoded: [[PostgresValue]]?, into changes: inout ChangeSet)
+    /// The row's column values as they are bound, in declared order; `nil` when it cannot be encoded (the
+    /// store then reports the error when it encodes the row itself).
+    func encode(_ value: any Entity) -> [PostgresValue]?
+}
+
+/// The approximate memory of a row: the encoded size of its column values.
+func approximateSize(of values: [PostgresValue]?) -> Int {
+    guard let values else { return 64 }
+    return values.reduce(64) { $0 + 16 + ($1.text?.utf8.count ?? 0) }
 }
 
 /// The ``AnyEntityKind`` of `T`.
@@ -86,11 +95,12 @@ struct EntityKind<T: Entity>: AnyEntityKind {
     var table: String { T.tableName }
 
     func emit(
-        _ row: PendingRow, resolve: (RowKey, BaseVersion) -> Int64?, policy: MergePolicy, into changes: inout ChangeSet
+        _ row: PendingRow, encoded: [PostgresValue]?, resolve: (RowKey, BaseVersion) -> Int64?, policy: MergePolicy,
+        into changes: inout ChangeSet
     ) throws {
         switch row.state {
         case .inserted(let value):
-            changes.insert(value as! T)
+            changes.insert(value as! T, encoded: encoded)
         case .upserted(let value):
             changes.upsert(value as! T)
         case .updated(let value, let original, let base):
@@ -128,12 +138,12 @@ struct EntityKind<T: Entity>: AnyEntityKind {
         }
     }
 
-    func emitBulkInsert(_ rows: [PendingRow], into changes: inout ChangeSet) {
-        changes.bulkInsert(rows.compactMap { $0.value as? T })
+    func emitBulkInsert(_ rows: [PendingRow], encoded: [[PostgresValue]]?, into changes: inout ChangeSet) {
+        changes.bulkInsert(rows.compactMap { $0.value as? T }, encoded: encoded)
     }
 
-    func approximateSize(_ value: any Entity) -> Int {
-        guard let value = value as? T, let encoded = try? RowEncoder<T>().encode(value) else { return 64 }
-        return encoded.reduce(64) { $0 + 16 + ($1.text?.utf8.count ?? 0) }
+    func encode(_ value: any Entity) -> [PostgresValue]? {
+        guard let value = value as? T else { return nil }
+        return try? RowEncoder<T>().encode(value)
     }
 }

@@ -26,6 +26,9 @@ final class StackCore: Sendable {
         let bytes: Int
         /// Each slot's approximate row size (0 for a deletion), measured once at enqueue for the cache.
         let slotBytes: [Int]
+        /// Each slot's column values, encoded once at enqueue (`nil` for a deletion): the size above, and the
+        /// values an insert binds.
+        let slotValues: [[PostgresValue]?]
     }
 
     struct State: Sendable {
@@ -202,7 +205,7 @@ final class StackCore: Sendable {
 
     private func size<T: Entity>(of value: T) throws -> Int {
         guard self.measuresBytes else { return 0 }
-        return EntityKind<T>().approximateSize(value)
+        return approximateSize(of: EntityKind<T>().encode(value))
     }
 
     // MARK: Commits
@@ -214,16 +217,22 @@ final class StackCore: Sendable {
         if slots.isEmpty { return nil }
         let ticket = CommitTicket()
         var slotBytes: [Int] = []
+        var slotValues: [[PostgresValue]?] = []
         slotBytes.reserveCapacity(slots.count)
+        slotValues.reserveCapacity(slots.count)
         var bytes = 0
         for slot in slots {
-            guard case .row(let row) = slot else {
+            guard case .row(let row) = slot, let value = row.value else {
                 slotBytes.append(0)
+                slotValues.append(nil)
+                bytes += 64
                 continue
             }
-            let size = row.value.map { row.kind.approximateSize($0) } ?? 0
+            let values = row.kind.encode(value)
+            let size = approximateSize(of: values)
             slotBytes.append(size)
-            bytes += max(size, 64)
+            slotValues.append(values)
+            bytes += size
         }
         let policy = policy ?? self.queueConfiguration.mergePolicy
         let startDrain = try self.state.withLock { state -> Bool in
@@ -237,7 +246,8 @@ final class StackCore: Sendable {
                 state.pendingCountByTable[row.key.table, default: 0] += 1
                 state.cache.pin(row.key)
             }
-            state.queue.append(QueuedCommit(id: id, slots: slots, ticket: ticket, commitID: UUID(commitPrefix: self.commitIDPrefix, sequence: id), policy: policy, bytes: bytes, slotBytes: slotBytes))
+            state.queue.append(QueuedCommit(id: id, slots: slots, ticket: ticket, commitID: UUID(commitPrefix: self.commitIDPrefix, sequence: id), policy: policy, bytes: bytes, slotBytes: slotBytes,
+                slotValues: slotValues))
             state.unfinishedCount += 1
             state.unfinishedBytes += bytes
             self.metrics.queueDepth.record(state.unfinishedCount)
@@ -475,24 +485,31 @@ final class StackCore: Sendable {
             }
         }
         var inserts: [PendingRow] = []
+        var insertValues: [[PostgresValue]] = []
+        var allEncoded = true
         func flushInserts() {
             if inserts.count == 1 {
-                try? inserts[0].kind.emit(inserts[0], resolve: resolve, policy: commit.policy, into: &changes)
+                try? inserts[0].kind.emit(
+                    inserts[0], encoded: allEncoded ? insertValues[0] : nil, resolve: resolve, policy: commit.policy,
+                    into: &changes)
             } else if let first = inserts.first {
-                first.kind.emitBulkInsert(inserts, into: &changes)
+                first.kind.emitBulkInsert(inserts, encoded: allEncoded ? insertValues : nil, into: &changes)
             }
             inserts.removeAll()
+            insertValues.removeAll()
+            allEncoded = true
         }
-        for slot in commit.slots {
+        for (index, slot) in commit.slots.enumerated() {
             switch slot {
             case .row(let row):
                 if case .inserted = row.state {
                     if let first = inserts.first, first.key.table != row.key.table { flushInserts() }
                     inserts.append(row)
+                    if let values = commit.slotValues[index] { insertValues.append(values) } else { allEncoded = false }
                     continue
                 }
                 flushInserts()
-                try row.kind.emit(row, resolve: resolve, policy: commit.policy, into: &changes)
+                try row.kind.emit(row, encoded: commit.slotValues[index], resolve: resolve, policy: commit.policy, into: &changes)
             case .deleteWhere(let operation):
                 flushInserts()
                 operation.emit(&changes)

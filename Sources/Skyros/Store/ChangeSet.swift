@@ -111,6 +111,20 @@ public struct ChangeSet: Sendable {
     @discardableResult
     public mutating func bulkInsert<T: Entity>(_ values: [T]) -> Int { self.add(.bulkInsert, EntityChange<T>.Payload.bulkInsert(values)) }
 
+    /// An insert whose column values were encoded already (by the commit queue, when the write was queued).
+    mutating func insert<T: Entity>(_ value: T, encoded: [PostgresValue]?) {
+        var change = EntityChange<T>(payload: .insert(value))
+        change.encodedRows = encoded.map { [$0] }
+        self.operations.append(Operation(kind: .insert, entity: Self.entityName(T.self), table: T.tableName, change: change))
+    }
+
+    /// A bulk insert whose rows were encoded already.
+    mutating func bulkInsert<T: Entity>(_ values: [T], encoded: [[PostgresValue]]?) {
+        var change = EntityChange<T>(payload: .bulkInsert(values))
+        change.encodedRows = encoded
+        self.operations.append(Operation(kind: .bulkInsert, entity: Self.entityName(T.self), table: T.tableName, change: change))
+    }
+
     /// Deletes every row matching `predicate` (`nil`: every row of the table).
     @discardableResult
     public mutating func delete<T: Entity>(where predicate: Predicate<T>?) -> Int {
@@ -198,6 +212,8 @@ struct EntityChange<T: Entity>: EntityOperation {
     let payload: Payload
     /// What a guarded update or delete does when its guard does not hold.
     var resolution: ConflictResolution = .fail
+    /// An insert's rows as ``RowEncoder`` encodes them, when the commit queue encoded them already.
+    var encodedRows: [[PostgresValue]]?
 
     /// Column indices for an update, validated against the entity.
     static func columnIndices(_ names: [String], plan: EntityPlan<T>) throws -> [Int] {

@@ -36,9 +36,9 @@ extension EntityChange {
         }
         switch self.payload {
         case .insert(let value):
-            return .insert(try MergeableInsert(plan: plan, values: [value], schema: schema))
+            return .insert(try MergeableInsert(plan: plan, values: [value], encoded: self.encodedRows, schema: schema))
         case .bulkInsert(let values) where values.count < copyThreshold:
-            return .insert(try MergeableInsert(plan: plan, values: values, schema: schema))
+            return .insert(try MergeableInsert(plan: plan, values: values, encoded: self.encodedRows, schema: schema))
         case .bulkInsert, .deleteWhere:
             return nil
 

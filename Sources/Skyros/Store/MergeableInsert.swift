@@ -26,10 +26,10 @@ struct MergeableInsert: Sendable {
 }
 
 extension MergeableInsert {
-    /// The rows of `values` for entity `T`'s table in `schema`.
-    init<T: Entity>(plan: EntityPlan<T>, values: [T], schema: String?) throws {
+    /// The rows of `values` for entity `T`'s table in `schema`; `encoded`: their values, when encoded already.
+    init<T: Entity>(plan: EntityPlan<T>, values: [T], encoded: [[PostgresValue]]? = nil, schema: String?) throws {
         let encoder = RowEncoder(plan: plan)
-        let rows = try values.map { try encoder.encode($0) }
+        let rows = try encoded ?? values.map { try encoder.encode($0) }
         var columns = plan.quotedColumns
         if let version = plan.versionColumn { columns += ", \(quoteIdentifier(version))" }
         self.init(
