@@ -7,8 +7,6 @@ struct MergeableInsert: Sendable {
     let statementPrefix: String
     /// `, 1` when the entity has a version column (every new row starts at version 1), else empty.
     let rowSuffix: String
-    /// ` RETURNING xmin::text::int8` when the version is the inserting transaction's id, else empty.
-    let returning: String
     let entity: String
     let table: String
     /// Encoded columns per row, in declared order.
@@ -35,7 +33,6 @@ extension MergeableInsert {
         self.init(
             statementPrefix: "INSERT INTO \(plan.quotedTable(schema: schema)) (\(columns)) VALUES ",
             rowSuffix: plan.versionColumn == nil ? "" : ", 1",
-            returning: plan.versionColumn == nil ? " RETURNING \(plan.versionExpression)" : "",
             entity: plan.entityName, table: plan.tableName, rows: rows, ids: rows.map { $0[plan.idIndex] },
             fixedVersion: plan.versionColumn == nil ? nil : 1)
     }

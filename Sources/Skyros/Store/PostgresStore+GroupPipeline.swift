@@ -18,7 +18,14 @@ extension PostgresStore {
         fileprivate let sets: [[GroupOperation]]
         fileprivate let statements: [GroupStatement]
         fileprivate let queries: [PostgresQuery]
+        /// The index of the query reading the transaction's id, when a merged insert needs it as its rows' version.
+        fileprivate let xidQuery: Int?
     }
+
+    /// The version of the rows a transaction inserts when their entity has no version column: their `xmin`,
+    /// the top-level transaction's id (no savepoints on this path). One query per group instead of
+    /// `RETURNING xmin` on every inserted row.
+    static let transactionIDQuery = PostgresQuery(unsafeSQL: "SELECT txid_current() % 4294967296")
 
     /// A group sent as one pipeline — `BEGIN`, its writes (consecutive inserts into the same table merged into
     /// multi-row `INSERT`s, across sets), the commit ids, the hook's statement, `COMMIT` — so the whole group
@@ -76,12 +83,17 @@ extension PostgresStore {
             return nil
         }
         var queries: [PostgresQuery] = [PostgresQuery(unsafeSQL: "BEGIN")]
-        queries.reserveCapacity(statements.count + 4)
+        queries.reserveCapacity(statements.count + 5)
         queries += statements.map(\.query)
+        var xidQuery: Int?
+        if statements.contains(where: \.needsTransactionID) {
+            xidQuery = queries.count
+            queries.append(Self.transactionIDQuery)
+        }
         if let record { queries.append(record) }
         if let hookStatement { queries.append(hookStatement) }
         queries.append(PostgresQuery(unsafeSQL: "COMMIT"))
-        return PreparedGroup(sets: sets, statements: statements, queries: queries)
+        return PreparedGroup(sets: sets, statements: statements, queries: queries, xidQuery: xidQuery)
     }
 
     /// Sends a prepared group; `nil` when it failed for a reason confined to a set (see
@@ -108,19 +120,17 @@ extension PostgresStore {
         // Committed: nothing below may fail the sets. A version that cannot be read stays unknown (the stack
         // then reads the row again rather than caching it).
         var changes: [[[RowChange]]] = sets.map { Array(repeating: [], count: $0.count) }
+        let xmin = prepared.xidQuery.flatMap { (try? rows[$0].first?.decode(Int64.self, at: 0)) ?? nil }
         for (offset, statement) in statements.enumerated() {
-            let result = rows[1 + offset]
             switch statement.kind {
-            case .merged(let members, let needsVersion):
-                // A version column starts at 1; otherwise the version is the transaction's xmin, shared by every
-                // row it inserted (no savepoints here): read it from the first row.
-                let xmin = needsVersion ? (try? result.first?.decode(Int64.self, at: 0)) ?? nil : nil
+            case .merged(let members, _):
+                // A version column starts at 1; otherwise the version is the transaction's id (`xmin`).
                 for (set, operation) in members {
                     guard case .insert(let insert) = sets[set][operation] else { continue }
                     changes[set][operation] = insert.changes(version: insert.fixedVersion ?? xmin)
                 }
             case .single(let set, let operation, let decode):
-                changes[set][operation] = (try? decode(result)) ?? sets[set][operation].announced
+                changes[set][operation] = (try? decode(rows[1 + offset])) ?? sets[set][operation].announced
             }
         }
         return changes.map { .success(ChangeSetResult(operations: $0)) }
@@ -136,6 +146,12 @@ extension PostgresStore {
 
         var query: PostgresQuery
         var kind: Kind
+
+        /// A merged insert of rows whose version is the transaction's id.
+        var needsTransactionID: Bool {
+            if case .merged(_, true) = self.kind { return true }
+            return false
+        }
     }
 
     /// The group's statements in order: consecutive inserts with the same target merged (under the row and
@@ -152,7 +168,7 @@ extension PostgresStore {
             guard let insert = current else { return }
             statements.append(
                 GroupStatement(
-                    query: PostgresQuery(unsafeSQL: sql + insert.returning, binds: binds),
+                    query: PostgresQuery(unsafeSQL: sql, binds: binds),
                     kind: .merged(members: members, needsVersion: insert.fixedVersion == nil)))
             sql = ""
             binds = []
