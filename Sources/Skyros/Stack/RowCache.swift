@@ -102,12 +102,12 @@ struct RowCache: Sendable {
     }
 
     mutating func unpin(_ key: RowKey) {
-        guard let count = self.pins[key] else { return }
-        if count > 1 {
-            self.pins[key] = count - 1
+        guard let pin = self.pins.index(forKey: key) else { return }
+        if self.pins.values[pin] > 1 {
+            self.pins.values[pin] -= 1
             return
         }
-        self.pins[key] = nil
+        self.pins.remove(at: pin)
         if let slot = self.index[key], self.slots[slot]?.linked == false { self.linkAtHead(slot) }
         self.evict()
     }

@@ -15,7 +15,8 @@ final class StackCore: Sendable {
         let row: PendingRow
     }
 
-    struct QueuedCommit: Sendable {
+    /// A queued change set (a class: groups and the queue pass it around, one reference each).
+    final class QueuedCommit: Sendable {
         let id: UInt64
         let slots: [ResolvedSlot]
         let ticket: CommitTicket
@@ -29,6 +30,20 @@ final class StackCore: Sendable {
         /// Each slot's column values, encoded once at enqueue (`nil` for a deletion): the size above, and the
         /// values an insert binds.
         let slotValues: [[PostgresValue]?]
+
+        init(
+            id: UInt64, slots: [ResolvedSlot], ticket: CommitTicket, commitID: UUID, policy: MergePolicy, bytes: Int,
+            slotBytes: [Int], slotValues: [[PostgresValue]?]
+        ) {
+            self.id = id
+            self.slots = slots
+            self.ticket = ticket
+            self.commitID = commitID
+            self.policy = policy
+            self.bytes = bytes
+            self.slotBytes = slotBytes
+            self.slotValues = slotValues
+        }
     }
 
     struct State: Sendable {
@@ -601,10 +616,14 @@ final class StackCore: Sendable {
     }
 
     private func unqueue(_ key: RowKey, commit: UInt64, state: inout State) {
-        guard var entries = state.pending[key], let index = entries.firstIndex(where: { $0.commit == commit }) else { return }
-        entries.remove(at: index)
-        state.pending[key] = entries.isEmpty ? nil : entries
-        if entries.isEmpty, !state.remoteChangedWhilePending.isEmpty {
+        guard let slot = state.pending.index(forKey: key),
+            let index = state.pending.values[slot].firstIndex(where: { $0.commit == commit })
+        else { return }
+        // Mutated in place (one hash lookup; a copy out and back would also copy the array).
+        state.pending.values[slot].remove(at: index)
+        let emptied = state.pending.values[slot].isEmpty
+        if emptied { state.pending.remove(at: slot) }
+        if emptied, !state.remoteChangedWhilePending.isEmpty {
             // The row's last queued change is done (its caller checked the mark first).
             state.remoteChangedWhilePending.remove(key)
         }

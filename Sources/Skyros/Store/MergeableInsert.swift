@@ -3,8 +3,9 @@ import SkyrosPostgres
 /// The rows of one plain insert, in a form that merges with neighbouring inserts into the same table: a group
 /// commit sends consecutive ones, across change sets, as one multi-row `INSERT`.
 struct MergeableInsert: Sendable {
-    /// `INSERT INTO "schema"."table" ("a", "b"[, "version"]) VALUES ` (trusted SQL text).
-    let statementPrefix: String
+    /// The entity's plan: inserts with the same plan and schema merge.
+    let target: any InsertTarget
+    let schema: String?
     /// `, 1` when the entity has a version column (every new row starts at version 1), else empty.
     let rowSuffix: String
     let entity: String
@@ -17,6 +18,15 @@ struct MergeableInsert: Sendable {
 
     var columnCount: Int { self.rows.first?.count ?? 0 }
 
+    /// Whether `other` inserts into the same table (and so can share a statement with these rows).
+    func sharesTable(with other: MergeableInsert) -> Bool {
+        self.target === other.target && self.schema == other.schema
+    }
+
+    /// `INSERT INTO "schema"."table" ("a", "b"[, "version"]) VALUES ` (trusted SQL text), made once per merged
+    /// statement rather than per row.
+    var statementPrefix: String { self.target.insertPrefix(schema: self.schema) }
+
     /// The changes these rows make, with `version` for each.
     func changes(version: Int64?) -> [RowChange] {
         self.ids.map { RowChange(entity: self.entity, table: self.table, id: $0, kind: .inserted, version: version) }
@@ -28,12 +38,22 @@ extension MergeableInsert {
     init<T: Entity>(plan: EntityPlan<T>, values: [T], encoded: [[PostgresValue]]? = nil, schema: String?) throws {
         let encoder = RowEncoder(plan: plan)
         let rows = try encoded ?? values.map { try encoder.encode($0) }
-        var columns = plan.quotedColumns
-        if let version = plan.versionColumn { columns += ", \(quoteIdentifier(version))" }
         self.init(
-            statementPrefix: "INSERT INTO \(plan.quotedTable(schema: schema)) (\(columns)) VALUES ",
-            rowSuffix: plan.versionColumn == nil ? "" : ", 1",
+            target: plan, schema: schema, rowSuffix: plan.versionColumn == nil ? "" : ", 1",
             entity: plan.entityName, table: plan.tableName, rows: rows, ids: rows.map { $0[plan.idIndex] },
             fixedVersion: plan.versionColumn == nil ? nil : 1)
+    }
+}
+
+/// What a ``MergeableInsert`` inserts into: an entity's plan.
+protocol InsertTarget: AnyObject, Sendable {
+    func insertPrefix(schema: String?) -> String
+}
+
+extension EntityPlan: InsertTarget {
+    func insertPrefix(schema: String?) -> String {
+        var columns = self.quotedColumns
+        if let version = self.versionColumn { columns += ", \(quoteIdentifier(version))" }
+        return "INSERT INTO \(self.quotedTable(schema: schema)) (\(columns)) VALUES "
     }
 }

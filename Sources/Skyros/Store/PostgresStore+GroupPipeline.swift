@@ -190,7 +190,7 @@ extension PostgresStore {
                 case .insert(let insert):
                     if insert.rows.isEmpty { continue }
                     if let open = current,
-                        open.statementPrefix != insert.statementPrefix
+                        !open.sharesTable(with: insert)
                             || rowCount + insert.rows.count > Self.mergedInsertRowLimit
                             || binds.count + insert.rows.count * insert.columnCount > PostgresWriteContext.maximumBinds
                     {
