@@ -11,6 +11,9 @@ package struct GroupCommitPaths: Sendable, Equatable {
 extension PostgresStore {
     /// Inserts merged into one statement stay below this many rows (and below the bind limit).
     static let mergedInsertRowLimit = 1_000
+    /// Merged inserts of up to this many rows return their version (`RETURNING xmin`); larger ones read the
+    /// transaction's id with one query per group.
+    static let returnedVersionRowLimit = 8
 
     /// A group ready to be sent as one pipeline (see ``prepareGroupPipeline(ids:build:hook:)``).
     struct PreparedGroup: Sendable {
@@ -123,11 +126,13 @@ extension PostgresStore {
         let xmin = prepared.xidQuery.flatMap { (try? rows[$0].first?.decode(Int64.self, at: 0)) ?? nil }
         for (offset, statement) in statements.enumerated() {
             switch statement.kind {
-            case .merged(let members, _):
-                // A version column starts at 1; otherwise the version is the transaction's id (`xmin`).
+            case .merged(let members, let version):
+                // A version column starts at 1; otherwise the version is the transaction's id (`xmin`), shared
+                // by every row it inserted (no savepoints here).
+                let returned = version == .returned ? (try? rows[1 + offset].first?.decode(Int64.self, at: 0)) ?? nil : nil
                 for (set, operation) in members {
                     guard case .insert(let insert) = sets[set][operation] else { continue }
-                    changes[set][operation] = insert.changes(version: insert.fixedVersion ?? xmin)
+                    changes[set][operation] = insert.changes(version: insert.fixedVersion ?? returned ?? xmin)
                 }
             case .single(let set, let operation, let decode):
                 changes[set][operation] = (try? decode(rows[1 + offset])) ?? sets[set][operation].announced
@@ -140,16 +145,27 @@ extension PostgresStore {
     struct GroupStatement: Sendable {
         enum Kind {
             /// A multi-row `INSERT` carrying the rows of these (set, operation) pairs.
-            case merged(members: [(set: Int, operation: Int)], needsVersion: Bool)
+            /// `version`: where the rows' version comes from.
+            case merged(members: [(set: Int, operation: Int)], version: MergedVersion)
             case single(set: Int, operation: Int, decode: @Sendable (PostgresRows) throws -> [RowChange])
         }
 
         var query: PostgresQuery
         var kind: Kind
 
-        /// A merged insert of rows whose version is the transaction's id.
+        /// Where a merged insert's rows get their version.
+        enum MergedVersion: Sendable {
+            /// The entity's version column: 1 for a new row.
+            case fixed
+            /// `RETURNING xmin` (a few rows: cheaper than another statement).
+            case returned
+            /// The transaction's id, read once per group (many rows: one query instead of a row back per row).
+            case transactionID
+        }
+
+        /// A merged insert of rows whose version is the transaction's id, read by a query of its own.
         var needsTransactionID: Bool {
-            if case .merged(_, true) = self.kind { return true }
+            if case .merged(_, .transactionID) = self.kind { return true }
             return false
         }
     }
@@ -166,10 +182,12 @@ extension PostgresStore {
 
         func flush() {
             guard let insert = current else { return }
+            let version: GroupStatement.MergedVersion =
+                insert.fixedVersion != nil ? .fixed : rowCount <= Self.returnedVersionRowLimit ? .returned : .transactionID
             statements.append(
                 GroupStatement(
-                    query: PostgresQuery(unsafeSQL: sql, binds: binds),
-                    kind: .merged(members: members, needsVersion: insert.fixedVersion == nil)))
+                    query: PostgresQuery(unsafeSQL: version == .returned ? sql + " RETURNING xmin::text::int8" : sql, binds: binds),
+                    kind: .merged(members: members, version: version)))
             sql = ""
             binds = []
             members = []

@@ -134,8 +134,11 @@ struct GroupPipelineTests {
         #expect(statements.count == 4)
         #expect(statements[0].query.sql.hasPrefix("INSERT INTO \"s\".\"stack_notes\""))
         #expect(statements[0].query.binds.count == 3 * 4)
-        // No version column: the rows' version is the transaction's id, read once per group, not returned per row.
-        #expect(!statements[0].query.sql.contains("RETURNING") && statements[0].needsTransactionID)
+        // No version column, a few rows: they return their version (many rows: the group reads its transaction id).
+        #expect(statements[0].query.sql.hasSuffix("RETURNING xmin::text::int8") && !statements[0].needsTransactionID)
+        let many = PostgresStore.groupStatements(
+            [try (1...20).map { try operation(EntityChange<StackNote>(payload: .insert(note($0)))) }])
+        #expect(many.count == 1 && !many[0].query.sql.contains("RETURNING") && many[0].needsTransactionID)
         #expect(statements[1].query.sql.hasPrefix("DELETE FROM \"s\".\"stack_notes\""))
         #expect(statements[2].query.binds.count == 4)
         // A version column starts at 1: no RETURNING needed.
@@ -147,6 +150,34 @@ struct GroupPipelineTests {
         #expect(members.map(\.set) == [0, 1] && members.map(\.operation) == [0, 0])
         #expect(try EntityChange<StackNote>(payload: .bulkInsert(Array(repeating: note(1), count: 600)))
             .groupOperation(schema: nil, copyThreshold: 500) == nil)
+    }
+
+    @Test("A large merged insert reads the transaction id once; its rows get it as their version")
+    func largeMergedInsertVersions() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            let store = try #require(stack.store as? PostgresStore)
+            let pathsBefore = store.groupCommitPaths.withLock { $0 }
+            stack.holdCommits()
+            var writes: [Task<Void, any Error>] = []
+            for id in 1...20 {
+                writes.append(Task { try await stack.write(durability: .committed) { try $0.insert(note(id)) } })
+                try await eventually { stack.queuedCommits == id }
+            }
+            stack.releaseCommits()
+            for write in writes { try await write.value }
+            #expect(store.groupCommitPaths.withLock { $0 }.onePipeline == pathsBefore.onePipeline + 1)
+            let stored = try await store.fetch(StackNote.self)
+            #expect(stored.count == 20 && Set(stored.map(\.version)).count == 1)
+            // The cached versions are the stored ones: guarded updates of every row commit without a conflict.
+            try await stack.write(durability: .committed) { context in
+                for id in 1...20 {
+                    var row = try #require(try await context.object(StackNote.self, id: id))
+                    row.rank = -1
+                    try await context.update(row)
+                }
+            }
+            #expect(try await store.fetch(StackNote.self).allSatisfy { $0.value.rank == -1 })
+        }
     }
 
     @Test("The commit log records a group as one range: its failed sets and other stacks' ids are not committed")
