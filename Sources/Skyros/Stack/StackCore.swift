@@ -286,19 +286,28 @@ final class StackCore: Sendable {
     }
 
     /// Sends queued commits in order, as group-commit transactions of up to
-    /// ``CommitQueueConfiguration/maximumBatchCount`` sets, until the queue is empty or held. While a group is
-    /// on the server, the next one is built (see ``prepareAhead()``), so building overlaps the round trip.
+    /// ``CommitQueueConfiguration/maximumBatchCount`` sets, until the queue is empty or held.
+    ///
+    /// The work around a round trip overlaps it: while a group is on the server, the group before it is settled
+    /// (its rows enter the cache, its callers resume) and the next one is built (see ``prepareAhead()``). A
+    /// group that was not built ahead is built only after the one before it settled, as it may need the
+    /// versions that one produced. Groups settle in commit order, and a drain ends only with nothing unsettled.
     private func drain() async {
         var ahead: PreparedAhead?
+        var unsettled: (batch: [QueuedCommit], outcomes: [Result<ChangeSetResult, any Error>])?
         while true {
             let delay = self.queueConfiguration.maximumBatchDelay
-            if delay > .zero, self.state.withLock({ $0.queuedCount < self.queueConfiguration.maximumBatchCount }) {
+            if delay > .zero, unsettled == nil,
+                self.state.withLock({ $0.queuedCount < self.queueConfiguration.maximumBatchCount })
+            {
                 try? await Task.sleep(for: delay)
             }
-            let taken = self.state.withLock { state -> (batch: [QueuedCommit], prepared: PostgresStore.PreparedGroup?)? in
+            let hasUnsettled = unsettled != nil
+            let step = self.state.withLock { state -> DrainStep in
                 guard !state.held, state.queuedCount > 0 else {
+                    if hasUnsettled { return .settleFirst }
                     state.draining = false
-                    return nil
+                    return .stop
                 }
                 // The group built ahead, if the queue still starts with it (a shutdown deadline or an
                 // invalidation may have emptied the queue since).
@@ -308,6 +317,7 @@ final class StackCore: Sendable {
                     end = state.queueHead + ahead.count
                     prepared = ahead.group
                 }
+                if hasUnsettled, prepared == nil { return .settleFirst }
                 let batch = Array(state.queue[state.queueHead..<end])
                 state.queueHead = end
                 if state.queueHead > 64, state.queueHead * 2 > state.queue.count {
@@ -315,17 +325,35 @@ final class StackCore: Sendable {
                     state.queueHead = 0
                 }
                 state.running = batch
-                return (batch, prepared)
+                return .send(batch, prepared)
             }
             ahead = nil
-            guard let (batch, prepared) = taken else { return }
-            let started = ContinuousClock.now
-            async let outcomes = self.commitGroup(batch, prepared: prepared)
-            if delay == .zero { ahead = self.prepareAhead() }
-            let results = await outcomes
-            self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
-            self.settle(batch, results)
+            switch step {
+            case .stop:
+                return
+            case .settleFirst:
+                if let (batch, outcomes) = unsettled { self.settle(batch, outcomes) }
+                unsettled = nil
+            case .send(let batch, let prepared):
+                let started = ContinuousClock.now
+                async let outcomes = self.commitGroup(batch, prepared: prepared)
+                if let (batch, outcomes) = unsettled { self.settle(batch, outcomes) }
+                unsettled = nil
+                if delay == .zero { ahead = self.prepareAhead() }
+                let results = await outcomes
+                self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
+                unsettled = (batch, results)
+            }
         }
+    }
+
+    private enum DrainStep {
+        /// Nothing to send and nothing unsettled: the drain ends.
+        case stop
+        /// The previous group must settle before anything else.
+        case settleFirst
+        /// Send this group (`prepared`: built ahead).
+        case send([QueuedCommit], PostgresStore.PreparedGroup?)
     }
 
     /// A group built while the one before it was on the server.
@@ -367,7 +395,8 @@ final class StackCore: Sendable {
                 }
             }
             state.finishedCommits += 1
-            if clearRunning { state.running = [] }
+            // (A later group may be running already: it was sent before this one settled.)
+            if clearRunning, state.running.first === batch.first { state.running = [] }
             state.unfinishedCount -= batch.count
             state.unfinishedBytes -= batch.reduce(0) { $0 + $1.bytes }
             self.metrics.queueDepth.record(state.unfinishedCount)
