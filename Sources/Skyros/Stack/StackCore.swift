@@ -261,8 +261,10 @@ final class StackCore: Sendable {
                 state.pendingCountByTable[row.key.table, default: 0] += 1
                 state.cache.pin(row.key)
             }
-            state.queue.append(QueuedCommit(id: id, slots: slots, ticket: ticket, commitID: UUID(commitPrefix: self.commitIDPrefix, sequence: id), policy: policy, bytes: bytes, slotBytes: slotBytes,
-                slotValues: slotValues))
+            state.queue.append(
+                QueuedCommit(
+                    id: id, slots: slots, ticket: ticket, commitID: UUID(commitPrefix: self.commitIDPrefix, sequence: id),
+                    policy: policy, bytes: bytes, slotBytes: slotBytes, slotValues: slotValues))
             state.unfinishedCount += 1
             state.unfinishedBytes += bytes
             self.metrics.queueDepth.record(state.unfinishedCount)
