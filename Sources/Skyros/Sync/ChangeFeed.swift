@@ -101,6 +101,9 @@ final class ChangeFeed: Sendable {
                             await self.deliver(.remote([entry]))
                             if advanceHorizon { self.startHorizonRead() }
                             continue
+                        case .recordOwn(let advanceHorizon):
+                            if advanceHorizon { self.startHorizonRead() }
+                            continue
                         case .skip:
                             continue
                         case .read:
@@ -175,6 +178,9 @@ final class ChangeFeed: Sendable {
         /// Deliver the entry; `advanceHorizon`: also start a read in the background (every 100 hint entries,
         /// so the cursor's set of delivered positions stays small).
         case deliver(advanceHorizon: Bool)
+        /// This stack's own entry: recorded by the cursor (so the next read skips it), never delivered — the
+        /// stack applied its own commit already.
+        case recordOwn(advanceHorizon: Bool)
         case skip
         /// Too many hint entries without a read (reads keep failing): read now, in line.
         case read
@@ -197,10 +203,13 @@ final class ChangeFeed: Sendable {
             guard state.hintsSinceRead < 1_000 else { return .read }
             guard state.cursor.deliverFromHint(position: entry.position, xid: entry.xid) else { return .skip }
             state.hintsSinceRead += 1
-            state.statistics.remoteEntries += 1
-            state.statistics.hintEntries += 1
             let advance = state.hintsSinceRead >= 100 && !state.horizonReadRunning
             if advance { state.horizonReadRunning = true }
+            // An own entry gets here once 100 own hints in a row were skipped without a read (see
+            // `needsNoRead`); delivering it as remote would evict the stack's own rows.
+            if entry.origin == self.origin { return .recordOwn(advanceHorizon: advance) }
+            state.statistics.remoteEntries += 1
+            state.statistics.hintEntries += 1
             return .deliver(advanceHorizon: advance)
         }
     }

@@ -156,6 +156,26 @@ struct ChangeLogTests {
         }
     }
 
+    @Test func aStacksOwnHintsNeverEvictItsOwnRowsHoweverManyInARow() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let stack = try await ManyProcessHarness.stack(schema: schema)
+            try await stack.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 0, title: "")) }
+            _ = try await stack.mainContext.object(MPItem.self, id: 1)
+            let missesBefore = stack.cacheStatistics.misses
+            // Well past the 100 own hints that are skipped without a read: later ones are recorded by the
+            // cursor, and none is delivered as another stack's change.
+            for value in 1...250 {
+                try await stack.write(durability: .committed) { try await $0.update(MPItem(id: 1, owner: 0, value: value, title: "")) }
+            }
+            let feed = stack.changeFeedStatistics
+            #expect(feed.remoteEntries == 0 && feed.hintEntries == 0, "\(feed)")
+            // Every update found the row in the cache (an evicted row is a miss, then a store read).
+            #expect(stack.cacheStatistics.misses == missesBefore, "\(stack.cacheStatistics)")
+            #expect(try await stack.mainContext.object(MPItem.self, id: 1)?.value == 250)
+            await stack.shutdown()
+        }
+    }
+
     @Test func hintsParseWithAndWithoutTheirEntry() throws {
         let origin = UUID()
         let short = try #require(ChangeLog.Hint("42 \(origin.uuidString.lowercased())"))
