@@ -49,11 +49,12 @@ public struct ChangeSet: Sendable {
         (try? EntityPlan<T>.shared)?.entityName ?? String(describing: type)
     }
 
-    private mutating func add<T: Entity>(_ kind: Operation.Kind, _ payload: EntityChange<T>.Payload) -> Int {
-        self.operations.append(
-            Operation(
-                kind: kind, entity: Self.entityName(T.self), table: T.tableName,
-                change: EntityChange<T>(payload: payload)))
+    private mutating func add<T: Entity>(
+        _ kind: Operation.Kind, _ payload: EntityChange<T>.Payload, resolution: ConflictResolution = .fail,
+        encodedRows: [[PostgresValue]]? = nil
+    ) -> Int {
+        let change = EntityChange<T>(payload: payload, resolution: resolution, encodedRows: encodedRows)
+        self.operations.append(Operation(kind: kind, entity: Self.entityName(T.self), table: T.tableName, change: change))
         return self.operations.count - 1
     }
 
@@ -79,21 +80,13 @@ public struct ChangeSet: Sendable {
     mutating func update<T: Entity>(
         _ value: T, changedColumns: [String], expectedVersion: Int64?, resolution: ConflictResolution
     ) -> Int {
-        self.operations.append(
-            Operation(
-                kind: .update, entity: Self.entityName(T.self), table: T.tableName,
-                change: EntityChange<T>(payload: .update(value, changedColumns, expectedVersion), resolution: resolution)))
-        return self.operations.count - 1
+        self.add(.update, EntityChange<T>.Payload.update(value, changedColumns, expectedVersion), resolution: resolution)
     }
 
     /// A delete whose version conflict is resolved as `resolution` says.
     @discardableResult
     mutating func delete<T: Entity>(_ type: T.Type, id: T.ID, expectedVersion: Int64?, resolution: ConflictResolution) -> Int {
-        self.operations.append(
-            Operation(
-                kind: .delete, entity: Self.entityName(T.self), table: T.tableName,
-                change: EntityChange<T>(payload: .delete(id, expectedVersion), resolution: resolution)))
-        return self.operations.count - 1
+        self.add(.delete, EntityChange<T>.Payload.delete(id, expectedVersion), resolution: resolution)
     }
 
     /// Deletes the row with `id` (no error when it does not exist and no version is expected).
@@ -112,17 +105,15 @@ public struct ChangeSet: Sendable {
     public mutating func bulkInsert<T: Entity>(_ values: [T]) -> Int { self.add(.bulkInsert, EntityChange<T>.Payload.bulkInsert(values)) }
 
     /// An insert whose column values were encoded already (by the commit queue, when the write was queued).
-    mutating func insert<T: Entity>(_ value: T, encoded: [PostgresValue]?) {
-        var change = EntityChange<T>(payload: .insert(value))
-        change.encodedRows = encoded.map { [$0] }
-        self.operations.append(Operation(kind: .insert, entity: Self.entityName(T.self), table: T.tableName, change: change))
+    @discardableResult
+    mutating func insert<T: Entity>(_ value: T, encoded: [PostgresValue]?) -> Int {
+        self.add(.insert, EntityChange<T>.Payload.insert(value), encodedRows: encoded.map { [$0] })
     }
 
     /// A bulk insert whose rows were encoded already.
-    mutating func bulkInsert<T: Entity>(_ values: [T], encoded: [[PostgresValue]]?) {
-        var change = EntityChange<T>(payload: .bulkInsert(values))
-        change.encodedRows = encoded
-        self.operations.append(Operation(kind: .bulkInsert, entity: Self.entityName(T.self), table: T.tableName, change: change))
+    @discardableResult
+    mutating func bulkInsert<T: Entity>(_ values: [T], encoded: [[PostgresValue]]?) -> Int {
+        self.add(.bulkInsert, EntityChange<T>.Payload.bulkInsert(values), encodedRows: encoded)
     }
 
     /// Deletes every row matching `predicate` (`nil`: every row of the table).
