@@ -11,7 +11,7 @@ extension EntityChange {
     func pipelined(on context: PostgresWriteContext) throws -> PipelinedStatement? {
         guard case .insert(let value) = self.payload else { return nil }
         let plan = try EntityPlan<T>.shared
-        let values = try RowEncoder(plan: plan).encode(value)
+        let values = try self.encodedRows?.first ?? RowEncoder(plan: plan).encode(value)
         var query = PostgresWriteContext.insertStatement(plan, schema: context.schema, rows: [values])
         query.append(PostgresQuery(unsafeSQL: " RETURNING \(plan.versionExpression)"))
         let id = values[plan.idIndex]

@@ -77,9 +77,9 @@ extension PostgresStore {
         ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
         hook: (any CommitTransactionHook)?, prepared: PreparedGroup? = nil
     ) async throws -> [Result<ChangeSetResult, any Error>] {
-        if let prepared {
-            if let results = try await self.send(prepared) { return results }
-        } else if let results = try await self.applyGroupInOnePipeline(ids: ids, build: build, hook: hook) {
+        if let group = prepared ?? self.prepareGroupPipeline(ids: ids, build: build, hook: hook),
+            let results = try await self.send(group)
+        {
             return results
         }
         self.groupCommitPaths.withLock { $0.savepoints += 1 }

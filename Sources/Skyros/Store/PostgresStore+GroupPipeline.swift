@@ -30,24 +30,10 @@ extension PostgresStore {
     /// `RETURNING xmin` on every inserted row.
     static let transactionIDQuery = PostgresQuery(unsafeSQL: "SELECT txid_current() % 4294967296")
 
-    /// A group sent as one pipeline — `BEGIN`, its writes (consecutive inserts into the same table merged into
-    /// multi-row `INSERT`s, across sets), the commit ids, the hook's statement, `COMMIT` — so the whole group
-    /// costs one round trip (see ``GroupOperation``).
-    ///
-    /// - Returns: one result per set; `nil` when an operation cannot be pipelined, or when the pipeline
-    ///   failed for a reason confined to a set (a constraint, a guard): nothing was committed, and the
-    ///   savepoint path (``applyGroup(ids:build:hook:prepared:)``) runs the group again, isolating the failing set.
-    /// - Throws: errors that stop the group (``stopsGroup(_:)``): nothing of it is known to be committed.
-    func applyGroupInOnePipeline(
-        ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
-        hook: (any CommitTransactionHook)?
-    ) async throws -> [Result<ChangeSetResult, any Error>]? {
-        guard let prepared = self.prepareGroupPipeline(ids: ids, build: build, hook: hook) else { return nil }
-        return try await self.send(prepared)
-    }
-
-    /// Builds a group's pipeline without sending it: the statements, encoded values and change-log entry (the
-    /// commit queue prepares the next group while the current one is on the server).
+    /// Builds a group to be sent as one pipeline — `BEGIN`, its writes (consecutive inserts into the same table
+    /// merged into multi-row `INSERT`s, across sets), the commit-log row, the hook's statement, `COMMIT` — so
+    /// the whole group costs one round trip (see ``GroupOperation``). Built apart from sending: the commit queue
+    /// builds the next group while the current one is on the server.
     /// - Returns: `nil` when an operation cannot be pipelined (the savepoint path runs the group).
     func prepareGroupPipeline(
         ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
@@ -99,8 +85,11 @@ extension PostgresStore {
         return PreparedGroup(sets: sets, statements: statements, queries: queries, xidQuery: xidQuery)
     }
 
-    /// Sends a prepared group; `nil` when it failed for a reason confined to a set (see
-    /// ``applyGroupInOnePipeline(ids:build:hook:)``).
+    /// Sends a prepared group.
+    /// - Returns: one result per set; `nil` when the pipeline failed for a reason confined to a set (a
+    ///   constraint, a guard): nothing was committed, and the savepoint path
+    ///   (``applyGroup(ids:build:hook:prepared:)``) runs the group again, isolating the failing set.
+    /// - Throws: errors that stop the group (``stopsGroup(_:)``): nothing of it is known to be committed.
     func send(_ prepared: PreparedGroup) async throws -> [Result<ChangeSetResult, any Error>]? {
         let (sets, statements, queries) = (prepared.sets, prepared.statements, prepared.queries)
         let rows: [PostgresRows]
