@@ -32,14 +32,17 @@ extension Connection {
                 if case .prepare(let name) = steps[index] { self.registerPrepared(queries[index], name: name) }
             }
         }
+        var replyWait = self.replyWait
+        defer { self.replyWait = replyWait }
         return try await self.withHandle { connection in
-            try Self.runPipeline(queries, steps: steps, on: connection, secrets: secrets, prepared: &prepared)
+            try Self.runPipeline(
+                queries, steps: steps, on: connection, secrets: secrets, prepared: &prepared, replyWait: &replyWait)
         }
     }
 
     private static func runPipeline(
         _ queries: [PostgresQuery], steps: [PipelineStep], on connection: OpaquePointer, secrets: [String],
-        prepared: inout [Int]
+        prepared: inout [Int], replyWait: inout ReplyWait
     ) throws -> [PostgresRows] {
         guard PQenterPipelineMode(connection) == 1 else {
             throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
@@ -127,8 +130,7 @@ extension Connection {
         while !reader.finished {
             try drainReady()
             if reader.finished { break }
-            LibPQ.wait(connection, read: true, write: false)
-            if PQconsumeInput(connection) == 0 {
+            guard replyWait.awaitReply(connection) else {
                 throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
             }
         }

@@ -43,6 +43,8 @@ public actor Connection {
         set { self.owned.pointer = newValue }
     }
     private var canceller: QueryCanceller?
+    /// How this connection's thread waits for replies (``PostgresConfiguration/busyPoll``).
+    var replyWait: ReplyWait
     private struct PreparedStatement {
         let name: String
         let types: [Oid]
@@ -66,6 +68,7 @@ public actor Connection {
         self.logger = logger
         self.secrets = [configuration.password].compactMap { $0 }.filter { !$0.isEmpty }
         self.usePreparedStatements = usePreparedStatements
+        self.replyWait = ReplyWait(busyPoll: configuration.busyPoll)
     }
 
     /// Opens a connection.
@@ -202,10 +205,13 @@ public actor Connection {
         return try await self.cancellable {
             var last: PostgresRows?
             var failure: PostgresError?
-            guard PQsendQuery(connection, sql) == 1 else {
+            guard PQsendQuery(connection, sql) == 1, ReplyWait.flush(connection) else {
                 throw LibPQ.error(result: nil, connection: connection, secrets: self.secrets)
             }
-            while let result = PQgetResult(connection) {
+            while true {
+                _ = self.replyWait.awaitReply(connection)
+                guard let result = PQgetResult(connection) else { break }
+                if Self.endCopy(result, on: connection) { continue }
                 do {
                     let rows = try LibPQ.consume(result, connection: connection)
                     last = rows
@@ -221,15 +227,52 @@ public actor Connection {
     private func run(_ query: PostgresQuery, on connection: OpaquePointer) throws -> PostgresRows {
         try LibPQ.withParameters(query.binds) { count, types, values in
             if !self.usePreparedStatements || query.binds.isEmpty {
-                let result = PQexecParams(connection, query.sql, count, types, values, nil, nil, 0)
-                return try LibPQ.consume(result, connection: connection)
+                return try self.exec(on: connection) { PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0) }
             }
             guard let name = try self.preparedStatement(for: query, types: types, count: count, on: connection) else {
-                let result = PQexecParams(connection, query.sql, count, types, values, nil, nil, 0)
-                return try LibPQ.consume(result, connection: connection)
+                return try self.exec(on: connection) { PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0) }
             }
-            let result = PQexecPrepared(connection, name, count, values, nil, nil, 0)
-            return try LibPQ.consume(result, connection: connection)
+            return try self.exec(on: connection) { PQsendQueryPrepared(connection, name, count, values, nil, nil, 0) }
+        }
+    }
+
+    /// Sends one statement with `send` and returns its result, as `PQexec` does, but waiting for the reply
+    /// with ``ReplyWait`` (busy polling first) instead of libpq's sleeping wait.
+    private func exec(on connection: OpaquePointer, _ send: () -> Int32) throws -> PostgresRows {
+        guard send() == 1, ReplyWait.flush(connection) else {
+            throw LibPQ.error(result: nil, connection: connection, secrets: self.secrets)
+        }
+        var last: OpaquePointer?
+        while true {
+            _ = self.replyWait.awaitReply(connection)
+            guard let result = PQgetResult(connection) else { break }
+            if Self.endCopy(result, on: connection) { continue }
+            if let last { PQclear(last) }
+            last = result
+            if PQstatus(connection) == CONNECTION_BAD { break }
+        }
+        return try LibPQ.consume(last, connection: connection)
+    }
+
+    /// A statement run as a query that starts a `COPY` (the COPY API is ``copyFrom(table:columns:rows:)``): ends it with an
+    /// error (`COPY FROM STDIN`) or reads and drops its data (`COPY TO STDOUT`), so the statement finishes and
+    /// the connection stays usable. Frees `result` and returns `true` when it was such a result.
+    private static func endCopy(_ result: OpaquePointer, on connection: OpaquePointer) -> Bool {
+        switch PQresultStatus(result) {
+        case PGRES_COPY_IN, PGRES_COPY_BOTH:
+            PQclear(result)
+            _ = PQputCopyEnd(connection, "COPY FROM STDIN is not supported by query and execute(script:); use copyFrom(table:columns:rows:)")
+            return true
+        case PGRES_COPY_OUT:
+            PQclear(result)
+            var buffer: UnsafeMutablePointer<CChar>?
+            while PQgetCopyData(connection, &buffer, 0) >= 0 {
+                if let buffer { PQfreemem(buffer) }
+                buffer = nil
+            }
+            return true
+        default:
+            return false
         }
     }
 
@@ -366,6 +409,9 @@ public actor Connection {
     }
 
     var redactionSecrets: [String] { self.secrets }
+
+    /// Whether the next reply will be busy-polled for first (for tests of ``PostgresConfiguration/busyPoll``).
+    package var busyPollsNextReply: Bool { self.replyWait.pollsNext }
 
     /// Whether this connection's libpq calls run on its own thread (for tests of the threading model).
     package func runsOnOwnThread() async throws -> Bool {

@@ -18,6 +18,21 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
         public var value: String
     }
 
+    /// How long a connection busy-polls its socket for a statement's reply before its thread sleeps (default
+    /// 100 µs; `.zero` always sleeps). Not a libpq option: Skyros's own, like Linux's `SO_BUSY_POLL`.
+    ///
+    /// A sleeping thread pays a wake-up on every round trip, and on an idle core (above all a virtual CPU
+    /// that halts when idle) that wake-up can cost as much as a short statement. Polling spends at most this
+    /// long per reply, yields the core to any other runnable thread while it waits, and switches itself off
+    /// while replies take longer than twice the window (a server across the network, long statements). Set
+    /// `.zero` when CPU matters more than latency.
+    ///
+    /// ```swift
+    /// var config = try PostgresConfiguration(url: url)
+    /// config.busyPoll = .zero   // remote database: never poll
+    /// ```
+    public var busyPoll: Duration = .microseconds(100)
+
     /// Parses a `postgres://` / `postgresql://` URL or a keyword conninfo string.
     /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/invalidConfiguration``; the message never
     ///   contains the password.

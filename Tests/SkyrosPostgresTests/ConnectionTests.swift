@@ -219,6 +219,69 @@ struct ConnectionTests {
         await connection.close()
     }
 
+    @Test(arguments: [Duration.zero, .microseconds(100), .milliseconds(20)])
+    func repliesAreTheSameWhateverTheBusyPollWindow(_ window: Duration) async throws {
+        var configuration = try TestServer.configuration
+        configuration.busyPoll = window
+        let connection = try await Connection.connect(to: configuration)
+        for i in 0..<200 {
+            #expect(try await connection.query("SELECT \(i)::int8 * 2")[0].decode(Int.self, at: 0) == i * 2)
+        }
+        // A reply slower than the window, then fast ones again.
+        #expect(try await connection.query("SELECT pg_sleep(0.05), 1")[0].decode(Int.self, at: 1) == 1)
+        let script = try await connection.execute(script: "SELECT 1; SELECT 2")
+        #expect(try script[0].decode(Int.self, at: 0) == 2)
+        let results = try await connection.pipeline((0..<300).map { "SELECT \($0)::int8" })
+        #expect(try results.map { try $0[0].decode(Int.self, at: 0) } == Array(0..<300))
+        let syntax = await #expect(throws: PostgresError.self) { try await connection.query("SELEC \(1)") }
+        #expect(syntax?.kind == .syntaxError)
+        #expect(try await connection.query("SELECT 9")[0].decode(Int.self, at: 0) == 9)
+        await connection.close()
+    }
+
+    @Test func busyPollingSwitchesOffWhileRepliesAreSlowAndBackOnWhenFast() async throws {
+        var configuration = try TestServer.configuration
+        configuration.busyPoll = .microseconds(100)
+        let connection = try await Connection.connect(to: configuration)
+        #expect(await connection.busyPollsNextReply)
+        // 20 ms is far beyond twice the window: the next wait sleeps at once.
+        try await connection.query("SELECT pg_sleep(0.02)")
+        #expect(await connection.busyPollsNextReply == false)
+        // A local point select comes back within twice the window (retried: the VM can stall any one of them).
+        let fastAgain = try await eventually {
+            try await connection.query("SELECT 1")
+            return await connection.busyPollsNextReply
+        }
+        #expect(fastAgain)
+        try await connection.pipeline(["SELECT pg_sleep(0.02)"])
+        #expect(await connection.busyPollsNextReply == false)
+        var off = configuration
+        off.busyPoll = .zero
+        let never = try await Connection.connect(to: off)
+        try await never.query("SELECT 1")
+        #expect(await never.busyPollsNextReply == false)
+        await connection.close()
+        await never.close()
+    }
+
+    @Test func copyStartedThroughQueryEndsCleanlyAndTheConnectionStaysUsable() async throws {
+        let schema = try await TestServer.makeSchema()
+        defer { Task { await TestServer.dropSchema(schema) } }
+        let connection = try await TestServer.connect()
+        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).t (n int)")
+        let copyIn = await #expect(throws: PostgresError.self) {
+            try await connection.query("COPY \(qualified: [schema, "t"]) FROM STDIN")
+        }
+        #expect(copyIn?.message.contains("copyFrom") == true)
+        #expect(await connection.isInTransaction == false)
+        #expect(try await connection.query("SELECT 3")[0].decode(Int.self, at: 0) == 3)
+        try await connection.execute(script: "INSERT INTO \(quoteIdentifier(schema)).t VALUES (1), (2)")
+        let copyOut = try await connection.execute(script: "COPY \(quoteIdentifier(schema)).t TO STDOUT")
+        #expect(copyOut.commandTag == "COPY 2")
+        #expect(try await connection.query("SELECT count(*) FROM \(qualified: [schema, "t"])")[0].decode(Int.self, at: 0) == 2)
+        await connection.close()
+    }
+
     @Test func connectionFailuresAreSpecificAndNeverShowThePassword() async throws {
         let base = try TestServer.configuration
         let secret = "s3cr3t-Pa55word-%41"

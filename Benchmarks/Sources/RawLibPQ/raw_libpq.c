@@ -4,8 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <poll.h>
+#include <sched.h>
 
-struct raw_conn { PGconn *pg; };
+struct raw_conn { PGconn *pg; int64_t busy_poll_ns; };
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -22,7 +24,27 @@ raw_conn *raw_connect(const char *conninfo) {
     }
     raw_conn *conn = malloc(sizeof(raw_conn));
     conn->pg = pg;
+    conn->busy_poll_ns = 0;
     return conn;
+}
+
+void raw_set_busy_poll(raw_conn *conn, int64_t nanoseconds) { conn->busy_poll_ns = nanoseconds; }
+
+/* PQexecPrepared, or with a busy-poll window: send, then poll the socket with sched_yield until the reply is
+   there or the window is over, then sleep in poll() (what Skyros's Connection does, without its adaptivity). */
+static PGresult *exec_prepared(raw_conn *conn, const char *name, int n, const char *const *values) {
+    if (conn->busy_poll_ns == 0) return PQexecPrepared(conn->pg, name, n, values, NULL, NULL, 0);
+    PGconn *pg = conn->pg;
+    if (!PQsendQueryPrepared(pg, name, n, values, NULL, NULL, 0)) return NULL;
+    int64_t until = now_ns() + conn->busy_poll_ns;
+    while (PQconsumeInput(pg) && PQisBusy(pg)) {
+        if (now_ns() < until) { sched_yield(); continue; }
+        struct pollfd fd = {PQsocket(pg), POLLIN, 0};
+        poll(&fd, 1, -1);
+    }
+    PGresult *result = PQgetResult(pg), *extra;
+    while ((extra = PQgetResult(pg)) != NULL) PQclear(extra);
+    return result;
 }
 
 void raw_finish(raw_conn *conn) { PQfinish(conn->pg); free(conn); }
@@ -69,7 +91,7 @@ int64_t raw_point_selects(raw_conn *conn, int n, int rows) {
     int64_t start = now_ns();
     for (int i = 0; i < n; i++) {
         snprintf(id, sizeof id, "%d", 1 + i % rows);
-        PGresult *r = PQexecPrepared(conn->pg, "raw_point", 1, values, NULL, NULL, 0);
+        PGresult *r = exec_prepared(conn, "raw_point", 1, values);
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) { PQclear(r); return -1; }
         int64_t got = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
         char *name = strdup(PQgetvalue(r, 0, 1));
@@ -89,7 +111,7 @@ int64_t raw_inserts(raw_conn *conn, int n, int64_t first_id) {
     int64_t start = now_ns();
     for (int i = 0; i < n; i++) {
         snprintf(id, sizeof id, "%lld", (long long)(first_id + i));
-        if (!ok(PQexecPrepared(conn->pg, "raw_insert", 2, values, NULL, NULL, 0))) return -1;
+        if (!ok(exec_prepared(conn, "raw_insert", 2, values))) return -1;
     }
     return now_ns() - start;
 }

@@ -32,8 +32,20 @@ struct ClientBenchmarks {
         }
         report.add("Hop to the connection thread and back (no I/O), from the shared pool", "—", microseconds(hop.median), "—", "—")
 
+        // The raw baseline both as libpq's PQexecPrepared (sleeps in poll() for each reply) and busy-polling for
+        // the reply like Skyros's Connection (PostgresConfiguration.busyPoll), to tell the wait strategy apart
+        // from the Swift layer's overhead.
+        let busyPoll = config.busyPoll.components
+        let busyPollNanoseconds = busyPoll.seconds * 1_000_000_000 + busyPoll.attoseconds / 1_000_000_000
+        func polling<R>(_ body: () -> R) -> R {
+            raw_set_busy_poll(raw, busyPollNanoseconds)
+            defer { raw_set_busy_poll(raw, 0) }
+            return body()
+        }
+
         // Point select.
         var rawSelect = Measurement()
+        var rawPolledSelect = Measurement()
         var swiftSelect = Measurement()
         _ = raw_point_selects(raw, 200, 10_000)
         for i in 0..<200 { _ = try await connection.query("SELECT id, name, score FROM bench_items WHERE id = \(1 + i)") }
@@ -41,6 +53,9 @@ struct ClientBenchmarks {
             let rawNs = raw_point_selects(raw, Int32(self.iterations), 10_000)
             guard rawNs > 0 else { throw BenchmarkFailure(description: "raw point select failed") }
             rawSelect.add(totalNanoseconds: rawNs, operations: self.iterations)
+            let polledNs = polling { raw_point_selects(raw, Int32(self.iterations), 10_000) }
+            guard polledNs > 0 else { throw BenchmarkFailure(description: "raw polled point select failed") }
+            rawPolledSelect.add(totalNanoseconds: polledNs, operations: self.iterations)
             let n = self.iterations
             let ns = try await elapsedNanoseconds {
                 try await connection.withOwnExecutor {
@@ -56,9 +71,11 @@ struct ClientBenchmarks {
             swiftSelect.add(totalNanoseconds: ns, operations: n)
         }
         report.add("Prepared point select + decode", microseconds(rawSelect.median), microseconds(swiftSelect.median), ratio(swiftSelect.median, rawSelect.median), "≤ 1.15×")
+        report.add("Prepared point select + decode, raw libpq busy-polling like Skyros", microseconds(rawPolledSelect.median), microseconds(swiftSelect.median), ratio(swiftSelect.median, rawPolledSelect.median), "—")
 
         // Autocommit insert.
         var rawInsert = Measurement()
+        var rawPolledInsert = Measurement()
         var swiftInsert = Measurement()
         var nextID: Int64 = 1
         for _ in 0..<self.rounds {
@@ -66,6 +83,11 @@ struct ClientBenchmarks {
             guard rawNs > 0 else { throw BenchmarkFailure(description: "raw insert failed") }
             nextID += Int64(self.iterations)
             rawInsert.add(totalNanoseconds: rawNs, operations: self.iterations)
+            let firstPolled = nextID
+            let polledNs = polling { raw_inserts(raw, Int32(self.iterations), firstPolled) }
+            guard polledNs > 0 else { throw BenchmarkFailure(description: "raw polled insert failed") }
+            nextID += Int64(self.iterations)
+            rawPolledInsert.add(totalNanoseconds: polledNs, operations: self.iterations)
             let first = nextID
             let n = self.iterations
             let ns = try await elapsedNanoseconds {
@@ -79,6 +101,7 @@ struct ClientBenchmarks {
             swiftInsert.add(totalNanoseconds: ns, operations: n)
         }
         report.add("Autocommit insert", microseconds(rawInsert.median), microseconds(swiftInsert.median), ratio(swiftInsert.median, rawInsert.median), "≤ 1.15×")
+        report.add("Autocommit insert, raw libpq busy-polling like Skyros", microseconds(rawPolledInsert.median), microseconds(swiftInsert.median), ratio(swiftInsert.median, rawPolledInsert.median), "—")
 
         // PostgresNIO on the same two operations, same server, same run.
         let nio = try await PostgresNIOBenchmarks(url: self.url, rounds: self.rounds, iterations: self.iterations).run()

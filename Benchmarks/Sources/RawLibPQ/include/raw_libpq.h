@@ -7,6 +7,9 @@ typedef struct raw_conn raw_conn;
 
 raw_conn *raw_connect(const char *conninfo);
 void raw_finish(raw_conn *conn);
+/// Point selects and inserts wait for replies with a busy-poll window of this many ns (0, the default:
+/// PQexecPrepared, which sleeps in poll()).
+void raw_set_busy_poll(raw_conn *conn, int64_t nanoseconds);
 /// Runs a statement without parameters; returns 0 on success.
 int raw_exec(raw_conn *conn, const char *sql);
 /// n prepared point selects by id (ids cycle through 1...rows), decoding every column. Returns elapsed ns or -1.

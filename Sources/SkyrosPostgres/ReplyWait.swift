@@ -1,0 +1,67 @@
+import CLibPQ
+import Foundation
+
+/// How a connection's thread waits for the server's reply to a statement it sent: it busy-polls the socket
+/// for a short window (``PostgresConfiguration/busyPoll``), then sleeps in `poll(2)`.
+///
+/// A thread that sleeps for every reply pays a wake-up per round trip, and on an idle core (above all a
+/// virtual CPU that halts when idle) that wake-up can cost as much as the statement itself: a loopback point
+/// select measured 60–90 µs with a sleeping client and 28–30 µs with a polling one (`Benchmarks/README.md`).
+/// The same idea as Linux's `SO_BUSY_POLL`, in user space: it spends CPU to cut latency, so it is bounded by
+/// time and switches itself off while replies take longer than twice the window (a remote server, slow
+/// statements), where polling would only burn CPU.
+struct ReplyWait: Sendable {
+    /// The busy-poll window in nanoseconds (0: never poll, always sleep).
+    let window: UInt64
+    /// Whether the next wait polls first: off after a reply that took longer than twice the window.
+    private(set) var pollsNext: Bool
+
+    init(busyPoll: Duration) {
+        let (seconds, attoseconds) = busyPoll.components
+        let nanoseconds = max(0, seconds) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
+        self.window = UInt64(nanoseconds)
+        self.pollsNext = nanoseconds > 0
+    }
+
+    /// Waits until a result can be read without blocking (`PQisBusy` is false) or the connection failed.
+    /// - Returns: `false` when reading from the socket failed (the connection's error says why; `PQgetResult`
+    ///   then returns it).
+    mutating func awaitReply(_ connection: OpaquePointer) -> Bool {
+        if PQisBusy(connection) == 0 { return true }
+        let start = Self.now()
+        let pollUntil = self.pollsNext ? start + self.window : start
+        var polled = false
+        while true {
+            if PQconsumeInput(connection) == 0 { return false }
+            if PQisBusy(connection) == 0 { break }
+            if polled || Self.now() >= pollUntil {
+                polled = true
+                LibPQ.wait(connection, read: true, write: false)
+            } else {
+                sched_yield()
+            }
+        }
+        self.pollsNext = self.window > 0 && Self.now() - start <= 2 * self.window
+        return true
+    }
+
+    /// Sends whatever libpq still buffers (a connection in nonblocking mode may hold part of a statement).
+    /// - Returns: `false` when writing failed.
+    static func flush(_ connection: OpaquePointer) -> Bool {
+        while true {
+            switch PQflush(connection) {
+            case 0: return true
+            case 1:
+                LibPQ.wait(connection, read: true, write: true)
+                if PQconsumeInput(connection) == 0 { return false }
+            default: return false
+            }
+        }
+    }
+
+    private static func now() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+}
