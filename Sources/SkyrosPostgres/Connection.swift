@@ -227,10 +227,14 @@ public actor Connection {
     private func run(_ query: PostgresQuery, on connection: OpaquePointer) throws -> PostgresRows {
         try LibPQ.withParameters(query.binds) { count, types, values in
             if !self.usePreparedStatements || query.binds.isEmpty {
-                return try self.exec(on: connection) { PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0) }
+                return try self.exec(on: connection) {
+                    PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0)
+                }
             }
             guard let name = try self.preparedStatement(for: query, types: types, count: count, on: connection) else {
-                return try self.exec(on: connection) { PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0) }
+                return try self.exec(on: connection) {
+                    PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0)
+                }
             }
             return try self.exec(on: connection) { PQsendQueryPrepared(connection, name, count, values, nil, nil, 0) }
         }
@@ -254,14 +258,15 @@ public actor Connection {
         return try LibPQ.consume(last, connection: connection)
     }
 
-    /// A statement run as a query that starts a `COPY` (the COPY API is ``copyFrom(table:columns:rows:)``): ends it with an
-    /// error (`COPY FROM STDIN`) or reads and drops its data (`COPY TO STDOUT`), so the statement finishes and
-    /// the connection stays usable. Frees `result` and returns `true` when it was such a result.
+    /// A statement run as a query that starts a `COPY` (the COPY API is ``copyFrom(table:columns:rows:)``):
+    /// ends it with an error (`COPY FROM STDIN`) or reads and drops its data (`COPY TO STDOUT`), so the
+    /// statement finishes and the connection stays usable. Frees `result`; `true` when it was such a result.
     private static func endCopy(_ result: OpaquePointer, on connection: OpaquePointer) -> Bool {
         switch PQresultStatus(result) {
         case PGRES_COPY_IN, PGRES_COPY_BOTH:
             PQclear(result)
-            _ = PQputCopyEnd(connection, "COPY FROM STDIN is not supported by query and execute(script:); use copyFrom(table:columns:rows:)")
+            _ = PQputCopyEnd(
+                connection, "COPY FROM STDIN is not supported by query and execute(script:); use copyFrom(table:columns:rows:)")
             return true
         case PGRES_COPY_OUT:
             PQclear(result)
