@@ -26,6 +26,10 @@ struct LoggedRowChange: Codable, Sendable, Hashable {
     /// The new version (absent for deletions).
     let v: Int64?
 
+    init(table: String, type: UInt32, id: String, kind: String, version: Int64?) {
+        (self.t, self.o, self.i, self.k, self.v) = (table, type, id, kind, version)
+    }
+
     init(_ change: RowChange) {
         self.t = change.table
         self.o = change.id.type.rawValue
@@ -212,7 +216,7 @@ struct ChangeLog: Sendable {
         /// The entry the hint carries, if any (`nil` also when it does not decode: then the log is read).
         var entry: ChangeLogEntry? {
             guard let inline = self.inline, let origin = self.origin, UInt64(inline.xid) != nil,
-                let changes = try? JSONDecoder().decode([LoggedRowChange].self, from: Data(inline.changes.utf8))
+                let changes = try? LoggedRowChange.decodeList(inline.changes)
             else { return nil }
             return ChangeLogEntry(position: self.position, xid: String(inline.xid), origin: origin, changes: changes)
         }
@@ -249,14 +253,13 @@ struct ChangeLog: Sendable {
         let xmin = try first.decode(String.self, at: 1)
         let pruned = try first.decode(String.self, at: 2)
         let logID = try first.decode(UUID.self, at: 5)
-        let decoder = JSONDecoder()
         var entries: [ChangeLogEntry] = []
         for row in rows.dropFirst() {
             entries.append(
                 ChangeLogEntry(
                     position: try row.decode(Int64.self, at: 3), xid: try row.decode(String.self, at: 4),
                     origin: try row.decode(UUID.self, at: 5),
-                    changes: try decoder.decode([LoggedRowChange].self, from: Data(try row.decode(String.self, at: 6).utf8))))
+                    changes: try LoggedRowChange.decodeList(try row.decode(String.self, at: 6))))
         }
         return (entries, xmin, pruned, logID)
     }

@@ -199,7 +199,34 @@ struct ChangeLogTests {
         }
         let decoded = try JSONDecoder().decode([LoggedRowChange].self, from: Data(LoggedRowChange.json(changes).utf8))
         #expect(decoded == changes.map(LoggedRowChange.init))
+        #expect(try LoggedRowChange.decodeList(LoggedRowChange.json(changes)) == decoded)
         #expect(LoggedRowChange.json([]) == "[]")
+        #expect(LoggedRowChange.readList(" [ ] ") == [])
+    }
+
+    @Test func changeListsDecodeAsWrittenAndAsPostgreSQLPrintsThemBack() async throws {
+        let ids = ["plain", "quote \" and \\ backslash", "line\nbreak\ttab\r", "\u{1}\u{1f}", "naïve 表 🚀", "", "/"]
+        let changes = ids.enumerated().map { index, id in
+            RowChange(entity: "E", table: "t \"\(index)", id: PostgresValue(type: .text, text: id),
+                      kind: [.inserted, .updated, .deleted][index % 3], version: index % 3 == 2 ? nil : Int64(index) - 3)
+        }
+        let expected = changes.map(LoggedRowChange.init)
+        let written = LoggedRowChange.json(changes)
+        #expect(LoggedRowChange.readList(written) == expected)
+        // jsonb's text form: keys reordered, spaces added, non-ASCII as written; and escapes a writer may use.
+        let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
+        let printed = try await connection.query("SELECT \(written)::jsonb::text")[0].decode(String.self, at: 0)
+        #expect(printed != written)
+        #expect(LoggedRowChange.readList(printed) == expected)
+        let escaped = #"[{"v":null,"k":"d","i":"\u00e9\ud83d\ude80\/","o":25,"t":"\u0074"}]"#
+        #expect(LoggedRowChange.readList(escaped) == [LoggedRowChange(table: "t", type: 25, id: "é🚀/", kind: "d", version: nil)])
+        // Outside the fast reader's shape (an unknown key): JSONDecoder decides; malformed text throws.
+        let extra = #"[{"t":"a","o":20,"i":"1","k":"u","v":2,"x":[1]}]"#
+        #expect(LoggedRowChange.readList(extra) == nil)
+        #expect(try LoggedRowChange.decodeList(extra) == [LoggedRowChange(table: "a", type: 20, id: "1", kind: "u", version: 2)])
+        #expect(throws: (any Error).self) { try LoggedRowChange.decodeList(#"[{"t":"a","o":20"#) }
+        #expect(throws: (any Error).self) { try LoggedRowChange.decodeList(#"[{"t":"a","o":20,"i":"1","k":"u"}] x"#) }
+        await connection.close()
     }
 
     @Test func longSchemaNamesGetAChannelThatFitsAnIdentifier() {
