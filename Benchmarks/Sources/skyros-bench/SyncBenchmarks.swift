@@ -147,13 +147,26 @@ struct SyncBenchmarks {
     func observe(stack: DataStack, config: PostgresConfiguration, into report: inout Report) async throws {
         let observerStack = try await DataStack.start(DataStackConfiguration(
             store: .postgres(config), entities: [BenchCounter.self]))
-        var observed = observerStack.observe(BenchCounter.self, id: 1).makeAsyncIterator()
-        _ = try await observed.next()
-        let listener = try await PostgresListener.start(configuration: config, channels: ["skyros_bench"])
-        var events = listener.events.makeAsyncIterator()
-        _ = await events.next()
-        let notifier = try await Connection.connect(to: config)
         let clock = ContinuousClock()
+        // Each side's consumer runs in a task of its own, as an observer in another process would, and stamps
+        // each element when it arrives; the writer waits for that stamp before its next write.
+        let (observedArrivals, observedArrival) = AsyncStream.makeStream(of: (n: Int, at: ContinuousClock.Instant).self)
+        let observing = Task {
+            for try await value in observerStack.observe(BenchCounter.self, id: 1) {
+                observedArrival.yield((value?.n ?? -1, clock.now))
+            }
+        }
+        var observed = observedArrivals.makeAsyncIterator()
+        _ = await observed.next()
+        let listener = try await PostgresListener.start(configuration: config, channels: ["skyros_bench"])
+        let (notifiedArrivals, notifiedArrival) = AsyncStream.makeStream(of: (payload: String, at: ContinuousClock.Instant).self)
+        let listening = Task {
+            for await event in listener.events {
+                if case .notification(let note) = event { notifiedArrival.yield((note.payload, clock.now)) }
+            }
+        }
+        var notified = notifiedArrivals.makeAsyncIterator()
+        let notifier = try await Connection.connect(to: config)
         var rawLatencies: [Duration] = []
         var stackLatencies: [Duration] = []
         var writeLatencies: [Duration] = []
@@ -162,20 +175,24 @@ struct SyncBenchmarks {
         for i in 1...samples {
             let t0 = clock.now
             try await notifier.query("SELECT pg_notify('skyros_bench', \(String(i)))")
-            while let event = await events.next() {
-                if case .notification(let note) = event, note.payload == String(i) { break }
+            while let arrival = await notified.next() {
+                if arrival.payload == String(i) {
+                    rawLatencies.append(arrival.at - t0)
+                    break
+                }
             }
-            rawLatencies.append(clock.now - t0)
 
             let t1 = clock.now
             try await stack.write(durability: .committed) { context in
                 try await context.update(BenchCounter(id: 1, n: i))
             }
             writeLatencies.append(clock.now - t1)
-            while let value = try await observed.next() {
-                if value?.n == i { break }
+            while let arrival = await observed.next() {
+                if arrival.n == i {
+                    stackLatencies.append(arrival.at - t1)
+                    break
+                }
             }
-            stackLatencies.append(clock.now - t1)
         }
         func percentile(_ values: [Duration], _ p: Double) -> Double {
             let sorted = values.sorted()
@@ -193,6 +210,8 @@ struct SyncBenchmarks {
         }
         report.add("Commit → observer in another stack, p50", microseconds(percentile(rawLatencies, 0.5)), microseconds(percentile(stackLatencies, 0.5)), ratio(percentile(stackLatencies, 0.5), percentile(rawLatencies, 0.5)), "—")
         report.add("Commit → observer in another stack, p99", microseconds(percentile(rawLatencies, 0.99)), microseconds(percentile(stackLatencies, 0.99)), ratio(percentile(stackLatencies, 0.99), percentile(rawLatencies, 0.99)), "p99 ≤ 2× raw")
+        observing.cancel()
+        listening.cancel()
         listener.stop()
         await notifier.close()
         await observerStack.shutdown()

@@ -37,6 +37,9 @@ final class ChangeFeed: Sendable {
         var skippedSinceRead = 0
         /// Entries delivered from hints since the last read (bounded like `skippedSinceRead`).
         var hintsSinceRead = 0
+        /// When the last read succeeded (hints since then advance the horizon with a read at most once per
+        /// ``ChangeFeed/horizonReadInterval``).
+        var lastRead = ContinuousClock.now
         /// A background read started to advance the horizon is running.
         var horizonReadRunning = false
         var horizonRead: Task<Void, Never>?
@@ -53,6 +56,14 @@ final class ChangeFeed: Sendable {
     private let state = Locked(State())
     /// Serialises log reads (one reader at a time; the cursor is advanced in order).
     private let reader = ReadGate()
+
+    /// Hints are acted on without reading the log; a read in the background advances the horizon (so a catch-up
+    /// read after a reconnect starts from recent entries, and the cursor's set of positions delivered from hints
+    /// stays small) once a second while hints arrive (``ChangeFeedConfiguration/horizonReadInterval``), or
+    /// sooner after ``ChangeFeedConfiguration/hintsPerHorizonRead`` hints. A read every hundred hints (as
+    /// before) cost each process a query per hundred commits anywhere, and its CPU on the server delayed the
+    /// commits around it: the slowest 1% of the observer benchmark's events were those next to a read.
+    private var hintsPerHorizonRead: Int { self.configuration.hintsPerHorizonRead }
 
     init(
         log: ChangeLog, origin: UUID, pool: ConnectionPool, postgres: PostgresConfiguration,
@@ -163,20 +174,36 @@ final class ChangeFeed: Sendable {
         tasks.forEach { $0.cancel() }
     }
 
-    /// Whether a hint can be skipped: its entry was delivered already, or it is this stack's own (at most 100
-    /// in a row, then a read advances the horizon).
+    /// Whether a hint can be skipped: its entry was delivered already, or it is this stack's own (up to
+    /// ``ChangeFeedConfiguration/hintsPerHorizonRead`` in a row; a read in the background advances the horizon
+    /// when one is due).
     private func needsNoRead(_ hint: ChangeLog.Hint) -> Bool {
-        self.state.withLock { state in
-            if state.cursor.hasDelivered(hint.position) { return true }
-            guard hint.origin == self.origin, state.skippedSinceRead < 100 else { return false }
+        let (skip, advance) = self.state.withLock { state -> (Bool, Bool) in
+            if state.cursor.hasDelivered(hint.position) { return (true, false) }
+            guard hint.origin == self.origin, state.skippedSinceRead < self.hintsPerHorizonRead else { return (false, false) }
             state.skippedSinceRead += 1
-            return true
+            return (true, self.claimHorizonRead(&state))
         }
+        if advance { self.startHorizonRead() }
+        return skip
+    }
+
+    /// Whether a read to advance the horizon is due (and marks one as running): hints arrived, and the last
+    /// read is ``ChangeFeedConfiguration/horizonReadInterval`` old or
+    /// ``ChangeFeedConfiguration/hintsPerHorizonRead`` hints ago.
+    private func claimHorizonRead(_ state: inout State) -> Bool {
+        guard !state.horizonReadRunning else { return false }
+        let hints = state.hintsSinceRead + state.skippedSinceRead
+        guard hints > 0,
+            hints >= self.hintsPerHorizonRead || ContinuousClock.now - state.lastRead >= self.configuration.horizonReadInterval
+        else { return false }
+        state.horizonReadRunning = true
+        return true
     }
 
     private enum HintAction {
-        /// Deliver the entry; `advanceHorizon`: also start a read in the background (every 100 hint entries,
-        /// so the cursor's set of delivered positions stays small).
+        /// Deliver the entry; `advanceHorizon`: also start a read in the background (see
+        /// `claimHorizonRead(_:)`).
         case deliver(advanceHorizon: Bool)
         /// This stack's own entry: recorded by the cursor (so the next read skips it), never delivered — the
         /// stack applied its own commit already.
@@ -200,13 +227,12 @@ final class ChangeFeed: Sendable {
     /// Records an entry that arrived in its hint.
     private func takeFromHint(_ entry: ChangeLogEntry) -> HintAction {
         self.state.withLock { state in
-            guard state.hintsSinceRead < 1_000 else { return .read }
+            guard state.hintsSinceRead < 2 * self.hintsPerHorizonRead else { return .read }
             guard state.cursor.deliverFromHint(position: entry.position, xid: entry.xid) else { return .skip }
             state.hintsSinceRead += 1
-            let advance = state.hintsSinceRead >= 100 && !state.horizonReadRunning
-            if advance { state.horizonReadRunning = true }
-            // An own entry gets here once 100 own hints in a row were skipped without a read (see
-            // `needsNoRead`); delivering it as remote would evict the stack's own rows.
+            let advance = self.claimHorizonRead(&state)
+            // An own entry gets here once `hintsPerHorizonRead` own hints in a row were skipped without a read
+            // (see `needsNoRead`); delivering it as remote would evict the stack's own rows.
             if entry.origin == self.origin { return .recordOwn(advanceHorizon: advance) }
             state.statistics.remoteEntries += 1
             state.statistics.hintEntries += 1
@@ -238,6 +264,7 @@ final class ChangeFeed: Sendable {
                 state.statistics.reads += 1
                 state.skippedSinceRead = 0
                 state.hintsSinceRead = 0
+                state.lastRead = .now
                 let outcome = state.cursor.advance(entries: entries, xmin: xmin, prunedThrough: pruned, logID: logID)
                 if outcome == .gap { state.statistics.flushes += 1 }
                 return outcome

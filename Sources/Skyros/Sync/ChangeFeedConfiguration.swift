@@ -26,6 +26,11 @@ public struct ChangeFeedConfiguration: Sendable {
     /// without it: changes that arrive while a re-run is in progress collapse into one more re-run. A non-zero
     /// value trades latency for fewer events under a steady stream of commits.
     public var observerCoalescing: Duration
+    /// While hints arrive, a read that advances the feed's horizon is due once this much time passed since the
+    /// last read… (see ``ChangeFeed``; tests change both to reach or avoid those reads).
+    package var horizonReadInterval: Duration = .seconds(1)
+    /// …or once this many hints arrived.
+    package var hintsPerHorizonRead = 10_000
 
     /// Creates a configuration; every parameter has a default.
     public init(

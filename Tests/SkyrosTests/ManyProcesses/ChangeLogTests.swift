@@ -119,7 +119,8 @@ struct ChangeLogTests {
     @Test func aSmallEntryTravelsInItsHintAndAnotherStackActsOnItWithoutReadingTheLog() async throws {
         try await ManyProcessHarness.withSchema { schema in
             let a = try await ManyProcessHarness.stack(schema: schema)
-            let b = try await ManyProcessHarness.stack(schema: schema)
+            // No horizon read may happen on its own schedule during the test (it checks that B reads no log).
+            let b = try await ManyProcessHarness.stack(schema: schema) { $0.horizonReadInterval = .seconds(3600) }
             let listener = try await PostgresListener.start(
                 configuration: try ManyProcessHarness.configuration, channels: [ChangeLog.channelName(schema: schema)])
             var events = listener.events.makeAsyncIterator()
@@ -158,12 +159,15 @@ struct ChangeLogTests {
 
     @Test func aStacksOwnHintsNeverEvictItsOwnRowsHoweverManyInARow() async throws {
         try await ManyProcessHarness.withSchema { schema in
-            let stack = try await ManyProcessHarness.stack(schema: schema)
+            // 100 own hints skipped without a read (10,000 by default); later ones are recorded by the cursor,
+            // and none is delivered as another stack's change.
+            let stack = try await ManyProcessHarness.stack(schema: schema) {
+                $0.hintsPerHorizonRead = 100
+                $0.horizonReadInterval = .seconds(3600)
+            }
             try await stack.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 0, title: "")) }
             _ = try await stack.mainContext.object(MPItem.self, id: 1)
             let missesBefore = stack.cacheStatistics.misses
-            // Well past the 100 own hints that are skipped without a read: later ones are recorded by the
-            // cursor, and none is delivered as another stack's change.
             for value in 1...250 {
                 try await stack.write(durability: .committed) { try await $0.update(MPItem(id: 1, owner: 0, value: value, title: "")) }
             }
@@ -173,6 +177,30 @@ struct ChangeLogTests {
             #expect(stack.cacheStatistics.misses == missesBefore, "\(stack.cacheStatistics)")
             #expect(try await stack.mainContext.object(MPItem.self, id: 1)?.value == 250)
             await stack.shutdown()
+        }
+    }
+
+    @Test func whileHintsArriveTheHorizonAdvancesWithAReadOncePerInterval() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await ManyProcessHarness.stack(schema: schema)
+            let b = try await ManyProcessHarness.stack(schema: schema) { $0.horizonReadInterval = .milliseconds(200) }
+            let readsAtStart = b.changeFeedStatistics.reads
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 0, title: "")) }
+            // Hints keep arriving from A; within a few intervals B reads the log once to advance its horizon.
+            var value = 0
+            let read = try await ManyProcessHarness.eventually {
+                value += 1
+                try await a.write(durability: .committed) { [value] in try await $0.update(MPItem(id: 1, owner: 0, value: value, title: "")) }
+                return b.changeFeedStatistics.reads > readsAtStart
+            }
+            #expect(read)
+            // Every entry (the insert and each update) is delivered once, by its hint or by that read.
+            let entries = value + 1
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= entries })
+            #expect(b.changeFeedStatistics.remoteEntries == entries, "\(b.changeFeedStatistics)")
+            #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == value)
+            await a.shutdown()
+            await b.shutdown()
         }
     }
 

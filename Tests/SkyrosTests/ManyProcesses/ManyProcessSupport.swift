@@ -40,10 +40,13 @@ enum ManyProcessHarness {
     }
 
     /// A stack in this process on `schema`.
-    static func stack(schema: String) async throws -> DataStack {
+    static func stack(
+        schema: String, changeFeed: (inout ChangeFeedConfiguration) -> Void = { _ in }
+    ) async throws -> DataStack {
         var configuration = DataStackConfiguration(
             store: .postgres(try self.configuration, schema: schema), entities: [MPItem.self, MPDone.self])
         configuration.pool.leaseTimeout = .seconds(30)
+        changeFeed(&configuration.changeFeed)
         return try await DataStack.start(configuration)
     }
 
