@@ -38,7 +38,7 @@ final class ChangeFeed: Sendable {
         /// Entries delivered from hints since the last read (bounded like `skippedSinceRead`).
         var hintsSinceRead = 0
         /// When the last read succeeded (hints since then advance the horizon with a read at most once per
-        /// ``ChangeFeed/horizonReadInterval``).
+        /// ``ChangeFeedConfiguration/horizonReadInterval``).
         var lastRead = ContinuousClock.now
         /// A background read started to advance the horizon is running.
         var horizonReadRunning = false
