@@ -417,6 +417,8 @@ public actor Connection {
 
     /// Whether the next reply will be busy-polled for first (for tests of ``PostgresConfiguration/busyPoll``).
     package var busyPollsNextReply: Bool { self.replyWait.pollsNext }
+    /// How many connection threads may busy-poll at once, and the most that ever did (for tests).
+    package static var busyPollers: (limit: Int, peak: Int) { (ReplyWait.maximumPollers, ReplyWait.peakConcurrentPollers) }
 
     /// Whether this connection's libpq calls run on its own thread (for tests of the threading model).
     package func runsOnOwnThread() async throws -> Bool {

@@ -23,9 +23,10 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     ///
     /// A sleeping thread pays a wake-up on every round trip, and on an idle core (above all a virtual CPU
     /// that halts when idle) that wake-up can cost as much as a short statement. Polling spends at most this
-    /// long per reply, yields the core to any other runnable thread while it waits, and switches itself off
-    /// while replies take longer than twice the window (a server across the network, long statements). Set
-    /// `.zero` when CPU matters more than latency.
+    /// long per reply, yields the core to any other runnable thread while it waits, switches itself off while
+    /// replies take longer than twice the window (a server across the network, long statements), and at most
+    /// half the cores' worth of connection threads poll at once (the others sleep). Set `.zero` when CPU
+    /// matters more than latency.
     ///
     /// ```swift
     /// var config = try PostgresConfiguration(url: url)

@@ -1,5 +1,6 @@
 import CLibPQ
 import Foundation
+import Synchronization
 
 /// How a connection's thread waits for the server's reply to a statement it sent: it busy-polls the socket
 /// for a short window (``PostgresConfiguration/busyPoll``), then sleeps in `poll(2)`.
@@ -9,8 +10,18 @@ import Foundation
 /// select measured 60–90 µs with a sleeping client and 28–30 µs with a polling one (`Benchmarks/README.md`).
 /// The same idea as Linux's `SO_BUSY_POLL`, in user space: it spends CPU to cut latency, so it is bounded by
 /// time and switches itself off while replies take longer than twice the window (a remote server, slow
-/// statements), where polling would only burn CPU.
+/// statements), where polling would only burn CPU; and at most half the cores poll at once, whatever the
+/// number of connections waiting (the others sleep at once).
 struct ReplyWait: Sendable {
+    /// Connection threads polling right now, process-wide.
+    private static let pollers = Atomic<Int>(0)
+    /// The most that ever polled at once (for tests of the bound).
+    private static let peakPollers = Atomic<Int>(0)
+    /// How many threads may poll at once: half the cores, at least one.
+    static let maximumPollers = max(1, ProcessInfo.processInfo.activeProcessorCount / 2)
+    /// The most connection threads that ever busy-polled at once in this process.
+    static var peakConcurrentPollers: Int { Self.peakPollers.load(ordering: .relaxed) }
+
     /// The busy-poll window in nanoseconds (0: never poll, always sleep).
     let window: UInt64
     /// Whether the next wait polls first: off after a reply that took longer than twice the window.
@@ -29,16 +40,30 @@ struct ReplyWait: Sendable {
     mutating func awaitReply(_ connection: OpaquePointer) -> Bool {
         if PQisBusy(connection) == 0 { return true }
         let start = Self.now()
-        let pollUntil = self.pollsNext ? start + self.window : start
-        var polled = false
+        // Poll only when the last reply came quickly and fewer than `maximumPollers` threads poll already.
+        var polling = false
+        if self.pollsNext {
+            let pollers = Self.pollers.wrappingAdd(1, ordering: .relaxed).newValue
+            polling = pollers <= Self.maximumPollers
+            if polling {
+                Self.peakPollers.max(pollers, ordering: .relaxed)
+            } else {
+                Self.pollers.wrappingSubtract(1, ordering: .relaxed)
+            }
+        }
+        func stopPolling() {
+            if polling { Self.pollers.wrappingSubtract(1, ordering: .relaxed) }
+            polling = false
+        }
+        defer { stopPolling() }
         while true {
             if PQconsumeInput(connection) == 0 { return false }
             if PQisBusy(connection) == 0 { break }
-            if polled || Self.now() >= pollUntil {
-                polled = true
-                LibPQ.wait(connection, read: true, write: false)
-            } else {
+            if polling, Self.now() - start < self.window {
                 sched_yield()
+            } else {
+                stopPolling()
+                LibPQ.wait(connection, read: true, write: false)
             }
         }
         self.pollsNext = self.window > 0 && Self.now() - start <= 2 * self.window

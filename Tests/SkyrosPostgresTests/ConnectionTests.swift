@@ -264,6 +264,29 @@ struct ConnectionTests {
         await never.close()
     }
 
+    @Test func atMostHalfTheCoresBusyPollAtOnceHoweverManyConnectionsWait() async throws {
+        var polling = try TestServer.configuration
+        polling.busyPoll = .milliseconds(20)   // every 2 ms reply below is polled for, if allowed
+        let configuration = polling
+        let connections = try await withThrowingTaskGroup(of: Connection.self) { group in
+            for _ in 0..<8 { group.addTask { try await Connection.connect(to: configuration) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for connection in connections {
+                group.addTask {
+                    for _ in 0..<15 { try await connection.query("SELECT pg_sleep(0.002)") }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let pollers = Connection.busyPollers
+        #expect(pollers.peak >= 1)
+        #expect(pollers.peak <= pollers.limit, "\(pollers)")
+        #expect(pollers.limit == max(1, ProcessInfo.processInfo.activeProcessorCount / 2))
+        for connection in connections { await connection.close() }
+    }
+
     @Test func copyStartedThroughQueryEndsCleanlyAndTheConnectionStaysUsable() async throws {
         let schema = try await TestServer.makeSchema()
         defer { Task { await TestServer.dropSchema(schema) } }
