@@ -17,7 +17,8 @@ struct ReplyWait: Sendable {
     private static let pollers = Atomic<Int>(0)
     /// The most that ever polled at once (for tests of the bound).
     private static let peakPollers = Atomic<Int>(0)
-    /// How many threads may poll at once: half the cores, at least one.
+    /// How many threads may poll at once: half the cores, at least one (`activeProcessorCount` follows a
+    /// container's CPU quota on Linux).
     static let maximumPollers = max(1, ProcessInfo.processInfo.activeProcessorCount / 2)
     /// The most connection threads that ever busy-polled at once in this process.
     static var peakConcurrentPollers: Int { Self.peakPollers.load(ordering: .relaxed) }
