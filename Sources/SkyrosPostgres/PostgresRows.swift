@@ -14,24 +14,43 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
         public var type: PostgresType
     }
 
-    public let columns: [Column]
-    /// The command tag, e.g. `INSERT 0 1`.
-    public let commandTag: String
-    /// Rows affected by INSERT/UPDATE/DELETE (or returned by SELECT), from `PQcmdTuples`.
-    public let affectedRows: Int
+    /// The result's contents behind one reference: a ``PostgresRow`` (and everything that passes one along,
+    /// such as an entity decoder reading a cell per property) copies one pointer, not four arrays and a string
+    /// (their retains and releases were a quarter of decoding a 100-row fetch).
+    final class Contents: Sendable {
+        let columns: [Column]
+        let commandTag: String
+        let affectedRows: Int
+        let storage: [UInt8]
+        /// Two entries per cell: start offset and length (-1 for NULL).
+        let cells: [Int32]
+        let rowCount: Int
 
-    let storage: [UInt8]
-    /// Two entries per cell: start offset and length (-1 for NULL).
-    let cells: [Int32]
-    let rowCount: Int
+        init(columns: [Column], commandTag: String, affectedRows: Int, storage: [UInt8], cells: [Int32], rowCount: Int) {
+            self.columns = columns
+            self.commandTag = commandTag
+            self.affectedRows = affectedRows
+            self.storage = storage
+            self.cells = cells
+            self.rowCount = rowCount
+        }
+    }
+
+    let contents: Contents
+
+    public var columns: [Column] { self.contents.columns }
+    /// The command tag, e.g. `INSERT 0 1`.
+    public var commandTag: String { self.contents.commandTag }
+    /// Rows affected by INSERT/UPDATE/DELETE (or returned by SELECT), from `PQcmdTuples`.
+    public var affectedRows: Int { self.contents.affectedRows }
+    var storage: [UInt8] { self.contents.storage }
+    var cells: [Int32] { self.contents.cells }
+    var rowCount: Int { self.contents.rowCount }
 
     init(columns: [Column], commandTag: String, affectedRows: Int, storage: [UInt8], cells: [Int32], rowCount: Int) {
-        self.columns = columns
-        self.commandTag = commandTag
-        self.affectedRows = affectedRows
-        self.storage = storage
-        self.cells = cells
-        self.rowCount = rowCount
+        self.contents = Contents(
+            columns: columns, commandTag: commandTag, affectedRows: affectedRows, storage: storage, cells: cells,
+            rowCount: rowCount)
     }
 
     public var startIndex: Int { 0 }
@@ -51,11 +70,12 @@ public struct PostgresRow: Sendable {
 
     /// The raw text bytes of a cell, or `nil` for NULL.
     public func bytes(at column: Int) -> ArraySlice<UInt8>? {
-        let base = (self.index * self.rows.columns.count + column) * 2
-        let length = Int(self.rows.cells[base + 1])
+        let contents = self.rows.contents
+        let base = (self.index * contents.columns.count + column) * 2
+        let length = Int(contents.cells[base + 1])
         if length < 0 { return nil }
-        let start = Int(self.rows.cells[base])
-        return self.rows.storage[start..<(start + length)]
+        let start = Int(contents.cells[base])
+        return contents.storage[start..<(start + length)]
     }
 
     public func isNull(at column: Int) -> Bool { self.bytes(at: column) == nil }
@@ -64,10 +84,11 @@ public struct PostgresRow: Sendable {
     /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/decoding`` naming the column.
     @inline(__always)
     public func decode<T: PostgresDecodable>(_ type: T.Type, at column: Int) throws -> T {
-        guard column >= 0, column < self.rows.columns.count else {
+        let columns = self.rows.contents.columns
+        guard column >= 0, column < columns.count else {
             throw PostgresError(kind: .decoding, message: "column index \(column) is out of range")
         }
-        let pgType = self.rows.columns[column].type
+        let pgType = columns[column].type
         do {
             guard let bytes = self.bytes(at: column) else { return try T.postgresNull(type: pgType) }
             return try T(postgresText: bytes, type: pgType)

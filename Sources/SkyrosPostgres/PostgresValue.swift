@@ -145,14 +145,21 @@ func parseInteger(_ bytes: ArraySlice<UInt8>) -> Int64? {
     return value
 }
 
-private let integerTypes: Set<PostgresType> = [.int2, .int4, .int8, .oid, .xid, .unknown, .text]
+/// Whether integers decode from a column of `type` (a comparison per candidate: a `Set` lookup hashed the type
+/// on every cell).
+private func isIntegerType(_ type: PostgresType) -> Bool {
+    switch type {
+    case .int8, .int4, .int2, .oid, .xid, .unknown, .text: true
+    default: false
+    }
+}
 
 extension Int: PostgresArrayElement {
     public static var postgresType: PostgresType { .int8 }
     public static var postgresArrayType: PostgresType { .int8Array }
     public func postgresText() throws -> String? { String(self) }
     public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
-        guard integerTypes.contains(type) else { throw typeMismatch(Int.self, type) }
+        guard isIntegerType(type) else { throw typeMismatch(Int.self, type) }
         guard let value = parseInteger(bytes) else { throw decodingError(Int.self, type, bytes) }
         self = Int(value)
     }
@@ -163,7 +170,7 @@ extension Int64: PostgresArrayElement {
     public static var postgresArrayType: PostgresType { .int8Array }
     public func postgresText() throws -> String? { String(self) }
     public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
-        guard integerTypes.contains(type) else { throw typeMismatch(Int64.self, type) }
+        guard isIntegerType(type) else { throw typeMismatch(Int64.self, type) }
         guard let value = parseInteger(bytes) else { throw decodingError(Int64.self, type, bytes) }
         self = value
     }
@@ -174,7 +181,7 @@ extension Int32: PostgresArrayElement {
     public static var postgresArrayType: PostgresType { .int4Array }
     public func postgresText() throws -> String? { String(self) }
     public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
-        guard integerTypes.contains(type) else { throw typeMismatch(Int32.self, type) }
+        guard isIntegerType(type) else { throw typeMismatch(Int32.self, type) }
         guard let value = parseInteger(bytes), let narrow = Int32(exactly: value) else {
             throw decodingError(Int32.self, type, bytes)
         }
@@ -187,7 +194,7 @@ extension Int16: PostgresArrayElement {
     public static var postgresArrayType: PostgresType { .int2Array }
     public func postgresText() throws -> String? { String(self) }
     public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
-        guard integerTypes.contains(type) else { throw typeMismatch(Int16.self, type) }
+        guard isIntegerType(type) else { throw typeMismatch(Int16.self, type) }
         guard let value = parseInteger(bytes), let narrow = Int16(exactly: value) else {
             throw decodingError(Int16.self, type, bytes)
         }
@@ -203,7 +210,13 @@ private func floatText(_ value: Double) -> String {
     return value.description
 }
 
-private let floatTypes: Set<PostgresType> = [.float4, .float8, .numeric, .int2, .int4, .int8, .unknown, .text]
+/// Whether floating-point numbers decode from a column of `type`.
+private func isFloatType(_ type: PostgresType) -> Bool {
+    switch type {
+    case .float8, .float4, .numeric, .int8, .int4, .int2, .unknown, .text: true
+    default: false
+    }
+}
 
 private func parseDouble(_ bytes: ArraySlice<UInt8>) -> Double? {
     switch bytes.count {
@@ -219,7 +232,7 @@ extension Double: PostgresArrayElement {
     public static var postgresArrayType: PostgresType { .float8Array }
     public func postgresText() throws -> String? { floatText(self) }
     public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
-        guard floatTypes.contains(type) else { throw typeMismatch(Double.self, type) }
+        guard isFloatType(type) else { throw typeMismatch(Double.self, type) }
         guard let value = parseDouble(bytes) else { throw decodingError(Double.self, type, bytes) }
         self = value
     }
@@ -234,7 +247,7 @@ extension Float: PostgresArrayElement {
         return self.description
     }
     public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
-        guard floatTypes.contains(type) else { throw typeMismatch(Float.self, type) }
+        guard isFloatType(type) else { throw typeMismatch(Float.self, type) }
         switch bytes.count {
         case 3 where bytes.elementsEqual("NaN".utf8): self = .nan
         case 8 where bytes.elementsEqual("Infinity".utf8): self = .infinity
