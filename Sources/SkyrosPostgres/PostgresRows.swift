@@ -43,9 +43,6 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
     public var commandTag: String { self.contents.commandTag }
     /// Rows affected by INSERT/UPDATE/DELETE (or returned by SELECT), from `PQcmdTuples`.
     public var affectedRows: Int { self.contents.affectedRows }
-    var storage: [UInt8] { self.contents.storage }
-    var cells: [Int32] { self.contents.cells }
-    var rowCount: Int { self.contents.rowCount }
 
     init(columns: [Column], commandTag: String, affectedRows: Int, storage: [UInt8], cells: [Int32], rowCount: Int) {
         self.contents = Contents(
@@ -54,7 +51,7 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
     }
 
     public var startIndex: Int { 0 }
-    public var endIndex: Int { self.rowCount }
+    public var endIndex: Int { self.contents.rowCount }
     public subscript(position: Int) -> PostgresRow { PostgresRow(rows: self, index: position) }
 
     /// The position of a column by name.
