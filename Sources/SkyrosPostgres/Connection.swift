@@ -205,13 +205,10 @@ public actor Connection {
         return try await self.cancellable {
             var last: PostgresRows?
             var failure: PostgresError?
-            guard PQsendQuery(connection, sql) == 1, ReplyWait.flush(connection) else {
+            guard PQsendQuery(connection, sql) == 1, LibPQ.flush(connection) else {
                 throw LibPQ.error(result: nil, connection: connection, secrets: self.secrets)
             }
-            while true {
-                _ = self.replyWait.awaitReply(connection)
-                guard let result = PQgetResult(connection) else { break }
-                if Self.endCopy(result, on: connection) { continue }
+            while let result = self.nextResult(on: connection) {
                 do {
                     let rows = try LibPQ.consume(result, connection: connection)
                     last = rows
@@ -243,19 +240,26 @@ public actor Connection {
     /// Sends one statement with `send` and returns its result, as `PQexec` does, but waiting for the reply
     /// with ``ReplyWait`` (busy polling first) instead of libpq's sleeping wait.
     private func exec(on connection: OpaquePointer, _ send: () -> Int32) throws -> PostgresRows {
-        guard send() == 1, ReplyWait.flush(connection) else {
+        guard send() == 1, LibPQ.flush(connection) else {
             throw LibPQ.error(result: nil, connection: connection, secrets: self.secrets)
         }
         var last: OpaquePointer?
-        while true {
-            _ = self.replyWait.awaitReply(connection)
-            guard let result = PQgetResult(connection) else { break }
-            if Self.endCopy(result, on: connection) { continue }
+        while let result = self.nextResult(on: connection) {
             if let last { PQclear(last) }
             last = result
             if PQstatus(connection) == CONNECTION_BAD { break }
         }
         return try LibPQ.consume(last, connection: connection)
+    }
+
+    /// The next result of the running statement(s) once it arrives (``ReplyWait``), or `nil` when they are
+    /// done; a `COPY` started this way is ended first (``endCopy(_:on:)``).
+    private func nextResult(on connection: OpaquePointer) -> OpaquePointer? {
+        while true {
+            _ = self.replyWait.awaitReply(connection)
+            guard let result = PQgetResult(connection) else { return nil }
+            if !Self.endCopy(result, on: connection) { return result }
+        }
     }
 
     /// A statement run as a query that starts a `COPY` (the COPY API is ``copyFrom(table:columns:rows:)``):

@@ -137,6 +137,20 @@ enum LibPQ {
         }
     }
 
+    /// Sends whatever libpq still buffers (a connection in nonblocking mode may hold part of a statement).
+    /// - Returns: `false` when writing failed.
+    static func flush(_ connection: OpaquePointer) -> Bool {
+        while true {
+            switch PQflush(connection) {
+            case 0: return true
+            case 1:
+                LibPQ.wait(connection, read: true, write: true)
+                if PQconsumeInput(connection) == 0 { return false }
+            default: return false
+            }
+        }
+    }
+
     /// Waits until the connection's socket is readable and/or writable, up to `timeoutMilliseconds` (-1: forever).
     @discardableResult
     static func wait(_ connection: OpaquePointer, read: Bool, write: Bool, timeoutMilliseconds: Int32 = -1) -> Bool {

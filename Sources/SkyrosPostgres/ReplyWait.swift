@@ -71,20 +71,6 @@ struct ReplyWait: Sendable {
         return true
     }
 
-    /// Sends whatever libpq still buffers (a connection in nonblocking mode may hold part of a statement).
-    /// - Returns: `false` when writing failed.
-    static func flush(_ connection: OpaquePointer) -> Bool {
-        while true {
-            switch PQflush(connection) {
-            case 0: return true
-            case 1:
-                LibPQ.wait(connection, read: true, write: true)
-                if PQconsumeInput(connection) == 0 { return false }
-            default: return false
-            }
-        }
-    }
-
     private static func now() -> UInt64 {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
