@@ -35,10 +35,8 @@ struct ClientBenchmarks {
         // The raw baseline both as libpq's PQexecPrepared (sleeps in poll() for each reply) and busy-polling for
         // the reply like Skyros's Connection (PostgresConfiguration.busyPoll), to tell the wait strategy apart
         // from the Swift layer's overhead.
-        let busyPoll = config.busyPoll.components
-        let busyPollNanoseconds = busyPoll.seconds * 1_000_000_000 + busyPoll.attoseconds / 1_000_000_000
         func polling<R>(_ body: () -> R) -> R {
-            raw_set_busy_poll(raw, busyPollNanoseconds)
+            raw_set_busy_poll(raw, defaultBusyPollNanoseconds)
             defer { raw_set_busy_poll(raw, 0) }
             return body()
         }

@@ -1,4 +1,5 @@
 import Foundation
+import SkyrosPostgres
 
 /// Median of repeated measurements, in nanoseconds per operation.
 struct Measurement {
@@ -20,6 +21,13 @@ func elapsedNanoseconds(_ body: () async throws -> Void) async rethrows -> Int64
     let d = clock.now - start
     return d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
 }
+
+/// Skyros's default busy-poll window (``PostgresConfiguration/busyPoll``) in nanoseconds, for the raw baselines
+/// that wait for replies the same way.
+let defaultBusyPollNanoseconds: Int64 = {
+    let window = PostgresConfiguration(user: "", database: "").busyPoll
+    return window.components.seconds * 1_000_000_000 + window.components.attoseconds / 1_000_000_000
+}()
 
 func microseconds(_ ns: Double) -> String { String(format: "%.1f µs", ns / 1000) }
 func milliseconds(_ ns: Double) -> String { String(format: "%.1f ms", ns / 1_000_000) }

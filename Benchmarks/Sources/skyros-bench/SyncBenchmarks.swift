@@ -128,8 +128,7 @@ struct SyncBenchmarks {
         for _ in 0..<self.rounds {
             try rawRound(raw_inserts, "insert", into: &rawInsert)
             // The same INSERT busy-polling for its reply as Skyros's connections do (PostgresConfiguration.busyPoll).
-            let busyPoll = try PostgresConfiguration(url: self.url).busyPoll.components
-            raw_set_busy_poll(raw, busyPoll.seconds * 1_000_000_000 + busyPoll.attoseconds / 1_000_000_000)
+            raw_set_busy_poll(raw, defaultBusyPollNanoseconds)
             try rawRound(raw_inserts, "polled insert", into: &rawPolledInsert)
             raw_set_busy_poll(raw, 0)
             try rawRound(raw_durable_transactions, "durable transaction", into: &rawDurable)

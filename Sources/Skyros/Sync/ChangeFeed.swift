@@ -57,14 +57,6 @@ final class ChangeFeed: Sendable {
     /// Serialises log reads (one reader at a time; the cursor is advanced in order).
     private let reader = ReadGate()
 
-    /// Hints are acted on without reading the log; a read in the background advances the horizon (so a catch-up
-    /// read after a reconnect starts from recent entries, and the cursor's set of positions delivered from hints
-    /// stays small) once a second while hints arrive (``ChangeFeedConfiguration/horizonReadInterval``), or
-    /// sooner after ``ChangeFeedConfiguration/hintsPerHorizonRead`` hints. A read every hundred hints (as
-    /// before) cost each process a query per hundred commits anywhere, and its CPU on the server delayed the
-    /// commits around it: the slowest 1% of the observer benchmark's events were those next to a read.
-    private var hintsPerHorizonRead: Int { self.configuration.hintsPerHorizonRead }
-
     init(
         log: ChangeLog, origin: UUID, pool: ConnectionPool, postgres: PostgresConfiguration,
         configuration: ChangeFeedConfiguration, logger: Logger,
@@ -180,7 +172,7 @@ final class ChangeFeed: Sendable {
     private func needsNoRead(_ hint: ChangeLog.Hint) -> Bool {
         let (skip, advance) = self.state.withLock { state -> (Bool, Bool) in
             if state.cursor.hasDelivered(hint.position) { return (true, false) }
-            guard hint.origin == self.origin, state.skippedSinceRead < self.hintsPerHorizonRead else { return (false, false) }
+            guard hint.origin == self.origin, state.skippedSinceRead < self.configuration.hintsPerHorizonRead else { return (false, false) }
             state.skippedSinceRead += 1
             return (true, self.claimHorizonRead(&state))
         }
@@ -191,11 +183,16 @@ final class ChangeFeed: Sendable {
     /// Whether a read to advance the horizon is due (and marks one as running): hints arrived, and the last
     /// read is ``ChangeFeedConfiguration/horizonReadInterval`` old or
     /// ``ChangeFeedConfiguration/hintsPerHorizonRead`` hints ago.
+    ///
+    /// Hints are acted on without reading the log; this read keeps a catch-up after a reconnect starting from
+    /// recent entries and the cursor's set of positions delivered from hints small. Once a second, not every
+    /// hundred hints (as before): that cost each process a query per hundred commits anywhere, and its CPU on
+    /// the server delayed the commits around it (the slowest 1% of the observer benchmark's events).
     private func claimHorizonRead(_ state: inout State) -> Bool {
         guard !state.horizonReadRunning else { return false }
         let hints = state.hintsSinceRead + state.skippedSinceRead
         guard hints > 0,
-            hints >= self.hintsPerHorizonRead || ContinuousClock.now - state.lastRead >= self.configuration.horizonReadInterval
+            hints >= self.configuration.hintsPerHorizonRead || ContinuousClock.now - state.lastRead >= self.configuration.horizonReadInterval
         else { return false }
         state.horizonReadRunning = true
         return true
@@ -227,7 +224,7 @@ final class ChangeFeed: Sendable {
     /// Records an entry that arrived in its hint.
     private func takeFromHint(_ entry: ChangeLogEntry) -> HintAction {
         self.state.withLock { state in
-            guard state.hintsSinceRead < 2 * self.hintsPerHorizonRead else { return .read }
+            guard state.hintsSinceRead < 2 * self.configuration.hintsPerHorizonRead else { return .read }
             guard state.cursor.deliverFromHint(position: entry.position, xid: entry.xid) else { return .skip }
             state.hintsSinceRead += 1
             let advance = self.claimHorizonRead(&state)
