@@ -179,28 +179,33 @@ int64_t raw_fetch_100(raw_conn *conn, int n) {
 }
 
 /* What a durable one-row write sends, as raw libpq: one pipeline per write holding BEGIN, the INSERT, the
-   commit-id row, the change-log row with its pg_notify, COMMIT (the statements Skyros's group commit sends for
-   a group of one), the three writes as prepared statements. The server-side floor of a durable write with
+   commit-id row, the change-log row (its JSON text as Skyros writes it) with its pg_notify, COMMIT (the
+   statements Skyros's group commit sends for a group of one), the three writes as prepared statements. The server-side floor of a durable write with
    idempotency and change announcements. */
 int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id) {
     Oid types[2] = {20, 25};
     if (!prepare(conn, "raw_durable_insert", "INSERT INTO bench_insert (id, name) VALUES ($1, $2)", 2, types)) return -1;
     if (!prepare(conn, "raw_durable_commit", "INSERT INTO skyros_commit_groups (first_id, last_id) SELECT u, u FROM gen_random_uuid() AS u", 0, NULL)) return -1;
+    Oid text_type[1] = {25};
     if (!prepare(conn, "raw_durable_log",
-            "WITH entry AS (INSERT INTO skyros_change_log (origin, changes) VALUES (gen_random_uuid(), "
-            "jsonb_build_array(jsonb_build_object('t', 'bench_insert', 'id', $1::text))) RETURNING position) "
-            "SELECT position, pg_notify('skyros_raw_bench', position::text) FROM entry", 1, types)) return -1;
+            "WITH entry AS (INSERT INTO skyros_change_log (origin, changes) VALUES (gen_random_uuid(), $1) "
+            "RETURNING position, origin, xid) "
+            "SELECT position, pg_notify('skyros_raw_bench', position::text || ' ' || origin::text || ' ' || xid::text || ' ' || $1) "
+            "FROM entry", 1, text_type)) return -1;
     char id[24];
+    char changes[96];
     const char *values[2] = {id, "benchmark row"};
+    const char *log_values[1] = {changes};
     PGconn *pg = conn->pg;
     int64_t start = now_ns();
     for (int i = 0; i < n; i++) {
         snprintf(id, sizeof id, "%lld", (long long)(first_id + i));
+        snprintf(changes, sizeof changes, "[{\"t\":\"bench_insert\",\"o\":20,\"i\":\"%s\",\"k\":\"i\"}]", id);
         if (!PQenterPipelineMode(pg)) return -1;
         PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
         PQsendQueryPrepared(pg, "raw_durable_insert", 2, values, NULL, NULL, 0);
         PQsendQueryPrepared(pg, "raw_durable_commit", 0, NULL, NULL, NULL, 0);
-        PQsendQueryPrepared(pg, "raw_durable_log", 1, values, NULL, NULL, 0);
+        PQsendQueryPrepared(pg, "raw_durable_log", 1, log_values, NULL, NULL, 0);
         PQsendQueryParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
         PQpipelineSync(pg);
         if (!finish_pipeline(pg)) return -1;

@@ -42,8 +42,9 @@ struct SyncBenchmarks {
             """)
         guard let raw = raw_connect(self.url) else { throw BenchmarkFailure(description: "raw connect failed") }
         defer { raw_finish(raw) }
-        let stack = try await DataStack.start(DataStackConfiguration(
-            store: .postgres(config), entities: [BenchInsertRow.self, BenchCounter.self]))
+        var stackConfiguration = DataStackConfiguration(store: .postgres(config), entities: [BenchInsertRow.self, BenchCounter.self])
+        if ProcessInfo.processInfo.environment["QUIET"] != nil { stackConfiguration.changeFeed.isEnabled = false }
+        let stack = try await DataStack.start(stackConfiguration)
 
         var nextID = 1
         if self.parts.contains(.queue) {

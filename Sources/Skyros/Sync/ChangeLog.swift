@@ -149,7 +149,7 @@ struct ChangeLog: Sendable {
                     xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
                     origin uuid NOT NULL,
                     changed_at timestamptz NOT NULL DEFAULT now(),
-                    changes jsonb NOT NULL);
+                    changes text NOT NULL);
                 CREATE INDEX IF NOT EXISTS skyros_change_log_xid ON \(self.logTable) (xid);
                 CREATE TABLE IF NOT EXISTS \(self.stateTable) (
                     id boolean PRIMARY KEY DEFAULT true CHECK (id),
@@ -158,6 +158,34 @@ struct ChangeLog: Sendable {
                 ALTER TABLE \(self.stateTable) ADD COLUMN IF NOT EXISTS log_id uuid NOT NULL DEFAULT gen_random_uuid();
                 INSERT INTO \(self.stateTable) (id) VALUES (true) ON CONFLICT (id) DO NOTHING;
                 """)
+            try await self.upgradeChangesColumn(on: connection)
+        }
+    }
+
+    /// Stores `changes` as lz4-compressed text. Logs made by earlier versions hold `jsonb`, which made
+    /// PostgreSQL parse and re-serialise every entry and compress it with pglz: measured with 256-row entries,
+    /// 1.2 µs of server time per announced row, against 0.4 µs as lz4-compressed text — the largest part of
+    /// what announcing costs a queued write. Readers take the column as text either way, and a process of an
+    /// earlier version still writes `jsonb` into the text column (an assignment cast) during a rolling upgrade.
+    /// lz4 is skipped where the server was built without it (and before PostgreSQL 14).
+    private func upgradeChangesColumn(on connection: Connection) async throws {
+        let column = try await connection.query("""
+            SELECT format_type(a.atttypid, NULL), coalesce(to_jsonb(a) ->> 'attcompression', 'l')
+            FROM pg_attribute AS a WHERE a.attrelid = to_regclass(\(self.logTable)) AND a.attname = 'changes'
+            """)
+        guard let row = column.first else { return }
+        if try row.decode(String.self, at: 0) == "jsonb" {
+            _ = try await connection.execute(script: "ALTER TABLE \(self.logTable) ALTER COLUMN changes TYPE text USING changes::text")
+        }
+        if try row.decode(String.self, at: 1) != "l" {
+            _ = try await connection.execute(script: "SAVEPOINT skyros_compression")
+            do {
+                _ = try await connection.execute(script: "ALTER TABLE \(self.logTable) ALTER COLUMN changes SET COMPRESSION lz4")
+                _ = try await connection.execute(script: "RELEASE SAVEPOINT skyros_compression")
+            } catch let error as PostgresError where error.sqlState == .featureNotSupported {
+                // Built without lz4: pglz, as before.
+                _ = try await connection.execute(script: "ROLLBACK TO SAVEPOINT skyros_compression; RELEASE SAVEPOINT skyros_compression")
+            }
         }
     }
 
@@ -180,17 +208,20 @@ struct ChangeLog: Sendable {
     func recordStatement(_ changes: [RowChange], origin: UUID) throws -> PostgresQuery? {
         if changes.isEmpty { return nil }
         let payload = LoggedRowChange.json(changes)
+        // Bound without a type, so the server reads it as the column's: `text` since the column was converted
+        // (``upgradeChangesColumn(on:)``), `jsonb` in a log an earlier version created (after a store rebuild).
+        let stored = PostgresValue(type: .unspecified, text: payload)
         let origin = origin.uuidString.lowercased()
         if payload.utf8.count <= Self.inlineHintLimit {
             return """
-                WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin)::uuid, \(payload)::jsonb)
+                WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin)::uuid, \(stored))
                                RETURNING position, xid)
                 SELECT position, pg_notify(\(self.channel), position::text || ' ' || \(origin) || ' ' || xid::text || ' ' || \(payload))
                 FROM entry
                 """
         }
         return """
-            WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin)::uuid, \(payload)::jsonb)
+            WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin)::uuid, \(stored))
                            RETURNING position)
             SELECT position, pg_notify(\(self.channel), position::text || ' ' || \(origin)) FROM entry
             """

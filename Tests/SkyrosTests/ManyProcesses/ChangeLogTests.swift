@@ -108,7 +108,7 @@ struct ChangeLogTests {
             let position = parsed.position
             let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
             let rows = try await connection.query(
-                "SELECT jsonb_array_length(changes) FROM \(qualified: [schema, "skyros_change_log"]) WHERE position = \(position)")
+                "SELECT jsonb_array_length(changes::jsonb) FROM \(qualified: [schema, "skyros_change_log"]) WHERE position = \(position)")
             #expect(try rows.first?.decode(Int.self, at: 0) == 20)   // the log, not the hint, carries the rows
             listener.stop()
             await connection.close()
@@ -255,6 +255,32 @@ struct ChangeLogTests {
         #expect(throws: (any Error).self) { try LoggedRowChange.decodeList(#"[{"t":"a","o":20"#) }
         #expect(throws: (any Error).self) { try LoggedRowChange.decodeList(#"[{"t":"a","o":20,"i":"1","k":"u"}] x"#) }
         await connection.close()
+    }
+
+    @Test func aLogWrittenAsJSONBByAnEarlierVersionIsConvertedAndStaysReadable() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let log = ChangeLog(schema: schema)
+            let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            try await log.createIfNeeded(on: connection)
+            let start = try await log.read(from: nil, on: connection)
+            // The log as earlier versions made it: `changes jsonb`, holding an entry in jsonb's text form.
+            _ = try await connection.execute(script: "ALTER TABLE \(log.logTable) ALTER COLUMN changes TYPE jsonb USING changes::jsonb")
+            let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(42)), kind: .updated, version: 9)
+            let old = try #require(try await log.record([change], origin: Self.origin, on: connection))
+
+            try await log.createIfNeeded(on: connection)
+            let column = try await connection.query("""
+                SELECT format_type(atttypid, NULL), attcompression::text FROM pg_attribute
+                WHERE attrelid = to_regclass(\(log.logTable)) AND attname = 'changes'
+                """)[0]
+            #expect(try column.decode(String.self, at: 0) == "text")
+            #expect(try column.decode(String.self, at: 1) == "l")   // this server is built with lz4
+            let new = try #require(try await log.record([change], origin: Self.origin, on: connection))
+            let read = try await log.read(from: start.xmin, on: connection)
+            #expect(read.entries.map(\.position) == [old, new])
+            #expect(read.entries.map(\.changes) == [[LoggedRowChange(change)], [LoggedRowChange(change)]])
+            await connection.close()
+        }
     }
 
     @Test func longSchemaNamesGetAChannelThatFitsAnIdentifier() {
