@@ -45,8 +45,10 @@ final class ObserverRegistry: Sendable {
 
     var count: Int { self.observers.withLock { $0.count } }
 
-    /// Wakes the observers of any of `tables`.
-    func changed(_ tables: Set<String>) {
+    /// Wakes the observers of any of `tables` (worked out only when something is observed: every save calls this).
+    func changed(_ tables: @autoclosure () -> Set<String>) {
+        guard self.count > 0 else { return }
+        let tables = tables()
         let woken = self.observers.withLock { $0.values.filter { !$0.tables.isDisjoint(with: tables) } }
         for observer in woken { observer.signal.yield(.changed) }
     }

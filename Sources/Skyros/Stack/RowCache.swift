@@ -56,13 +56,12 @@ struct RowCache: Sendable {
 
     /// Inserts or replaces a row, marks it most recently used and evicts down to the bound.
     mutating func put(_ key: RowKey, value: any Entity, version: Int64, bytes: Int) {
-        if let slot = self.index[key], var entry = self.slots[slot] {
-            self.totalBytes += bytes - entry.bytes
-            entry.value = value
-            entry.version = version
-            entry.bytes = bytes
-            self.slots[slot] = entry
-            if entry.linked {
+        if let slot = self.index[key], let old = self.slots[slot]?.bytes {
+            self.totalBytes += bytes - old
+            self.slots[slot]!.value = value
+            self.slots[slot]!.version = version
+            self.slots[slot]!.bytes = bytes
+            if self.slots[slot]!.linked {
                 self.unlink(slot)
                 self.linkAtHead(slot)
             }
@@ -84,9 +83,9 @@ struct RowCache: Sendable {
     }
 
     mutating func remove(_ key: RowKey) {
-        guard let slot = self.index.removeValue(forKey: key), let entry = self.slots[slot] else { return }
-        if entry.linked { self.unlink(slot) }
-        self.totalBytes -= entry.bytes
+        guard let slot = self.index.removeValue(forKey: key), let bytes = self.slots[slot]?.bytes else { return }
+        self.unlink(slot)
+        self.totalBytes -= bytes
         self.slots[slot] = nil
         self.free.append(slot)
     }
@@ -121,28 +120,30 @@ struct RowCache: Sendable {
     }
 
     private mutating func evict() {
-        while self.overLimit(), self.tail >= 0, let entry = self.slots[self.tail] {
-            self.remove(entry.key)
+        while self.overLimit(), self.tail >= 0, let key = self.slots[self.tail]?.key {
+            self.remove(key)
             self.evictions += 1
         }
     }
 
+    // The list is threaded through the slots in place (`slots[i]!.field = …`): copying an entry out and back
+    // would retain and release its key and value on every move.
+
     private mutating func unlink(_ slot: Int) {
-        guard var entry = self.slots[slot], entry.linked else { return }
-        if entry.previous >= 0 { self.slots[entry.previous]!.next = entry.next } else { self.head = entry.next }
-        if entry.next >= 0 { self.slots[entry.next]!.previous = entry.previous } else { self.tail = entry.previous }
-        entry.previous = -1
-        entry.next = -1
-        entry.linked = false
-        self.slots[slot] = entry
+        guard self.slots[slot]?.linked == true, let previous = self.slots[slot]?.previous, let next = self.slots[slot]?.next
+        else { return }
+        if previous >= 0 { self.slots[previous]!.next = next } else { self.head = next }
+        if next >= 0 { self.slots[next]!.previous = previous } else { self.tail = previous }
+        self.slots[slot]!.previous = -1
+        self.slots[slot]!.next = -1
+        self.slots[slot]!.linked = false
     }
 
     private mutating func linkAtHead(_ slot: Int) {
-        guard var entry = self.slots[slot], !entry.linked else { return }
-        entry.previous = -1
-        entry.next = self.head
-        entry.linked = true
-        self.slots[slot] = entry
+        guard self.slots[slot]?.linked == false else { return }
+        self.slots[slot]!.previous = -1
+        self.slots[slot]!.next = self.head
+        self.slots[slot]!.linked = true
         if self.head >= 0 { self.slots[self.head]!.previous = slot }
         self.head = slot
         if self.tail < 0 { self.tail = slot }

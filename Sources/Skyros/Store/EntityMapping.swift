@@ -153,11 +153,13 @@ package final class EntityPlan<T: Entity>: Sendable {
 
 /// The process-wide cache of entity plans, keyed by type.
 private final class PlanCache: Sendable {
-    private let plans = Locked<[ObjectIdentifier: any Sendable]>([:])
+    private let plans = Locked<[ObjectIdentifier: AnyObject]>([:])
 
     func plan<T: Entity>(for type: T.Type) throws -> EntityPlan<T> {
         let key = ObjectIdentifier(type)
-        if let plan = self.plans.withLock({ $0[key] }) as? EntityPlan<T> { return plan }
+        // Stored under its type's identifier, so the object is an `EntityPlan<T>`: no dynamic cast (checking
+        // one looked up `EntityPlan<T>`'s generic metadata on every call, several times per queued write).
+        if let plan = self.plans.withLock({ $0[key] }) { return unsafeDowncast(plan, to: EntityPlan<T>.self) }
         let plan = try EntityPlan<T>()
         self.plans.withLock { $0[key] = plan }
         return plan

@@ -38,21 +38,26 @@ final class SaveNotifier: Sendable {
     /// `inout` access, and the thunks pile up (each `withLock { $0 }` added two layers to the stored value,
     /// making every call slower than the last).
     private struct Handler {
-        let call: @Sendable (Set<String>) -> Void
+        let call: @Sendable ([ResolvedSlot]) -> Void
     }
 
     private let handler = Locked<Handler?>(nil)
 
-    func set(_ handler: @escaping @Sendable (Set<String>) -> Void) { self.handler.withLock { $0 = Handler(call: handler) } }
+    func set(_ handler: @escaping @Sendable ([ResolvedSlot]) -> Void) { self.handler.withLock { $0 = Handler(call: handler) } }
 
     /// Saved (or reverted) slots: wakes the observers of their tables.
     func saved(_ slots: [ResolvedSlot]) {
         guard !slots.isEmpty, let handler = self.handler.withLock({ $0 })?.call else { return }
-        handler(Set(slots.map { slot in
+        handler(slots)
+    }
+
+    /// The tables `slots` write.
+    static func tables(of slots: [ResolvedSlot]) -> Set<String> {
+        Set(slots.map { slot in
             switch slot {
             case .row(let row): row.key.table
             case .deleteWhere(let operation): operation.table
             }
-        }))
+        })
     }
 }

@@ -22,7 +22,7 @@ final class StackSync: CommitTransactionHook, Sendable {
     /// transactions write the change log once the feed runs.
     func attach(_ core: StackCore) {
         self.core.withLock { $0 = core }
-        core.saves.set { [observers] tables in observers.changed(tables) }
+        core.saves.set { [observers] slots in observers.changed(SaveNotifier.tables(of: slots)) }
         if self.changeFeed != nil { core.setCommitHook(self) }
     }
 
