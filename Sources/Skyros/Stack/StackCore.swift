@@ -290,11 +290,22 @@ final class StackCore: Sendable {
     /// Sends queued commits in order, as group-commit transactions of up to
     /// ``CommitQueueConfiguration/maximumBatchCount`` sets, until the queue is empty or held.
     ///
-    /// The work around a round trip overlaps it: while a group is on the server, the group before it is settled
-    /// (its rows enter the cache, its callers resume) and the next one is built (see ``prepareAhead()``). A
-    /// group that was not built ahead is built only after the one before it settled, as it may need the
-    /// versions that one produced. Groups settle in commit order, and a drain ends only with nothing unsettled.
+    /// On PostgreSQL the drain holds one connection and runs on its thread
+    /// (``PostgresStore/withCommitConnection(_:)``), so one group goes out as soon as the one before returns.
+    /// The work around a round trip overlaps it on the shared pool: while a group is on the server, the group
+    /// before it is settled (its rows enter the cache, its callers resume) and the next one is built (see
+    /// ``prepareAhead()``). A group that was not built ahead is built only after the one before it settled, as
+    /// it may need the versions that one produced. Groups settle in commit order, and a drain ends only with
+    /// nothing unsettled.
     private func drain() async {
+        if let postgres = self.store as? PostgresStore {
+            await postgres.withCommitConnection { await self.drainGroups() }
+        } else {
+            await self.drainGroups()
+        }
+    }
+
+    private func drainGroups() async {
         var ahead: PreparedAhead?
         var unsettled: (batch: [QueuedCommit], outcomes: [Result<ChangeSetResult, any Error>])?
         while true {
@@ -338,12 +349,19 @@ final class StackCore: Sendable {
                 unsettled = nil
             case .send(let batch, let prepared):
                 let started = ContinuousClock.now
-                async let outcomes = self.commitGroup(batch, prepared: prepared)
-                if let (batch, outcomes) = unsettled { self.settle(batch, outcomes) }
+                let previous = unsettled
                 unsettled = nil
-                if delay == .zero { ahead = self.prepareAhead() }
-                let results = await outcomes
-                self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
+                let results: [Result<ChangeSetResult, any Error>]
+                (results, ahead) = await withTaskGroup(of: PreparedAhead?.self) { side in
+                    // Off the drain's thread (the connection's, on PostgreSQL), while this group is on the server.
+                    side.addTask(executorPreference: globalConcurrentExecutor) {
+                        if let (batch, outcomes) = previous { self.settle(batch, outcomes) }
+                        return delay == .zero ? self.prepareAhead() : nil
+                    }
+                    let results = await self.commitGroup(batch, prepared: prepared)
+                    self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
+                    return (results, await side.next() ?? nil)
+                }
                 unsettled = (batch, results)
             }
         }
@@ -359,7 +377,7 @@ final class StackCore: Sendable {
     }
 
     /// A group built while the one before it was on the server.
-    private struct PreparedAhead {
+    private struct PreparedAhead: Sendable {
         let firstCommit: UInt64
         let count: Int
         let group: PostgresStore.PreparedGroup

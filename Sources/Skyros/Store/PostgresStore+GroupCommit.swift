@@ -83,106 +83,108 @@ extension PostgresStore {
             return results
         }
         self.groupCommitPaths.withLock { $0.savepoints += 1 }
-        return try await self.pool.withTransaction { connection in
-            var results: [Result<ChangeSetResult, any Error>] = []
-            results.reserveCapacity(ids.count)
-            var committed: [UUID] = []
-            // The savepoint of a set that succeeded is released together with the next SAVEPOINT (one round
-            // trip); the last one stays open until COMMIT, which commits it with the rest.
-            var releasePending = false
-            // Consecutive sets made only of pipelinable statements, not yet sent.
-            var segment: [(index: Int, changes: ChangeSet, statements: [[PipelinedStatement]])] = []
+        return try await self.withCommitLease { leased in
+            try await leased.withTransaction { connection in
+                var results: [Result<ChangeSetResult, any Error>] = []
+                results.reserveCapacity(ids.count)
+                var committed: [UUID] = []
+                // The savepoint of a set that succeeded is released together with the next SAVEPOINT (one round
+                // trip); the last one stays open until COMMIT, which commits it with the rest.
+                var releasePending = false
+                // Consecutive sets made only of pipelinable statements, not yet sent.
+                var segment: [(index: Int, changes: ChangeSet, statements: [[PipelinedStatement]])] = []
 
-            /// One set under its own savepoint, its statements one by one.
-            func applyAlone(_ index: Int, _ changes: ChangeSet) async throws {
-                _ = try await connection.execute(
-                    script: releasePending
-                        ? "RELEASE SAVEPOINT skyros_change_set; SAVEPOINT skyros_change_set" : "SAVEPOINT skyros_change_set")
-                releasePending = false
-                do {
-                    let result = try await self.apply(changes, on: connection)
-                    releasePending = true
-                    results.append(.success(result))
-                    committed.append(ids[index])
-                } catch {
-                    if Self.stopsGroup(error) { throw error }
+                /// One set under its own savepoint, its statements one by one.
+                func applyAlone(_ index: Int, _ changes: ChangeSet) async throws {
                     _ = try await connection.execute(
-                        script: "ROLLBACK TO SAVEPOINT skyros_change_set; RELEASE SAVEPOINT skyros_change_set")
-                    results.append(.failure(error))
-                }
-            }
-
-            /// The pending segment in one pipeline under one savepoint; when a statement fails, the segment is
-            /// rolled back and its sets are applied one by one, each under its own savepoint.
-            func sendSegment() async throws {
-                guard !segment.isEmpty else { return }
-                let sets = segment
-                segment = []
-                _ = try await connection.execute(
-                    script: releasePending
-                        ? "RELEASE SAVEPOINT skyros_change_set; SAVEPOINT skyros_segment" : "SAVEPOINT skyros_segment")
-                releasePending = false
-                var queries = sets.flatMap { $0.statements.flatMap { $0.map(\.query) } }
-                queries.append(PostgresQuery(unsafeSQL: "RELEASE SAVEPOINT skyros_segment"))
-                let rows: [PostgresRows]
-                do {
-                    rows = try await connection.pipeline(queries)
-                } catch {
-                    if Self.stopsGroup(error) { throw error }
-                    _ = try await connection.execute(script: "ROLLBACK TO SAVEPOINT skyros_segment; RELEASE SAVEPOINT skyros_segment")
-                    for set in sets { try await applyAlone(set.index, set.changes) }
-                    return
-                }
-                var cursor = 0
-                for set in sets {
-                    var operations: [[RowChange]] = []
-                    for statements in set.statements {
-                        var changes: [RowChange] = []
-                        for statement in statements {
-                            changes += try statement.decode(rows[cursor])
-                            cursor += 1
-                        }
-                        operations.append(changes)
+                        script: releasePending
+                            ? "RELEASE SAVEPOINT skyros_change_set; SAVEPOINT skyros_change_set" : "SAVEPOINT skyros_change_set")
+                    releasePending = false
+                    do {
+                        let result = try await self.apply(changes, on: connection)
+                        releasePending = true
+                        results.append(.success(result))
+                        committed.append(ids[index])
+                    } catch {
+                        if Self.stopsGroup(error) { throw error }
+                        _ = try await connection.execute(
+                            script: "ROLLBACK TO SAVEPOINT skyros_change_set; RELEASE SAVEPOINT skyros_change_set")
+                        results.append(.failure(error))
                     }
-                    results.append(.success(ChangeSetResult(operations: operations)))
-                    committed.append(ids[set.index])
                 }
-            }
 
-            for index in ids.indices {
-                var changes: ChangeSet
-                do {
-                    changes = try build(index, results)
-                } catch {
-                    try await sendSegment()
-                    results.append(.failure(error))
-                    continue
+                /// The pending segment in one pipeline under one savepoint; when a statement fails, the segment is
+                /// rolled back and its sets are applied one by one, each under its own savepoint.
+                func sendSegment() async throws {
+                    guard !segment.isEmpty else { return }
+                    let sets = segment
+                    segment = []
+                    _ = try await connection.execute(
+                        script: releasePending
+                            ? "RELEASE SAVEPOINT skyros_change_set; SAVEPOINT skyros_segment" : "SAVEPOINT skyros_segment")
+                    releasePending = false
+                    var queries = sets.flatMap { $0.statements.flatMap { $0.map(\.query) } }
+                    queries.append(PostgresQuery(unsafeSQL: "RELEASE SAVEPOINT skyros_segment"))
+                    let rows: [PostgresRows]
+                    do {
+                        rows = try await connection.pipeline(queries)
+                    } catch {
+                        if Self.stopsGroup(error) { throw error }
+                        _ = try await connection.execute(script: "ROLLBACK TO SAVEPOINT skyros_segment; RELEASE SAVEPOINT skyros_segment")
+                        for set in sets { try await applyAlone(set.index, set.changes) }
+                        return
+                    }
+                    var cursor = 0
+                    for set in sets {
+                        var operations: [[RowChange]] = []
+                        for statements in set.statements {
+                            var changes: [RowChange] = []
+                            for statement in statements {
+                                changes += try statement.decode(rows[cursor])
+                                cursor += 1
+                            }
+                            operations.append(changes)
+                        }
+                        results.append(.success(ChangeSetResult(operations: operations)))
+                        committed.append(ids[set.index])
+                    }
                 }
-                if let statements = self.pipelinedStatements(changes, on: connection) {
-                    segment.append((index, changes, statements))
-                    continue
-                }
-                if !segment.isEmpty {
-                    // Built again once the sets before it have results (it may depend on their versions).
-                    try await sendSegment()
+
+                for index in ids.indices {
+                    var changes: ChangeSet
                     do {
                         changes = try build(index, results)
                     } catch {
+                        try await sendSegment()
                         results.append(.failure(error))
                         continue
                     }
+                    if let statements = self.pipelinedStatements(changes, on: connection) {
+                        segment.append((index, changes, statements))
+                        continue
+                    }
+                    if !segment.isEmpty {
+                        // Built again once the sets before it have results (it may depend on their versions).
+                        try await sendSegment()
+                        do {
+                            changes = try build(index, results)
+                        } catch {
+                            results.append(.failure(error))
+                            continue
+                        }
+                    }
+                    try await applyAlone(index, changes)
                 }
-                try await applyAlone(index, changes)
+                try await sendSegment()
+                if let record = try self.recordCommitted(committed, attempted: ids) {
+                    _ = try await connection.query(record)
+                }
+                if let hook {
+                    let succeeded = results.compactMap { try? $0.get() }
+                    try await hook.willCommit(batch: succeeded, on: connection)
+                }
+                return results
             }
-            try await sendSegment()
-            if let record = try self.recordCommitted(committed, attempted: ids) {
-                _ = try await connection.query(record)
-            }
-            if let hook {
-                let succeeded = results.compactMap { try? $0.get() }
-                try await hook.willCommit(batch: succeeded, on: connection)
-            }
-            return results
         }
     }
 
@@ -204,7 +206,7 @@ extension PostgresStore {
     /// the group, so the log is searched from there (an index range scan of at most a group's attempts).
     func committedIDs(_ ids: [UUID], since first: UUID) async throws -> Set<UUID> {
         if ids.isEmpty { return [] }
-        let rows = try await self.pool.withConnection { connection in
+        let rows = try await self.withCommitLease { connection in
             try await connection.query(
                 PostgresQuery(
                     unsafeSQL: """

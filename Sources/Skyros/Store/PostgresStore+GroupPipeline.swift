@@ -94,7 +94,7 @@ extension PostgresStore {
         let (sets, statements, queries) = (prepared.sets, prepared.statements, prepared.queries)
         let rows: [PostgresRows]
         do {
-            rows = try await self.pool.withConnection { connection in
+            rows = try await self.withCommitLease { connection in
                 do {
                     return try await connection.pipeline(queries)
                 } catch {
