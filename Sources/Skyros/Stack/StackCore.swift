@@ -351,12 +351,20 @@ final class StackCore: Sendable {
                 let started = ContinuousClock.now
                 let previous = unsettled
                 unsettled = nil
+                let buildsAhead = delay == .zero && self.state.withLock { $0.queuedCount > 0 }
+                if previous == nil, !buildsAhead {
+                    // Nothing to do beside the round trip (a lone write): no hand-off to wait for after it.
+                    let results = await self.commitGroup(batch, prepared: prepared)
+                    self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
+                    unsettled = (batch, results)
+                    continue
+                }
                 let results: [Result<ChangeSetResult, any Error>]
                 (results, ahead) = await withTaskGroup(of: PreparedAhead?.self) { side in
                     // Off the drain's thread (the connection's, on PostgreSQL), while this group is on the server.
                     side.addTask(executorPreference: globalConcurrentExecutor) {
                         if let (batch, outcomes) = previous { self.settle(batch, outcomes) }
-                        return delay == .zero ? self.prepareAhead() : nil
+                        return buildsAhead ? self.prepareAhead() : nil
                     }
                     let results = await self.commitGroup(batch, prepared: prepared)
                     self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
