@@ -361,14 +361,22 @@ final class StackCore: Sendable {
                 }
                 let results: [Result<ChangeSetResult, any Error>]
                 (results, ahead) = await withTaskGroup(of: PreparedAhead?.self) { side in
-                    // Off the drain's thread (the connection's, on PostgreSQL), while this group is on the server.
-                    side.addTask(executorPreference: globalConcurrentExecutor) {
-                        if let (batch, outcomes) = previous { self.settle(batch, outcomes) }
-                        return buildsAhead ? self.prepareAhead() : nil
+                    // Off the drain's thread (the connection's, on PostgreSQL), while this group is on the server;
+                    // settling one group and building the next are independent, so they run side by side too.
+                    if let (batch, outcomes) = previous {
+                        side.addTask(executorPreference: globalConcurrentExecutor) {
+                            self.settle(batch, outcomes)
+                            return nil
+                        }
+                    }
+                    if buildsAhead {
+                        side.addTask(executorPreference: globalConcurrentExecutor) { self.prepareAhead() }
                     }
                     let results = await self.commitGroup(batch, prepared: prepared)
                     self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
-                    return (results, await side.next() ?? nil)
+                    var built: PreparedAhead?
+                    for await group in side { built = built ?? group }
+                    return (results, built)
                 }
                 unsettled = (batch, results)
             }
