@@ -163,7 +163,7 @@ public struct ChangeSetResult: Sendable, Hashable {
     public init(operations: [[RowChange]]) { self.operations = operations }
 
     /// Every written row, in order.
-    public var changes: [RowChange] { self.operations.flatMap { $0 } }
+    public var changes: [RowChange] { self.operations.count == 1 ? self.operations[0] : self.operations.flatMap { $0 } }
 }
 
 /// How a guarded update or delete resolves a conflict (the row changed since it was read).

@@ -27,19 +27,18 @@ extension PostgresStore {
         return quoteIdentifier(Self.commitLogTable)
     }
 
-    /// Creates the commit log when missing and prunes entries older than a week.
+    /// Creates the commit log when missing and prunes entries older than a week. Serialised by an advisory lock:
+    /// several processes start at once, and concurrent `CREATE TABLE IF NOT EXISTS` can still fail (on the
+    /// table's row type, `42710`) for all but one of them.
     func createCommitLogIfNeeded() async throws {
         let table = self.quotedCommitLog
-        try await self.pool.withConnection { connection in
-            do {
-                _ = try await connection.execute(script: """
-                    CREATE TABLE IF NOT EXISTS \(table) (first_id uuid PRIMARY KEY, last_id uuid NOT NULL, \
-                    failed uuid[] NOT NULL DEFAULT '{}', committed_at timestamptz NOT NULL DEFAULT now())
-                    """)
-            } catch let error as PostgresError where error.kind == .uniqueViolation {
-                // Another stack created it concurrently.
-            }
-            _ = try await connection.execute(script: "DELETE FROM \(table) WHERE committed_at < now() - interval '7 days'")
+        try await self.pool.withTransaction { connection in
+            _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(table)))")
+            _ = try await connection.execute(script: """
+                CREATE TABLE IF NOT EXISTS \(table) (first_id uuid PRIMARY KEY, last_id uuid NOT NULL, \
+                failed uuid[] NOT NULL DEFAULT '{}', committed_at timestamptz NOT NULL DEFAULT now());
+                DELETE FROM \(table) WHERE committed_at < now() - interval '7 days'
+                """)
         }
     }
 
