@@ -307,7 +307,7 @@ final class StackCore: Sendable {
 
     private func drainGroups() async {
         var ahead: PreparedAhead?
-        var unsettled: (batch: [QueuedCommit], outcomes: [Result<ChangeSetResult, any Error>])?
+        var unsettled: (batch: [QueuedCommit], outcome: GroupOutcome)?
         while true {
             let delay = self.queueConfiguration.maximumBatchDelay
             if delay > .zero, unsettled == nil,
@@ -345,7 +345,7 @@ final class StackCore: Sendable {
             case .stop:
                 return
             case .settleFirst:
-                if let (batch, outcomes) = unsettled { self.settle(batch, outcomes) }
+                if let (batch, outcome) = unsettled { self.settle(batch, outcome.results) }
                 unsettled = nil
             case .send(let batch, let prepared):
                 let started = ContinuousClock.now
@@ -354,31 +354,31 @@ final class StackCore: Sendable {
                 let buildsAhead = delay == .zero && self.state.withLock { $0.queuedCount > 0 }
                 if previous == nil, !buildsAhead {
                     // Nothing to do beside the round trip (a lone write): no hand-off to wait for after it.
-                    let results = await self.commitGroup(batch, prepared: prepared)
+                    let outcome = await self.commitGroup(batch, prepared: prepared)
                     self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
-                    unsettled = (batch, results)
+                    unsettled = (batch, outcome)
                     continue
                 }
-                let results: [Result<ChangeSetResult, any Error>]
-                (results, ahead) = await withTaskGroup(of: PreparedAhead?.self) { side in
+                let outcome: GroupOutcome
+                (outcome, ahead) = await withTaskGroup(of: PreparedAhead?.self) { side in
                     // Off the drain's thread (the connection's, on PostgreSQL), while this group is on the server;
                     // settling one group and building the next are independent, so they run side by side too.
-                    if let (batch, outcomes) = previous {
+                    if let (batch, outcome) = previous {
                         side.addTask(executorPreference: globalConcurrentExecutor) {
-                            self.settle(batch, outcomes)
+                            self.settle(batch, outcome.results)
                             return nil
                         }
                     }
                     if buildsAhead {
                         side.addTask(executorPreference: globalConcurrentExecutor) { self.prepareAhead() }
                     }
-                    let results = await self.commitGroup(batch, prepared: prepared)
+                    let outcome = await self.commitGroup(batch, prepared: prepared)
                     self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
                     var built: PreparedAhead?
                     for await group in side { built = built ?? group }
-                    return (results, built)
+                    return (outcome, built)
                 }
-                unsettled = (batch, results)
+                unsettled = (batch, outcome)
             }
         }
     }
@@ -457,11 +457,11 @@ final class StackCore: Sendable {
 
     /// Commits one group, retrying transient failures with backoff; never applies a set twice (after an
     /// ambiguous failure the commit log says which sets of the failed attempt committed).
-    /// - Returns: one outcome per commit, in order.
-    /// `prepared`: the group built ahead, sent on the first attempt.
+    /// - Returns: one outcome per commit, in order (a group committed whole by one pipeline is mapped to them
+    ///   when settled). `prepared`: the group built ahead, sent on the first attempt.
     private func commitGroup(
         _ batch: [QueuedCommit], prepared: PostgresStore.PreparedGroup? = nil
-    ) async -> [Result<ChangeSetResult, any Error>] {
+    ) async -> GroupOutcome {
         var outcomes = [Result<ChangeSetResult, any Error>?](repeating: nil, count: batch.count)
         let started = ContinuousClock.now
         var attempt = 0
@@ -479,9 +479,10 @@ final class StackCore: Sendable {
                     mustCheckLog = false
                 }
                 if remaining.isEmpty { break }
-                let results = try await self.apply(
+                let outcome = try await self.apply(
                     remaining.map { batch[$0] }, prepared: attempt == 0 ? prepared : nil)
-                for (index, result) in zip(remaining, results) { outcomes[index] = result }
+                if remaining.count == batch.count { return outcome }
+                for (index, result) in zip(remaining, outcome.results) { outcomes[index] = result }
                 break
             } catch {
                 let abandoned = self.state.withLock { $0.abandoned }
@@ -500,7 +501,7 @@ final class StackCore: Sendable {
                 try? await Task.sleep(for: self.retryDelay(attempt: attempt))
             }
         }
-        return outcomes.map { $0 ?? .failure(DataStackError(code: .commitFailed, message: "the write was not committed")) }
+        return .results(outcomes.map { $0 ?? .failure(DataStackError(code: .commitFailed, message: "the write was not committed")) })
     }
 
     private func retryDelay(attempt: Int) -> Duration {
@@ -518,7 +519,7 @@ final class StackCore: Sendable {
     /// One attempt: PostgreSQL gets one transaction with a savepoint per set; other stores apply set by set.
     private func apply(
         _ commits: [QueuedCommit], prepared: PostgresStore.PreparedGroup?
-    ) async throws -> [Result<ChangeSetResult, any Error>] {
+    ) async throws -> GroupOutcome {
         let build = { (index: Int, prior: [Result<ChangeSetResult, any Error>]) throws -> ChangeSet in
             try self.state.withLock { try self.changeSet(for: commits[index], state: $0, prior: prior) }
         }
@@ -535,7 +536,7 @@ final class StackCore: Sendable {
                 results.append(.failure(error))
             }
         }
-        return results
+        return .results(results)
     }
 
     /// The change set of a commit; expected versions of rows read from earlier queued commits are resolved now,

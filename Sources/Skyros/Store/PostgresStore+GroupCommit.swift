@@ -69,20 +69,21 @@ extension PostgresStore {
     ///     versions an earlier one wrote). A build error fails that set alone.
     ///   - hook: runs after the sets, before `COMMIT`.
     ///   - prepared: the group's pipeline when it was built ahead (``prepareGroupPipeline(ids:build:hook:)``).
-    /// - Returns: one result per set; a failed set was rolled back alone.
+    /// - Returns: one result per set (a group sent as one pipeline maps its rows to them when they are read); a
+    ///   failed set was rolled back alone.
     /// - Throws: errors that stop the whole group (connection lost, a failing hook, `COMMIT` failing); then
     ///   nothing of the group is known to be committed: ask ``committedIDs(_:since:)``.
     func applyGroup(
         ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
         hook: (any CommitTransactionHook)?, prepared: PreparedGroup? = nil
-    ) async throws -> [Result<ChangeSetResult, any Error>] {
+    ) async throws -> GroupOutcome {
         if let group = prepared ?? self.prepareGroupPipeline(ids: ids, build: build, hook: hook),
-            let results = try await self.send(group)
+            let sent = try await self.send(group)
         {
-            return results
+            return .sent(sent)
         }
         self.groupCommitPaths.withLock { $0.savepoints += 1 }
-        return try await self.withCommitLease { leased in
+        return .results(try await self.withCommitLease { leased in
             try await leased.withTransaction { connection in
                 var results: [Result<ChangeSetResult, any Error>] = []
                 results.reserveCapacity(ids.count)
@@ -184,7 +185,7 @@ extension PostgresStore {
                 }
                 return results
             }
-        }
+        })
     }
 
     /// A set's statements per operation when every operation pipelines; `nil` otherwise (or when the set

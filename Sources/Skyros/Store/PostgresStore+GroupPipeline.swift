@@ -86,17 +86,16 @@ extension PostgresStore {
     }
 
     /// Sends a prepared group.
-    /// - Returns: one result per set; `nil` when the pipeline failed for a reason confined to a set (a
-    ///   constraint, a guard): nothing was committed, and the savepoint path
-    ///   (``applyGroup(ids:build:hook:prepared:)``) runs the group again, isolating the failing set.
+    /// - Returns: the committed group, its rows not yet mapped to results (see ``SentGroup``); `nil` when the
+    ///   pipeline failed for a reason confined to a set (a constraint, a guard): nothing was committed, and the
+    ///   savepoint path (``applyGroup(ids:build:hook:prepared:)``) runs the group again, isolating the failing set.
     /// - Throws: errors that stop the group (``stopsGroup(_:)``): nothing of it is known to be committed.
-    func send(_ prepared: PreparedGroup) async throws -> [Result<ChangeSetResult, any Error>]? {
-        let (sets, statements, queries) = (prepared.sets, prepared.statements, prepared.queries)
+    func send(_ prepared: PreparedGroup) async throws -> SentGroup? {
         let rows: [PostgresRows]
         do {
             rows = try await self.withCommitLease { connection in
                 do {
-                    return try await connection.pipeline(queries)
+                    return try await connection.pipeline(prepared.queries)
                 } catch {
                     // The transaction is aborted (or the connection gone): end it before the pool takes it back.
                     _ = try? await connection.execute(script: "ROLLBACK")
@@ -108,26 +107,38 @@ extension PostgresStore {
             return nil
         }
         self.groupCommitPaths.withLock { $0.onePipeline += 1 }
+        return SentGroup(prepared: prepared, rows: rows)
+    }
 
-        // Committed: nothing below may fail the sets. A version that cannot be read stays unknown (the stack
-        // then reads the row again rather than caching it).
-        var changes: [[[RowChange]]] = sets.map { Array(repeating: [], count: $0.count) }
-        let xmin = prepared.xidQuery.flatMap { (try? rows[$0].first?.decode(Int64.self, at: 0)) ?? nil }
-        for (offset, statement) in statements.enumerated() {
-            switch statement.kind {
-            case .merged(let members, let version):
-                // A version column starts at 1; otherwise the version is the transaction's id (`xmin`), shared
-                // by every row it inserted (no savepoints here).
-                let returned = version == .returned ? (try? rows[1 + offset].first?.decode(Int64.self, at: 0)) ?? nil : nil
-                for (set, operation) in members {
-                    guard case .insert(let insert) = sets[set][operation] else { continue }
-                    changes[set][operation] = insert.changes(version: insert.fixedVersion ?? returned ?? xmin)
+    /// A group committed as one pipeline, with the rows its statements returned. Mapping them to each set's
+    /// result is left to whoever reads ``results()``: the commit queue does it while settling the group, beside
+    /// the next group's round trip, instead of on the connection's thread between two groups.
+    struct SentGroup: Sendable {
+        fileprivate let prepared: PreparedGroup
+        fileprivate let rows: [PostgresRows]
+
+        /// One result per set. Nothing here may fail a set (it is committed): a version that cannot be read
+        /// stays unknown (the stack then reads the row again rather than caching it).
+        func results() -> [Result<ChangeSetResult, any Error>] {
+            let (sets, statements, rows) = (self.prepared.sets, self.prepared.statements, self.rows)
+            var changes: [[[RowChange]]] = sets.map { Array(repeating: [], count: $0.count) }
+            let xmin = self.prepared.xidQuery.flatMap { (try? rows[$0].first?.decode(Int64.self, at: 0)) ?? nil }
+            for (offset, statement) in statements.enumerated() {
+                switch statement.kind {
+                case .merged(let members, let version):
+                    // A version column starts at 1; otherwise the version is the transaction's id (`xmin`), shared
+                    // by every row it inserted (no savepoints here).
+                    let returned = version == .returned ? (try? rows[1 + offset].first?.decode(Int64.self, at: 0)) ?? nil : nil
+                    for (set, operation) in members {
+                        guard case .insert(let insert) = sets[set][operation] else { continue }
+                        changes[set][operation] = insert.changes(version: insert.fixedVersion ?? returned ?? xmin)
+                    }
+                case .single(let set, let operation, let decode):
+                    changes[set][operation] = (try? decode(rows[1 + offset])) ?? sets[set][operation].announced
                 }
-            case .single(let set, let operation, let decode):
-                changes[set][operation] = (try? decode(rows[1 + offset])) ?? sets[set][operation].announced
             }
+            return changes.map { .success(ChangeSetResult(operations: $0)) }
         }
-        return changes.map { .success(ChangeSetResult(operations: $0)) }
     }
 
     /// One statement of a pipelined group and how its rows map back to the sets' operations.
