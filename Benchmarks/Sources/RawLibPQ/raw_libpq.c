@@ -212,3 +212,57 @@ int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id) {
     }
     return now_ns() - start;
 }
+
+/* The work behind one observer event, by hand. A writer connection sends the transaction Skyros's durable
+   update sends (BEGIN, the UPDATE returning the row's version, the commit-id row, the change-log row with its
+   pg_notify, COMMIT) as one pipeline; an observer connection that LISTENs waits for the notification and
+   reads the row again. One thread drives both connections, so there is no hand-off between threads: the
+   floor for the same work. Its own table (bench_observe_raw) keeps the stacks' observers out of it. */
+int raw_observe_prepare(raw_conn *writer, raw_conn *observer) {
+    Oid types[2] = {20, 25};
+    if (!prepare(writer, "raw_obs_update", "UPDATE bench_observe_raw SET n = $1 WHERE id = 1 RETURNING xmin::text", 1, types)) return -1;
+    if (!prepare(writer, "raw_obs_commit", "INSERT INTO skyros_commit_groups (first_id, last_id) SELECT u, u FROM gen_random_uuid() AS u", 0, NULL)) return -1;
+    if (!prepare(writer, "raw_obs_log",
+            "WITH entry AS (INSERT INTO skyros_change_log (origin, changes) VALUES (gen_random_uuid(), $1) "
+            "RETURNING position, origin, xid) "
+            "SELECT position, pg_notify('skyros_raw_observe', position::text || ' ' || origin::text || ' ' || xid::text || ' ' || $1) "
+            "FROM entry", 1, types + 1)) return -1;
+    if (!prepare(observer, "raw_obs_read", "SELECT id, n, xmin::text FROM bench_observe_raw WHERE id = $1", 1, types)) return -1;
+    return raw_exec(observer, "LISTEN skyros_raw_observe") == 0 ? 0 : -1;
+}
+
+int64_t raw_observe_once(raw_conn *writer, raw_conn *observer, int64_t value) {
+    char n[24];
+    char changes[96];
+    snprintf(n, sizeof n, "%lld", (long long)value);
+    snprintf(changes, sizeof changes, "[{\"t\":\"bench_observe_raw\",\"o\":20,\"i\":\"1\",\"k\":\"u\"}]");
+    const char *update_values[1] = {n};
+    const char *log_values[1] = {changes};
+    const char *read_values[1] = {"1"};
+    PGconn *w = writer->pg, *o = observer->pg;
+    int64_t start = now_ns();
+    if (!PQenterPipelineMode(w)) return -1;
+    PQsendQueryParams(w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
+    PQsendQueryPrepared(w, "raw_obs_update", 1, update_values, NULL, NULL, 0);
+    PQsendQueryPrepared(w, "raw_obs_commit", 0, NULL, NULL, NULL, 0);
+    PQsendQueryPrepared(w, "raw_obs_log", 1, log_values, NULL, NULL, 0);
+    PQsendQueryParams(w, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
+    PQpipelineSync(w);
+    if (PQflush(w) != 0) return -1;
+    for (;;) {
+        if (!PQconsumeInput(o)) return -1;
+        PGnotify *note = PQnotifies(o);
+        if (note != NULL) { PQfreemem(note); break; }
+        struct pollfd fd = {PQsocket(o), POLLIN, 0};
+        poll(&fd, 1, -1);
+    }
+    PGresult *r = PQexecPrepared(o, "raw_obs_read", 1, read_values, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || strtoll(PQgetvalue(r, 0, 1), NULL, 10) != value) {
+        PQclear(r);
+        return -1;
+    }
+    PQclear(r);
+    int64_t elapsed = now_ns() - start;
+    if (!finish_pipeline(w)) return -1;
+    return elapsed;
+}

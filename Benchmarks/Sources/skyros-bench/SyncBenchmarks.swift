@@ -35,10 +35,12 @@ struct SyncBenchmarks {
         let config = try PostgresConfiguration(url: self.url)
         let setup = try await Connection.connect(to: config)
         try await setup.execute(script: """
-            DROP TABLE IF EXISTS bench_insert, bench_observe;
+            DROP TABLE IF EXISTS bench_insert, bench_observe, bench_observe_raw;
             CREATE TABLE bench_insert (id int8 PRIMARY KEY, name text NOT NULL);
             CREATE TABLE bench_observe (id int8 PRIMARY KEY, n int8 NOT NULL);
             INSERT INTO bench_observe VALUES (1, 0);
+            CREATE TABLE bench_observe_raw (id int8 PRIMARY KEY, n int8 NOT NULL);
+            INSERT INTO bench_observe_raw VALUES (1, 0);
             """)
         guard let raw = raw_connect(self.url) else { throw BenchmarkFailure(description: "raw connect failed") }
         defer { raw_finish(raw) }
@@ -176,6 +178,16 @@ struct SyncBenchmarks {
         }
         var notified = notifiedArrivals.makeAsyncIterator()
         let notifier = try await Connection.connect(to: config)
+        // The same work by hand (transaction with NOTIFY, notification, re-read), from C on one thread.
+        guard let rawWriter = raw_connect(self.url), let rawObserver = raw_connect(self.url) else {
+            throw BenchmarkFailure(description: "raw connect failed")
+        }
+        defer {
+            raw_finish(rawWriter)
+            raw_finish(rawObserver)
+        }
+        guard raw_observe_prepare(rawWriter, rawObserver) == 0 else { throw BenchmarkFailure(description: "raw observer setup failed") }
+        var sameWorkLatencies: [Duration] = []
         var rawLatencies: [Duration] = []
         var stackLatencies: [Duration] = []
         var writeLatencies: [Duration] = []
@@ -202,6 +214,12 @@ struct SyncBenchmarks {
                     break
                 }
             }
+
+            // Last in the round: its NOTIFY wakes every listening backend, which slowed a stack sample taken
+            // right after it.
+            let sameWork = raw_observe_once(rawWriter, rawObserver, Int64(i))
+            guard sameWork > 0 else { throw BenchmarkFailure(description: "raw observer sample failed") }
+            sameWorkLatencies.append(.nanoseconds(sameWork))
         }
         func percentile(_ values: [Duration], _ p: Double) -> Double {
             let sorted = values.sorted()
@@ -219,6 +237,8 @@ struct SyncBenchmarks {
         }
         report.add("Commit → observer in another stack, p50", microseconds(percentile(rawLatencies, 0.5)), microseconds(percentile(stackLatencies, 0.5)), ratio(percentile(stackLatencies, 0.5), percentile(rawLatencies, 0.5)), "—")
         report.add("Commit → observer in another stack, p99", microseconds(percentile(rawLatencies, 0.99)), microseconds(percentile(stackLatencies, 0.99)), ratio(percentile(stackLatencies, 0.99), percentile(rawLatencies, 0.99)), "p99 ≤ 2× raw")
+        report.add("Commit → observer, vs the same work by raw libpq (the transaction with NOTIFY, then re-reading the row), p50", microseconds(percentile(sameWorkLatencies, 0.5)), microseconds(percentile(stackLatencies, 0.5)), ratio(percentile(stackLatencies, 0.5), percentile(sameWorkLatencies, 0.5)), "—")
+        report.add("Commit → observer, vs the same work by raw libpq, p99", microseconds(percentile(sameWorkLatencies, 0.99)), microseconds(percentile(stackLatencies, 0.99)), ratio(percentile(stackLatencies, 0.99), percentile(sameWorkLatencies, 0.99)), "—")
         observing.cancel()
         listening.cancel()
         listener.stop()

@@ -25,5 +25,10 @@ int64_t raw_fetch_100(raw_conn *conn, int n);
 /// n durable one-row writes as Skyros sends them: per write one pipeline of BEGIN, INSERT, the commit-id row,
 /// the change-log row with pg_notify, COMMIT. Returns elapsed ns or -1.
 int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id);
+/// Prepares the observer baseline's statements and LISTENs on the observer connection; returns 0 on success.
+int raw_observe_prepare(raw_conn *writer, raw_conn *observer);
+/// One observer event done by hand: the writer's transaction with its NOTIFY, the observer's notification and
+/// its re-read of the row. Returns ns from sending the transaction to having the row, or -1.
+int64_t raw_observe_once(raw_conn *writer, raw_conn *observer, int64_t value);
 
 #endif
