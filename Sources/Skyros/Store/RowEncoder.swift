@@ -69,13 +69,24 @@ final class RowEncodingStorage {
         self.filled = Array(repeating: false, count: plan.columnNames.count)
     }
 
+    /// The column after the last one filled: synthesized `Codable` encodes properties in declaration order,
+    /// which is usually the columns' order, so that column is compared first (a string comparison) before the
+    /// name is hashed into ``columnIndex``.
+    private var nextIndex = 0
+
     func index(for key: some CodingKey) throws -> Int {
         let name = self.keyStrategy.columnName(forKey: key.stringValue)
+        let expected = self.nextIndex
+        if expected < self.columnNames.count, self.columnNames[expected] == name {
+            self.nextIndex = expected + 1
+            return expected
+        }
         guard let index = self.columnIndex[name] else {
             throw EntityMappingError(
                 entity: self.entityName, column: name,
                 message: "the Codable key \"\(key.stringValue)\" has no column in \(self.entityName).columns")
         }
+        self.nextIndex = index + 1
         return index
     }
 
