@@ -297,18 +297,40 @@ final class StackCore: Sendable {
     /// ``prepareAhead()``). A group that was not built ahead is built only after the one before it settled, as
     /// it may need the versions that one produced. Groups settle in commit order, and a drain ends only with
     /// nothing unsettled.
+    ///
+    /// The drain gives its connection back when another task waits for one (with a pool of one connection,
+    /// readers would otherwise wait while writes keep coming), leases again behind it, and carries on.
     private func drain() async {
-        if let postgres = self.store as? PostgresStore {
-            await postgres.withCommitConnection { await self.drainGroups() }
-        } else {
-            await self.drainGroups()
+        var progress = DrainProgress()
+        guard let postgres = self.store as? PostgresStore else {
+            _ = await self.drainGroups(&progress, handOver: { false })
+            return
+        }
+        while true {
+            var finished = true
+            await postgres.withCommitConnection {
+                finished = await self.drainGroups(&progress, handOver: { postgres.commitConnectionIsWanted })
+            }
+            if finished { return }
         }
     }
 
-    private func drainGroups() async {
+    /// What a drain carries from one leased connection to the next.
+    private struct DrainProgress {
+        /// The group built while the one before it was on the server.
         var ahead: PreparedAhead?
+        /// The group committed but not settled yet.
         var unsettled: (batch: [QueuedCommit], outcome: GroupOutcome)?
+    }
+
+    /// The drain's loop. Returns `true` when the drain ended (nothing queued, nothing unsettled), `false` when
+    /// `handOver` asked for the connection back between two groups.
+    private func drainGroups(_ progress: inout DrainProgress, handOver: () -> Bool) async -> Bool {
         while true {
+            if handOver() { return false }
+            var ahead = progress.ahead
+            var unsettled = progress.unsettled
+            defer { (progress.ahead, progress.unsettled) = (ahead, unsettled) }
             let delay = self.queueConfiguration.maximumBatchDelay
             if delay > .zero, unsettled == nil,
                 self.state.withLock({ $0.queuedCount < self.queueConfiguration.maximumBatchCount })
@@ -343,7 +365,7 @@ final class StackCore: Sendable {
             ahead = nil
             switch step {
             case .stop:
-                return
+                return true
             case .settleFirst:
                 if let (batch, outcome) = unsettled { self.settle(batch, outcome.results) }
                 unsettled = nil

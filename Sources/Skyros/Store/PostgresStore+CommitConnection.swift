@@ -25,6 +25,12 @@ extension PostgresStore {
         if !ran { await body() }
     }
 
+    /// Whether the drain holds a connection that another task is waiting for (every connection of the pool is
+    /// leased): the drain then gives it back between two groups.
+    var commitConnectionIsWanted: Bool {
+        Self.commitConnection != nil && self.pool.statistics.waiting > 0
+    }
+
     /// Runs `body` on the drain's connection while it is open, else on one leased from the pool (the drain's
     /// connection was lost: a retry needs a new one; the dead one goes back to the pool, which discards it,
     /// when the drain ends).

@@ -32,6 +32,29 @@ struct CommitQueueBackpressureTests {
         }
     }
 
+    @Test("With a pool of one connection, a read gets it between two groups while writes keep coming")
+    func drainHandsItsConnectionToAWaitingReader() async throws {
+        try await StackTestServer.withQueueStack({ $0.pool = .init(maximumConnections: 1, leaseTimeout: .seconds(5)) }) { stack in
+            let writes = 100_000
+            let written = Locked(0)
+            let writer = Task {
+                for id in 1...writes {
+                    try await stack.write { try $0.insert(note(id)) }
+                    written.withLock { $0 += 1 }
+                }
+            }
+            // The drain holds the only connection while the queue has work; it gives it back when a read waits.
+            try await eventually { try await stack.store.count(FetchDescriptor<StackNote>()) >= 1_000 }
+            for _ in 0..<5 {
+                _ = try await stack.store.count(FetchDescriptor<StackNote>())
+                #expect(written.withLock { $0 } < writes, "the reads finished only after the writer")
+            }
+            try await writer.value
+            try await stack.write(durability: .committed) { try $0.insert(note(writes + 1)) }
+            #expect(try await stack.store.count(FetchDescriptor<StackNote>()) == writes + 1)
+        }
+    }
+
     @Test("Writers wait while the queued sets hold the maximum number of bytes")
     func boundedByBytes() async throws {
         try await StackTestServer.withQueueStack({ $0.commitQueue.maximumQueuedBytes = 100_000 }) { stack in
