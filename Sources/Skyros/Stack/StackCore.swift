@@ -435,7 +435,7 @@ final class StackCore: Sendable {
         let group = postgres.prepareGroupPipeline(
             ids: batch.map(\.commitID),
             build: { index, prior in
-                try self.state.withLock { try self.changeSet(for: batch[index], state: $0, prior: prior, ahead: true) }
+                try self.changeSet(for: batch[index], state: nil, prior: prior)
             },
             hook: hook)
         return group.map { PreparedAhead(firstCommit: first.id, count: batch.count, group: $0) }
@@ -562,11 +562,13 @@ final class StackCore: Sendable {
     }
 
     /// The change set of a commit; expected versions of rows read from earlier queued commits are resolved now,
-    /// from the versions those commits produced (`prior`: the results of the earlier sets of the same group).
-    /// `ahead`: built while an earlier group may still be running, so such a version is not known yet: throws
-    /// ``NeedsSettledVersions``.
+    /// from the versions those commits produced (`prior`: the results of the earlier sets of the same group;
+    /// `state`: the stack's state, read under its lock). Without `state` the set is built ahead, while an
+    /// earlier group may still be running, so such a version is not known yet: it throws
+    /// ``NeedsSettledVersions``. Nothing else reads the state (a queued commit does not change), so a set built
+    /// ahead takes no lock.
     private func changeSet(
-        for commit: QueuedCommit, state: State, prior: [Result<ChangeSetResult, any Error>], ahead: Bool = false
+        for commit: QueuedCommit, state: State?, prior: [Result<ChangeSetResult, any Error>]
     ) throws -> ChangeSet {
         var changes = ChangeSet(expectedGeneration: self.generation)
         var needsSettledVersions = false
@@ -575,7 +577,7 @@ final class StackCore: Sendable {
             case .known(let version): return version
             case .none: return nil
             case .pending:
-                if ahead {
+                guard let state else {
                     needsSettledVersions = true
                     return nil
                 }
