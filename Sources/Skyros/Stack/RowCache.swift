@@ -2,8 +2,11 @@
 /// row count and/or an approximate byte size, evicting the least recently used clean row first.
 ///
 /// Rows with changes still queued for commit are pinned: they leave the LRU list and are never evicted
-/// (the bound can be exceeded by pinned rows only). All operations are O(1) (amortised), on a dictionary
-/// and a doubly linked list threaded through an array of slots.
+/// (the bound can be exceeded by pinned rows only). The stack knows which rows have queued changes (its
+/// pending map) and says so — ``pin(_:)`` when a row gets its first one, ``unpin(_:)`` when it loses its last,
+/// `pinned:` when it caches a row that still has some — so the cache keeps no second map of them (that map
+/// was three more lookups in a large table per queued write). All operations are O(1) (amortised), on a
+/// dictionary and a doubly linked list threaded through an array of slots.
 struct RowCache: Sendable {
     struct Entry: Sendable {
         var key: RowKey
@@ -19,8 +22,6 @@ struct RowCache: Sendable {
     private var slots: [Entry?] = []
     private var free: [Int] = []
     private var index: [RowKey: Int] = [:]
-    /// Pending-change counts of pinned keys (a pinned key need not be cached).
-    private var pins: [RowKey: Int] = [:]
     /// Most recently used.
     private var head = -1
     /// Least recently used.
@@ -54,8 +55,9 @@ struct RowCache: Sendable {
     /// The cached version, without touching the row.
     func version(_ key: RowKey) -> Int64? { self.index[key].flatMap { self.slots[$0]?.version } }
 
-    /// Inserts or replaces a row, marks it most recently used and evicts down to the bound.
-    mutating func put(_ key: RowKey, value: any Entity, version: Int64, bytes: Int) {
+    /// Inserts or replaces a row, marks it most recently used and evicts down to the bound. `pinned`: the row
+    /// has queued changes (a new entry stays off the LRU list; an existing one keeps its state).
+    mutating func put(_ key: RowKey, value: any Entity, version: Int64, bytes: Int, pinned: Bool = false) {
         if let slot = self.index[key], let old = self.slots[slot]?.bytes {
             self.totalBytes += bytes - old
             self.slots[slot]!.value = value
@@ -77,7 +79,7 @@ struct RowCache: Sendable {
             }
             self.index[key] = slot
             self.totalBytes += bytes
-            if self.pins[key] == nil { self.linkAtHead(slot) }
+            if !pinned { self.linkAtHead(slot) }
         }
         self.evict()
     }
@@ -94,24 +96,19 @@ struct RowCache: Sendable {
         self = RowCache(limit: self.limit)
     }
 
-    /// Marks a key as having one more queued change: it is never evicted until unpinned.
+    /// The row got its first queued change: it is never evicted until ``unpin(_:)``.
     mutating func pin(_ key: RowKey) {
-        self.pins[key, default: 0] += 1
         if let slot = self.index[key], self.slots[slot]?.linked == true { self.unlink(slot) }
     }
 
+    /// The row's last queued change is done: it can be evicted again.
     mutating func unpin(_ key: RowKey) {
-        guard let pin = self.pins.index(forKey: key) else { return }
-        if self.pins.values[pin] > 1 {
-            self.pins.values[pin] -= 1
-            return
-        }
-        self.pins.remove(at: pin)
         if let slot = self.index[key], self.slots[slot]?.linked == false { self.linkAtHead(slot) }
         self.evict()
     }
 
-    func isPinned(_ key: RowKey) -> Bool { self.pins[key] != nil }
+    /// Whether a cached row is pinned.
+    func isPinned(_ key: RowKey) -> Bool { self.index[key].map { self.slots[$0]?.linked == false } ?? false }
 
     private func overLimit() -> Bool {
         if let maxRows = self.limit.maxRows, self.index.count > maxRows { return true }

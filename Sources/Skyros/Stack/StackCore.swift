@@ -257,9 +257,14 @@ final class StackCore: Sendable {
             let id = state.nextCommit
             state.nextCommit += 1
             for case .row(let row) in slots {
-                state.pending[row.key, default: []].append(PendingEntry(commit: id, row: row))
+                let entry = PendingEntry(commit: id, row: row)
+                if let slot = state.pending.index(forKey: row.key) {
+                    state.pending.values[slot].append(entry)
+                } else {
+                    state.pending[row.key] = [entry]
+                    state.cache.pin(row.key)
+                }
                 state.pendingCountByTable[row.key.table, default: 0] += 1
-                state.cache.pin(row.key)
             }
             state.queue.append(
                 QueuedCommit(
@@ -669,10 +674,10 @@ final class StackCore: Sendable {
         for (index, slot) in commit.slots.enumerated() {
             guard case .row(let row) = slot else { continue }
             let remoteChanged = !state.remoteChangedWhilePending.isEmpty && state.remoteChangedWhilePending.contains(row.key)
-            self.unqueue(row.key, commit: commit.id, state: &state)
+            let stillPending = self.unqueue(row.key, commit: commit.id, state: &state)
             if let value = row.value {
                 if let version = change(for: row.key)?.version, !Self.mayHaveMerged(row, policy: commit.policy), !remoteChanged {
-                    state.cache.put(row.key, value: value, version: version, bytes: commit.slotBytes[index])
+                    state.cache.put(row.key, value: value, version: version, bytes: commit.slotBytes[index], pinned: stillPending)
                 } else {
                     // Not written (the store won a conflict), its version is unknown, the stored row may
                     // hold another writer's columns (merged), or another process changed it meanwhile
@@ -705,20 +710,24 @@ final class StackCore: Sendable {
         }
     }
 
-    private func unqueue(_ key: RowKey, commit: UInt64, state: inout State) {
+    /// Removes a commit's queued change of a row. Returns whether the row still has queued changes (of later
+    /// commits).
+    @discardableResult
+    private func unqueue(_ key: RowKey, commit: UInt64, state: inout State) -> Bool {
         guard let slot = state.pending.index(forKey: key),
             let index = state.pending.values[slot].firstIndex(where: { $0.commit == commit })
-        else { return }
+        else { return state.pending[key] != nil }
         // Mutated in place (one hash lookup; a copy out and back would also copy the array).
         state.pending.values[slot].remove(at: index)
-        let emptied = state.pending.values[slot].isEmpty
-        if emptied { state.pending.remove(at: slot) }
-        if emptied, !state.remoteChangedWhilePending.isEmpty {
+        state.pendingCountByTable[key.table, default: 1] -= 1
+        guard state.pending.values[slot].isEmpty else { return true }
+        state.pending.remove(at: slot)
+        if !state.remoteChangedWhilePending.isEmpty {
             // The row's last queued change is done (its caller checked the mark first).
             state.remoteChangedWhilePending.remove(key)
         }
-        state.pendingCountByTable[key.table, default: 1] -= 1
         state.cache.unpin(key)
+        return false
     }
 
     // MARK: Lifecycle

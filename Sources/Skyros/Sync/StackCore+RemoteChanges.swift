@@ -18,14 +18,12 @@ extension StackCore {
         }
     }
 
-    /// Drops every cached row (the change log had a gap); rows with queued local changes stay pinned.
+    /// Drops every cached row (the change log had a gap); rows with queued local changes stay visible and are
+    /// marked like ``evictRemote(_:)`` marks them.
     func flushRemote() {
         self.state.withLock { state in
             state.cache.removeAll()
-            for (key, entries) in state.pending {
-                for _ in entries { state.cache.pin(key) }
-                state.remoteChangedWhilePending.insert(key)
-            }
+            for key in state.pending.keys { state.remoteChangedWhilePending.insert(key) }
             state.finishedCommits += 1
         }
     }

@@ -37,20 +37,23 @@ import Testing
 
     @Test func pinnedRowsAreNeverEvictedAndRejoinTheListWhenUnpinned() {
         var cache = RowCache(limit: CacheLimit(maxRows: 2))
-        cache.pin(Self.key(1))
-        cache.pin(Self.key(1))                     // two queued changes
-        Self.put(&cache, 1)
+        cache.pin(Self.key(1))                     // its first queued change; not cached yet
+        cache.put(Self.key(1), value: Self.note(1), version: 1, bytes: 10, pinned: true)
         Self.put(&cache, 2)
         Self.put(&cache, 3)
         Self.put(&cache, 4)
-        #expect(cache.contains(Self.key(1)))       // over the bound by the pinned row only
+        #expect(cache.contains(Self.key(1)) && cache.isPinned(Self.key(1)))   // over the bound by the pinned row only
         #expect(cache.count == 2 && cache.contains(Self.key(4)))
-        cache.unpin(Self.key(1))
-        #expect(cache.isPinned(Self.key(1)))
-        cache.unpin(Self.key(1))
+        cache.unpin(Self.key(1))                   // its last queued change is done
         #expect(!cache.isPinned(Self.key(1)))
         Self.put(&cache, 5)                        // 1 rejoined as most recent when unpinned: 4 goes
         #expect(cache.contains(Self.key(1)) && cache.contains(Self.key(5)) && !cache.contains(Self.key(4)))
+        cache.pin(Self.key(5))                     // a cached row gets a queued change: it leaves the list
+        Self.put(&cache, 6)
+        Self.put(&cache, 7)
+        #expect(cache.contains(Self.key(5)) && cache.isPinned(Self.key(5)) && !cache.contains(Self.key(1)))
+        cache.put(Self.key(5), value: Self.note(5), version: 2, bytes: 10, pinned: true)   // committed, another queued
+        #expect(cache.isPinned(Self.key(5)) && cache.version(Self.key(5)) == 2)
     }
 
     @Test func aByteBoundEvictsByTheRowsSizes() {
