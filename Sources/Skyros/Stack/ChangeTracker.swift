@@ -18,7 +18,7 @@ struct ChangeTracker: Sendable {
     /// Rows as read by this context: the diff base and expected version of a later update.
     private(set) var snapshots: [RowKey: (value: any Entity, base: BaseVersion)] = [:]
     /// The number of changed rows per table.
-    private(set) var countByTable: [String: Int] = [:]
+    private(set) var countByTable = TableCounts()
 
     var hasChanges: Bool { !self.rows.isEmpty || self.slots.contains { if case .deleteWhere? = $0 { return true } else { return false } } }
 
@@ -26,7 +26,7 @@ struct ChangeTracker: Sendable {
 
     /// The changed rows of one table.
     func rows(ofTable table: String) -> [RowKey: PendingRow] {
-        guard (self.countByTable[table] ?? 0) > 0 else { return [:] }
+        guard self.countByTable[table] > 0 else { return [:] }
         var result: [RowKey: PendingRow] = [:]
         for (key, entry) in self.rows where key.table == table { result[key] = entry.row }
         return result
@@ -50,19 +50,19 @@ struct ChangeTracker: Sendable {
             }
             self.slots[existing.slot] = nil
             self.rows[change.key] = nil
-            self.countByTable[change.key.table, default: 1] -= 1
+            self.countByTable[change.key.table] -= 1
         }
         guard let merged else { return }
         self.slots.append(.row(change.key))
         self.rows[change.key] = (self.slots.count - 1, merged)
-        self.countByTable[change.key.table, default: 0] += 1
+        self.countByTable[change.key.table] += 1
     }
 
     /// Drops this context's change of a row (an update back to the value read).
     mutating func discard(_ key: RowKey) {
         guard let existing = self.rows.removeValue(forKey: key) else { return }
         self.slots[existing.slot] = nil
-        self.countByTable[key.table, default: 1] -= 1
+        self.countByTable[key.table] -= 1
     }
 
     mutating func record(deleteWhere: PendingDeleteWhere) {

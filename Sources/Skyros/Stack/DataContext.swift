@@ -72,7 +72,7 @@ public final class DataContext: Sendable {
     /// The number of rows matching the descriptor, with unsaved and queued changes counted.
     public func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int {
         try self.checkValid()
-        let changed = self.tracker.withLock { $0.countByTable[T.tableName] ?? 0 } > 0
+        let changed = self.tracker.withLock { $0.countByTable[T.tableName] } > 0
         if changed { return try await self.fetch(descriptor).count }
         switch self.parent {
         case .root: return try await self.core.count(descriptor)

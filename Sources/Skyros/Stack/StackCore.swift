@@ -50,7 +50,7 @@ final class StackCore: Sendable {
         var cache: RowCache
         /// Queued changes per row, oldest first; the last one is what readers see.
         var pending: [RowKey: [PendingEntry]] = [:]
-        var pendingCountByTable: [String: Int] = [:]
+        var pendingCountByTable = TableCounts()
         /// Rows another process changed while they had a queued local change: when that change commits, its
         /// value may be older than the other process's, so the row is evicted rather than cached.
         var remoteChangedWhilePending: Set<RowKey> = []
@@ -78,7 +78,7 @@ final class StackCore: Sendable {
 
         /// The latest queued change of each row of `table`.
         func pendingRows(ofTable table: String) -> [RowKey: PendingRow] {
-            guard (self.pendingCountByTable[table] ?? 0) > 0 else { return [:] }
+            guard self.pendingCountByTable[table] > 0 else { return [:] }
             var rows: [RowKey: PendingRow] = [:]
             for (key, entries) in self.pending where key.table == table {
                 if let last = entries.last { rows[key] = last.row }
@@ -200,7 +200,7 @@ final class StackCore: Sendable {
     }
 
     func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int {
-        let pending = self.state.withLock { ($0.pendingCountByTable[T.tableName] ?? 0) > 0 }
+        let pending = self.state.withLock { $0.pendingCountByTable[T.tableName] > 0 }
         if !pending { return try await self.store.count(descriptor) }
         return try await self.fetch(descriptor).count
     }
@@ -264,7 +264,7 @@ final class StackCore: Sendable {
                     state.pending[row.key] = [entry]
                     state.cache.pin(row.key)
                 }
-                state.pendingCountByTable[row.key.table, default: 0] += 1
+                state.pendingCountByTable[row.key.table] += 1
             }
             state.queue.append(
                 QueuedCommit(
@@ -719,7 +719,7 @@ final class StackCore: Sendable {
         else { return state.pending[key] != nil }
         // Mutated in place (one hash lookup; a copy out and back would also copy the array).
         state.pending.values[slot].remove(at: index)
-        state.pendingCountByTable[key.table, default: 1] -= 1
+        state.pendingCountByTable[key.table] -= 1
         guard state.pending.values[slot].isEmpty else { return true }
         state.pending.remove(at: slot)
         if !state.remoteChangedWhilePending.isEmpty {
@@ -814,7 +814,7 @@ final class StackCore: Sendable {
             state.queue = []
             state.queueHead = 0
             state.pending = [:]
-            state.pendingCountByTable = [:]
+            state.pendingCountByTable = TableCounts()
             state.cache.removeAll()
             return queued
         }
