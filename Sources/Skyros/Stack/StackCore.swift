@@ -331,18 +331,18 @@ final class StackCore: Sendable {
     /// The drain's loop. Returns `true` when the drain ended (nothing queued, nothing unsettled), `false` when
     /// `handOver` asked for the connection back between two groups.
     private func drainGroups(_ progress: inout DrainProgress, handOver: () -> Bool) async -> Bool {
+        var sentOne = false
         while true {
-            if handOver() { return false }
-            var ahead = progress.ahead
-            var unsettled = progress.unsettled
-            defer { (progress.ahead, progress.unsettled) = (ahead, unsettled) }
+            // At least one group per lease, so a drain that keeps meeting waiters still makes progress.
+            if sentOne, handOver() { return false }
             let delay = self.queueConfiguration.maximumBatchDelay
-            if delay > .zero, unsettled == nil,
+            if delay > .zero, progress.unsettled == nil,
                 self.state.withLock({ $0.queuedCount < self.queueConfiguration.maximumBatchCount })
             {
                 try? await Task.sleep(for: delay)
             }
-            let hasUnsettled = unsettled != nil
+            let hasUnsettled = progress.unsettled != nil
+            let ahead = progress.ahead
             let step = self.state.withLock { state -> DrainStep in
                 guard !state.held, state.queuedCount > 0 else {
                     if hasUnsettled { return .settleFirst }
@@ -367,27 +367,28 @@ final class StackCore: Sendable {
                 state.running = batch
                 return .send(batch, prepared)
             }
-            ahead = nil
+            progress.ahead = nil
             switch step {
             case .stop:
                 return true
             case .settleFirst:
-                if let (batch, outcome) = unsettled { self.settle(batch, outcome.results) }
-                unsettled = nil
+                if let (batch, outcome) = progress.unsettled { self.settle(batch, outcome.results) }
+                progress.unsettled = nil
             case .send(let batch, let prepared):
+                sentOne = true
                 let started = ContinuousClock.now
-                let previous = unsettled
-                unsettled = nil
+                let previous = progress.unsettled
+                progress.unsettled = nil
                 let buildsAhead = delay == .zero && self.state.withLock { $0.queuedCount > 0 }
                 if previous == nil, !buildsAhead {
                     // Nothing to do beside the round trip (a lone write): no hand-off to wait for after it.
                     let outcome = await self.commitGroup(batch, prepared: prepared)
                     self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
-                    unsettled = (batch, outcome)
+                    progress.unsettled = (batch, outcome)
                     continue
                 }
                 let outcome: GroupOutcome
-                (outcome, ahead) = await withTaskGroup(of: PreparedAhead?.self) { side in
+                (outcome, progress.ahead) = await withTaskGroup(of: PreparedAhead?.self) { side in
                     // Off the drain's thread (the connection's, on PostgreSQL), while this group is on the server;
                     // settling one group and building the next are independent, so they run side by side too.
                     if let (batch, outcome) = previous {
@@ -405,7 +406,7 @@ final class StackCore: Sendable {
                     for await group in side { built = built ?? group }
                     return (outcome, built)
                 }
-                unsettled = (batch, outcome)
+                progress.unsettled = (batch, outcome)
             }
         }
     }
