@@ -178,6 +178,19 @@ int64_t raw_fetch_100(raw_conn *conn, int n) {
     return now_ns() - start;
 }
 
+/* Queues, in pipeline mode, the transaction a durable Skyros write sends: BEGIN, the prepared write, the
+   commit-id row, the change-log row with its pg_notify, COMMIT, then a sync (statements prepared by the caller). */
+static int send_durable_transaction(PGconn *pg, const char *write, int n, const char *const *write_values,
+                                    const char *commit, const char *log, const char *const *log_values) {
+    if (!PQenterPipelineMode(pg)) return 0;
+    PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
+    PQsendQueryPrepared(pg, write, n, write_values, NULL, NULL, 0);
+    PQsendQueryPrepared(pg, commit, 0, NULL, NULL, NULL, 0);
+    PQsendQueryPrepared(pg, log, 1, log_values, NULL, NULL, 0);
+    PQsendQueryParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
+    return PQpipelineSync(pg);
+}
+
 /* What a durable one-row write sends, as raw libpq: one pipeline per write holding BEGIN, the INSERT, the
    commit-id row, the change-log row (its JSON text as Skyros writes it) with its pg_notify, COMMIT (the
    statements Skyros's group commit sends for a group of one), the three writes as prepared statements. The server-side floor of a durable write with
@@ -201,13 +214,7 @@ int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id) {
     for (int i = 0; i < n; i++) {
         snprintf(id, sizeof id, "%lld", (long long)(first_id + i));
         snprintf(changes, sizeof changes, "[{\"t\":\"bench_insert\",\"o\":20,\"i\":\"%s\",\"k\":\"i\"}]", id);
-        if (!PQenterPipelineMode(pg)) return -1;
-        PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
-        PQsendQueryPrepared(pg, "raw_durable_insert", 2, values, NULL, NULL, 0);
-        PQsendQueryPrepared(pg, "raw_durable_commit", 0, NULL, NULL, NULL, 0);
-        PQsendQueryPrepared(pg, "raw_durable_log", 1, log_values, NULL, NULL, 0);
-        PQsendQueryParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
-        PQpipelineSync(pg);
+        if (!send_durable_transaction(pg, "raw_durable_insert", 2, values, "raw_durable_commit", "raw_durable_log", log_values)) return -1;
         if (!finish_pipeline(pg)) return -1;
     }
     return now_ns() - start;
@@ -241,13 +248,7 @@ int64_t raw_observe_once(raw_conn *writer, raw_conn *observer, int64_t value) {
     const char *read_values[1] = {"1"};
     PGconn *w = writer->pg, *o = observer->pg;
     int64_t start = now_ns();
-    if (!PQenterPipelineMode(w)) return -1;
-    PQsendQueryParams(w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
-    PQsendQueryPrepared(w, "raw_obs_update", 1, update_values, NULL, NULL, 0);
-    PQsendQueryPrepared(w, "raw_obs_commit", 0, NULL, NULL, NULL, 0);
-    PQsendQueryPrepared(w, "raw_obs_log", 1, log_values, NULL, NULL, 0);
-    PQsendQueryParams(w, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
-    PQpipelineSync(w);
+    if (!send_durable_transaction(w, "raw_obs_update", 1, update_values, "raw_obs_commit", "raw_obs_log", log_values)) return -1;
     if (PQflush(w) != 0) return -1;
     for (;;) {
         if (!PQconsumeInput(o)) return -1;
