@@ -240,11 +240,9 @@ int raw_observe_prepare(raw_conn *writer, raw_conn *observer) {
 
 int64_t raw_observe_once(raw_conn *writer, raw_conn *observer, int64_t value) {
     char n[24];
-    char changes[96];
     snprintf(n, sizeof n, "%lld", (long long)value);
-    snprintf(changes, sizeof changes, "[{\"t\":\"bench_observe_raw\",\"o\":20,\"i\":\"1\",\"k\":\"u\"}]");
     const char *update_values[1] = {n};
-    const char *log_values[1] = {changes};
+    const char *log_values[1] = {"[{\"t\":\"bench_observe_raw\",\"o\":20,\"i\":\"1\",\"k\":\"u\"}]"};
     const char *read_values[1] = {"1"};
     PGconn *w = writer->pg, *o = observer->pg;
     int64_t start = now_ns();

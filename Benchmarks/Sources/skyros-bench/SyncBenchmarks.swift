@@ -61,12 +61,17 @@ struct SyncBenchmarks {
         await setup.close()
     }
 
+    /// A stack on the same server without the change feed (no change-log row, no NOTIFY, no listener).
+    func stackWithoutChangeFeed() async throws -> DataStack {
+        var configuration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: self.url)), entities: [BenchInsertRow.self])
+        configuration.changeFeed.isEnabled = false
+        return try await DataStack.start(configuration)
+    }
+
     /// Queued one-row writes from 64 tasks vs one pipelined libpq transaction of the same rows (and without the
     /// change feed: no change-log row, no NOTIFY, no listener — what announcing costs the queue).
     func queue(stack: DataStack, setup: Connection, raw: OpaquePointer, nextID: inout Int, into report: inout Report) async throws {
-        var quietConfiguration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: self.url)), entities: [BenchInsertRow.self])
-        quietConfiguration.changeFeed.isEnabled = false
-        let quiet = try await DataStack.start(quietConfiguration)
+        let quiet = try await self.stackWithoutChangeFeed()
         let rows = 10_000
         var rawPipeline = Measurement()
         var queued = Measurement()
@@ -112,9 +117,7 @@ struct SyncBenchmarks {
     /// Durable single write vs raw autocommit INSERT (and vs the same transaction in raw libpq; and without the
     /// change feed: no change-log row, no NOTIFY, no listener — what announcing costs).
     func durable(stack: DataStack, raw: OpaquePointer, nextID: inout Int, into report: inout Report) async throws {
-        var quietConfiguration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: self.url)), entities: [BenchInsertRow.self])
-        quietConfiguration.changeFeed.isEnabled = false
-        let quiet = try await DataStack.start(quietConfiguration)
+        let quiet = try await self.stackWithoutChangeFeed()
         var rawInsert = Measurement()
         var rawPolledInsert = Measurement()
         var rawDurable = Measurement()
