@@ -29,3 +29,54 @@ public func runProcess(_ path: String, _ arguments: [String]) async throws -> In
     guard rc == 0 else { throw PostgresError(kind: .invalidConfiguration, message: "posix_spawn \(path) failed: \(rc)") }
     return await exitStatus(of: pid)
 }
+
+/// A child process (`skyros-test-node`, `scripts/pg-fixture`), its stdout and stderr captured in files.
+///
+/// Spawned with `posix_spawn` and reaped with `waitpid` on a thread of its own: Foundation's `Process`
+/// termination monitoring never fires in the test process here.
+public struct NodeProcess: Sendable {
+    public let pid: pid_t
+    public let outputURL: URL
+
+    /// Starts `path <arguments>` with its stdout and stderr in temporary files.
+    public static func spawn(_ path: String, _ arguments: [String]) throws -> NodeProcess {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("skyros-node-\(UUID().uuidString).out")
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, output.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, output.path + ".err", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        guard rc == 0 else {
+            throw PostgresError(kind: .invalidConfiguration, message: "posix_spawn \(path) failed: \(rc)")
+        }
+        return NodeProcess(pid: pid, outputURL: output)
+    }
+
+    /// Its stdout so far.
+    public var output: String { (try? String(contentsOf: self.outputURL, encoding: .utf8)) ?? "" }
+
+    /// Its stderr so far (a crash message, an uncaught error).
+    public var errorOutput: String { (try? String(contentsOf: self.errorURL, encoding: .utf8)) ?? "" }
+
+    /// Stdout and stderr, for a failure message.
+    public var report: String { "stdout:\n\(self.output)stderr:\n\(self.errorOutput)" }
+
+    private var errorURL: URL { URL(fileURLWithPath: self.outputURL.path + ".err") }
+
+    /// The lines written so far.
+    public var lines: [String] { self.output.split(separator: "\n").map(String.init) }
+
+    public func signal(_ number: Int32) { _ = kill(self.pid, number) }
+
+    /// Waits for the exit: the exit status, or 128 + signal number when killed.
+    public func exitStatus() async -> Int32 { await SkyrosTestSupport.exitStatus(of: self.pid) }
+
+    public func removeOutput() {
+        try? FileManager.default.removeItem(at: self.outputURL)
+        try? FileManager.default.removeItem(at: self.errorURL)
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import SkyrosTestSupport
 import Skyros
 import SkyrosPostgres
 import Testing
