@@ -33,12 +33,14 @@ enum CommitQueueTestServer {
 }
 
 extension StackTestServer {
-    /// ``withStack(_:cacheLimit:_:)`` on PostgreSQL with a configuration adjusted by `configure`.
+    /// ``withStack(_:cacheLimit:_:)`` on PostgreSQL (the test server, or `server`) with a configuration
+    /// adjusted by `configure`.
     static func withQueueStack<R>(
+        server: PostgresConfiguration? = nil,
         _ configure: (inout DataStackConfiguration) -> Void, _ body: (DataStack) async throws -> R
     ) async throws -> R {
         let schema = uniqueSchemaName()
-        let postgres = try configuration
+        let postgres = try server ?? configuration
         return try await withMigrations(["1_stack.sql": migrationSQL]) { directory in
             var configuration = DataStackConfiguration(
                 store: .postgres(postgres, schema: schema), migrations: .directory(directory),

@@ -1,0 +1,104 @@
+import Foundation
+import Skyros
+import SkyrosPostgres
+import SkyrosTestSupport
+import Testing
+
+/// A primary switch behind a libpq multi-host URL (`host=a,b target_session_attrs=read-write`), on a primary
+/// with a streaming standby of its own (`scripts/pg-fixture pair`).
+@Suite(
+    "Failover", .timeLimit(.minutes(3)),
+    .enabled(if: PostgresFixture.isAvailable, "starts its own primary and standby: run through scripts/test"))
+struct FailoverTests {
+    @Test("after a primary switch the pool and the listener reconnect to the new primary and queued commits resume")
+    func primarySwitchUnderLoad() async throws {
+        let fixture = try await PostgresFixture.start("pair")
+        do {
+            try await self.primarySwitch(fixture)
+        } catch {
+            await fixture.stop()
+            throw error
+        }
+        await fixture.stop()
+    }
+
+    private func primarySwitch(_ fixture: PostgresFixture) async throws {
+        let failoverURL = try fixture.configuration("FAILOVER_URL")
+        let standby = try fixture.configuration("STANDBY_URL")
+        let total = 3_000
+        try await StackTestServer.withQueueStack(server: failoverURL, { _ in }) { writer in
+            let schema = try #require((writer.store as? PostgresStore)?.schema)
+            // A second stack (another service instance) observing a row the first one updates.
+            let observer = try await DataStack.start(DataStackConfiguration(
+                store: .postgres(failoverURL, schema: schema), entities: [StackNote.self, StackCounter.self]))
+            let errors = Task {
+                var collected: [DataStackError] = []
+                for await error in writer.errors { collected.append(error) }
+                return collected
+            }
+            try await writer.write(durability: .committed) { try $0.insert(StackCounter(id: "phase", name: "phase", note: "before")) }
+            let observed = Locked<[String]>([])
+            let observing = Task {
+                for try await counter in observer.observe(StackCounter.self, id: "phase") {
+                    if let counter { observed.withLock { $0.append(counter.note) } }
+                }
+            }
+            try await eventually { observed.withLock { $0 } == ["before"] }
+
+            // Queued writes from 10 tasks; the primary goes away while many are still queued.
+            let writers = Task {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for task in 0..<10 {
+                        group.addTask {
+                            for index in 0..<(total / 10) {
+                                try await writer.write { try $0.insert(note(task * (total / 10) + index + 1)) }
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            try await eventually(timeout: .seconds(60)) { writer.commitQueueStatistics.sets >= 300 }
+            let committedBefore = writer.commitQueueStatistics.sets
+            try await fixture.run("promote")
+            try await writers.value
+            // Ordered commits: once this durable write returns, every queued write before it committed.
+            try await writer.write(durability: .committed) { context in
+                guard var phase = try await context.object(StackCounter.self, id: "phase") else { return }
+                phase.note = "after"
+                try await context.update(phase)
+            }
+            #expect(committedBefore < total, "the primary switched while writes were still queued")
+            #expect(writer.commitQueueStatistics.retries >= 1, "the switch interrupted the commit queue")
+
+            // The observer's listener reconnected to the new primary and heard the update made there.
+            try await eventually(timeout: .seconds(30)) { observed.withLock { $0 } == ["before", "after"] }
+            #expect(try await observer.read { try await $0.object(StackCounter.self, id: "phase") }?.note == "after")
+            #expect(observer.changeFeedStatistics.catchUps >= 1, "the listener reconnected and caught up from the log")
+
+            // Everything is on the new primary (the old standby), each write once.
+            let newPrimary = try await Connection.connect(to: standby)
+            let state = try await newPrimary.query("SELECT pg_is_in_recovery()")
+            #expect(try state[0].decode(Bool.self, at: 0) == false)
+            let rows = try await newPrimary.query(
+                "SELECT count(*)::int8, count(DISTINCT id)::int8, min(id)::int8, max(id)::int8 FROM \(qualified: [schema, "stack_notes"])")
+            #expect(try rows[0].decode(Int.self, at: 0) == total)
+            #expect(try rows[0].decode(Int.self, at: 1) == total)
+            #expect(try rows[0].decode(Int.self, at: 2) == 1)
+            #expect(try rows[0].decode(Int.self, at: 3) == total)
+            // The writer's pool now talks to the new primary.
+            let standbyPort = try #require(standby.port)
+            let port = try await (writer.store as? PostgresStore)?.pool.withConnection {
+                try await $0.query("SELECT inet_server_port()")[0].decode(Int.self, at: 0)
+            }
+            #expect(port == standbyPort)
+            await newPrimary.close()
+
+            observing.cancel()
+            await observer.shutdown()
+            await writer.shutdown()
+            let failures = await errors.value
+            #expect(failures.isEmpty, "\(failures.prefix(3))")
+        }
+    }
+}
