@@ -20,7 +20,7 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case sourceNotFound, unreadableFile, invalidFileName, duplicateVersion, invalidFile
             case refused, nonTransactionalStatement, statementFailed, lockTimeout, irreversible
-            case invalidBaseline, invalidArgument, fileExists, history
+            case invalidBaseline, invalidArgument, fileExists, history, sessionChanged
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -54,6 +54,10 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
         public static let fileExists = Kind(.fileExists)
         /// Reading or writing the history table failed.
         public static let history = Kind(.history)
+        /// The migrator's statements ran on different server sessions: the connection goes through a
+        /// transaction-pooling proxy (PgBouncer `pool_mode = transaction`), where its session lock and
+        /// `search_path` do not hold. Migrate over a direct URL.
+        public static let sessionChanged = Kind(.sessionChanged)
     }
 
     /// The classification.

@@ -159,6 +159,7 @@ public struct Migrator: Sendable {
             if dryRun { return report }
             let runner = MigrationRunner(history: self.history, configuration: self.configuration, logger: self.logger)
             for migration in plan.pending {
+                try await Self.checkSession(session.backendPID, on: connection)
                 progress?(.started(migration, .up))
                 let duration = try await runner.run(migration, direction: .up, on: connection)
                 let step = MigrationReport.Step(migration: migration, direction: .up, duration: duration)
@@ -203,6 +204,7 @@ public struct Migrator: Sendable {
             if dryRun { return report }
             let runner = MigrationRunner(history: self.history, configuration: self.configuration, logger: self.logger)
             for migration in toRevert {
+                try await Self.checkSession(session.backendPID, on: connection)
                 progress?(.started(migration, .down))
                 let duration = try await runner.run(migration, direction: .down, on: connection)
                 let step = MigrationReport.Step(migration: migration, direction: .down, duration: duration)
@@ -270,6 +272,24 @@ public struct Migrator: Sendable {
     private struct Session: Sendable {
         var serverVersion: Int
         var lockWait: Duration
+        /// The server process of the session holding the lock (`pg_backend_pid()`).
+        var backendPID: Int32
+    }
+
+    /// Throws ``MigrationError/Kind/sessionChanged`` unless `connection`'s statements still run in the server
+    /// session `pid`. Behind a transaction-pooling proxy each transaction may run on another server connection:
+    /// the lock and `search_path` stay behind, and a migration would run unserialised, in the wrong schema.
+    /// Checked before the lock is taken (so a pooler that switches sessions is caught without leaving the lock
+    /// behind) and before each migration.
+    private static func checkSession(_ pid: Int32, on connection: Connection) async throws {
+        let current = try await connection.query("SELECT pg_backend_pid()").first?.decode(Int32.self, at: 0)
+        guard current == pid else {
+            throw MigrationError(
+                kind: .sessionChanged,
+                message: "the migrator's statements ran in server sessions \(pid) and \(current.map(String.init) ?? "?"): "
+                    + "the connection goes through a transaction-pooling proxy (PgBouncer pool_mode = transaction?); "
+                    + "migrate over a direct URL (DataStackConfiguration.directConnection, migrate --database-url)")
+        }
     }
 
     /// Takes the migration lock, points `search_path` at the schema and (optionally) creates the history table;
@@ -285,7 +305,7 @@ public struct Migrator: Sendable {
         let info: PostgresRows
         do {
             info = try await connection.query(
-                "SELECT current_database(), current_setting('search_path'), current_setting('server_version_num')::int")
+                "SELECT current_database(), current_setting('search_path'), current_setting('server_version_num')::int, pg_backend_pid()")
         } catch let error as PostgresError {
             throw MigrationError(kind: .history, message: "cannot read the session settings: \(error.message)",
                 underlying: error)
@@ -296,6 +316,8 @@ public struct Migrator: Sendable {
         let database = try row.decode(String.self, at: 0)
         let originalSearchPath = try row.decode(String.self, at: 1)
         let serverVersion = Int(try row.decode(Int32.self, at: 2))
+        let backendPID = try row.decode(Int32.self, at: 3)
+        try await Self.checkSession(backendPID, on: connection)
 
         let lock = MigrationLock(
             database: database, schema: self.configuration.schema, table: self.configuration.historyTable)
@@ -315,7 +337,9 @@ public struct Migrator: Sendable {
             if createHistory {
                 try await self.history.create(on: connection)
             }
-            let result = try await body(Session(serverVersion: serverVersion, lockWait: lockWait))
+            let session = Session(serverVersion: serverVersion, lockWait: lockWait, backendPID: backendPID)
+            try await Self.checkSession(backendPID, on: connection)
+            let result = try await body(session)
             await self.endSession(on: connection, lock: lock, searchPath: originalSearchPath)
             return result
         } catch {

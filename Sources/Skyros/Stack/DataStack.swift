@@ -95,7 +95,7 @@ public final class DataStack: DataStackProtocol, Service {
             do {
                 let store = try await self.open(postgres, schema: schema, pool: pool, configuration: configuration, logger: logger)
                 let stack = DataStack(store: store, pool: pool, configuration: configuration, logger: logger)
-                try await stack.sync.start(pool: pool, postgres: postgres, schema: schema, logger: logger)
+                try await stack.sync.start(pool: pool, session: configuration.directConnection ?? postgres, schema: schema, logger: logger)
                 return stack
             } catch {
                 await pool.shutdown()
@@ -140,7 +140,7 @@ public final class DataStack: DataStackProtocol, Service {
         if let schema { migratorConfiguration.schema = schema }
         do {
             let report = try await Migrator(source: source, configuration: migratorConfiguration, logger: logger)
-                .migrate(database: postgres)
+                .migrate(database: configuration.directConnection ?? postgres)   // its lock needs a session
             logger.debug("migrations applied", metadata: ["skyros.stack.migrations": "\(report.completed.count)"])
         } catch {
             throw DataStackError(code: .migrationFailed, message: "applying the migrations in \(source) failed", underlying: error)

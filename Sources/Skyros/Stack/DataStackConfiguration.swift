@@ -37,6 +37,22 @@ public struct DataStackConfiguration: Sendable {
     public var commitQueue = CommitQueueConfiguration()
     /// The change log and listener that keep several processes' caches and observers current.
     public var changeFeed = ChangeFeedConfiguration()
+    /// A direct connection to the same database, for the work that needs a server session of its own: the
+    /// migrations' advisory lock at start and the change feed's `LISTEN` (unless
+    /// ``ChangeFeedConfiguration/listener`` names another). `nil` uses the store's.
+    ///
+    /// Set it when the store's URL goes through a transaction-pooling proxy (PgBouncer's
+    /// `pool_mode = transaction`): there each transaction may run on another server connection, so a session's
+    /// lock or `LISTEN` would stay behind on whichever connection served that one statement.
+    ///
+    /// ```swift
+    /// var configuration = DataStackConfiguration(
+    ///     store: .postgres(try PostgresConfiguration(url: pgbouncerURL), schema: "app"),
+    ///     migrations: .directory(path: "migrations"))
+    /// configuration.directConnection = try PostgresConfiguration(url: directURL)
+    /// configuration.pool.usePreparedStatements = false      // PgBouncer before 1.21
+    /// ```
+    public var directConnection: PostgresConfiguration?
 
     /// Creates a configuration.
     /// - Parameters:

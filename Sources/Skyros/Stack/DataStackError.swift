@@ -18,6 +18,7 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
             case contextInvalidated = "context invalidated"
             case stackShutDown = "stack shut down"
             case commitFailed = "commit failed"
+            case changeFeedUnavailable = "change feed unavailable"
         }
 
         private let base: Base
@@ -36,6 +37,9 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
         public static let stackShutDown = Code(.stackShutDown)
         /// A queued commit failed (delivered on ``DataStack/errors``); it was reverted from the main context.
         public static let commitFailed = Code(.commitFailed)
+        /// At start, a notification sent through the pool did not reach the change feed's listener (typically
+        /// a listener behind a transaction-pooling proxy: set ``DataStackConfiguration/directConnection``).
+        public static let changeFeedUnavailable = Code(.changeFeedUnavailable)
 
         public var description: String { self.base.rawValue }
     }

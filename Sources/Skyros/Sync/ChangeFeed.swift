@@ -58,7 +58,7 @@ final class ChangeFeed: Sendable {
     private let reader = ReadGate()
 
     init(
-        log: ChangeLog, origin: UUID, pool: ConnectionPool, postgres: PostgresConfiguration,
+        log: ChangeLog, origin: UUID, pool: ConnectionPool, session: PostgresConfiguration,
         configuration: ChangeFeedConfiguration, logger: Logger,
         deliver: @escaping @Sendable (ChangeFeedDelivery) async -> Void
     ) {
@@ -66,7 +66,7 @@ final class ChangeFeed: Sendable {
         self.origin = origin
         self.pool = pool
         self.configuration = configuration
-        var listener = configuration.listener ?? postgres
+        var listener = configuration.listener ?? session
         listener["application_name"] = configuration.applicationName ?? "skyros-listener-\(origin.uuidString.lowercased())"
         self.listenerConfiguration = listener
         self.logger = logger
@@ -78,17 +78,24 @@ final class ChangeFeed: Sendable {
 
     var statistics: ChangeFeedStatistics { self.state.withLock { $0.statistics } }
 
-    /// Creates the log, takes the starting horizon, and starts listening.
+    /// Creates the log, takes the starting horizon, starts listening, and checks that a notification sent
+    /// through the pool reaches the listener.
+    /// - Throws: ``DataStackError`` `.changeFeedUnavailable` when none arrives in time (a listener behind a
+    ///   transaction-pooling proxy), or the error that stopped the log's creation or first read.
     func start() async throws {
         try await self.createLog()
         try await self.read()
+        let probeChannel = "skyros_probe_\(self.origin.uuidString.lowercased())"
         let listener = try await PostgresListener.start(
-            configuration: self.listenerConfiguration, channels: [self.log.channel], logger: self.logger)
+            configuration: self.listenerConfiguration, channels: [self.log.channel, probeChannel], logger: self.logger)
+        let (probes, probeArrived) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let events = Task { [weak self] in
             for await event in listener.events {
                 guard let self else { return }
                 switch event {
                 case .listening: continue
+                case .notification(let note) where note.channel == probeChannel:
+                    probeArrived.yield()
                 case .notification(let note):
                     guard let hint = ChangeLog.Hint(note.payload) else {
                         await self.readUntilDone()
@@ -131,6 +138,45 @@ final class ChangeFeed: Sendable {
         self.state.withLock {
             $0.listener = listener
             $0.tasks = [events, pruning]
+        }
+        guard await self.receives(probes, sentOn: probeChannel) else {
+            self.stop()
+            throw DataStackError(
+                code: .changeFeedUnavailable,
+                message: "the change feed's listener received no notification within \(self.configuration.deliveryCheckTimeout): "
+                    + "if the store's URL goes through a transaction-pooling proxy (PgBouncer pool_mode = transaction), "
+                    + "give the stack a direct URL (configuration.directConnection)")
+        }
+    }
+
+    /// Whether a notification sent on `channel` through the pool arrives in `probes` within
+    /// ``ChangeFeedConfiguration/deliveryCheckTimeout`` (sent again every 250 ms: the first may precede the
+    /// listener's `LISTEN`). Behind a transaction-pooling proxy the `LISTEN` stays on whichever server
+    /// connection ran it, and nothing arrives: stale caches and silent observers, unless caught here.
+    private func receives(_ probes: AsyncStream<Void>, sentOn channel: String) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await _ in probes { return true }
+                return false
+            }
+            group.addTask { [configuration] in
+                try? await Task.sleep(for: configuration.deliveryCheckTimeout)
+                return false
+            }
+            group.addTask { [pool, logger] in
+                while !Task.isCancelled {
+                    do {
+                        try await pool.withConnection { _ = try await $0.query("SELECT pg_notify(\(channel), '')") }
+                    } catch {
+                        logger.debug("change feed delivery check: sending failed", metadata: ["skyros.error": "\(error)"])
+                    }
+                    try? await Task.sleep(for: .milliseconds(250))
+                }
+                return false
+            }
+            let received = await group.next() ?? false
+            group.cancelAll()
+            return received
         }
     }
 

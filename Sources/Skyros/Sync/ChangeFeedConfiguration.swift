@@ -11,8 +11,8 @@ import SkyrosPostgres
 public struct ChangeFeedConfiguration: Sendable {
     /// Whether the stack writes the change log and listens (default `true`; PostgreSQL stores only).
     public var isEnabled: Bool
-    /// The connection used for `LISTEN`; `nil` uses the store's. Give a direct URL when the store's goes
-    /// through a transaction-pooling proxy such as PgBouncer.
+    /// The connection used for `LISTEN`; `nil` uses ``DataStackConfiguration/directConnection``, else the
+    /// store's. Give a direct URL when the store's goes through a transaction-pooling proxy such as PgBouncer.
     public var listener: PostgresConfiguration?
     /// The listener's `application_name`; `nil` gives `skyros-listener-<stack origin>`.
     public var applicationName: String?
@@ -31,6 +31,8 @@ public struct ChangeFeedConfiguration: Sendable {
     package var horizonReadInterval: Duration = .seconds(1)
     /// …or once this many hints arrived.
     package var hintsPerHorizonRead = 10_000
+    /// How long the start waits for a notification sent through the pool to reach the listener.
+    package var deliveryCheckTimeout: Duration = .seconds(10)
 
     /// Creates a configuration; every parameter has a default.
     public init(

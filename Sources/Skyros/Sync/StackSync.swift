@@ -26,11 +26,12 @@ final class StackSync: CommitTransactionHook, Sendable {
         if self.changeFeed != nil { core.setCommitHook(self) }
     }
 
-    /// Creates the change log and starts listening (PostgreSQL stores with the feed enabled).
-    func start(pool: ConnectionPool, postgres: PostgresConfiguration, schema: String?, logger: Logger) async throws {
+    /// Creates the change log and starts listening (PostgreSQL stores with the feed enabled) on `session`, unless
+    /// the feed's configuration names a listener of its own.
+    func start(pool: ConnectionPool, session: PostgresConfiguration, schema: String?, logger: Logger) async throws {
         guard self.configuration.isEnabled else { return }
         let feed = ChangeFeed(
-            log: ChangeLog(schema: schema), origin: self.origin, pool: pool, postgres: postgres,
+            log: ChangeLog(schema: schema), origin: self.origin, pool: pool, session: session,
             configuration: self.configuration, logger: logger,
             deliver: { [weak self] delivery in self?.apply(delivery) })
         try await feed.start()
