@@ -19,6 +19,14 @@ public struct PostgresFixture: Sendable {
     /// (so PostgreSQL's server binaries are here). Against an external `DATABASE_URL` these tests are disabled.
     public static var isAvailable: Bool { ProcessInfo.processInfo.environment["SKYROS_TEST_PG_BIN"] != nil }
 
+    /// Whether `pgbouncer` is installed (`scripts/test` installs it when it can).
+    public static var hasPgBouncer: Bool {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        return (path.split(separator: ":").map(String.init) + ["/usr/sbin", "/usr/local/sbin"]).contains {
+            FileManager.default.isExecutableFile(atPath: "\($0)/pgbouncer")
+        }
+    }
+
     /// `scripts/pg-fixture` in this package.
     static var scriptPath: String {
         var root = URL(fileURLWithPath: #filePath)

@@ -9,7 +9,8 @@ import Testing
 /// front of the test server), the listener and migrations on a direct URL, as the README documents.
 @Suite(
     "PgBouncer", .serialized, .timeLimit(.minutes(3)),
-    .enabled(if: PostgresFixture.isAvailable, "starts its own PgBouncer: run through scripts/test"))
+    .enabled(if: PostgresFixture.isAvailable, "starts its own PgBouncer: run through scripts/test"),
+    .enabled(if: PostgresFixture.hasPgBouncer, "pgbouncer is not installed (scripts/test installs it as root with apt-get)"))
 struct PgBouncerTests {
     @Test("two instances behind PgBouncer in transaction mode: group commits, conflicts, snapshots and observation work")
     func twoInstancesThroughTransactionPooling() async throws {
