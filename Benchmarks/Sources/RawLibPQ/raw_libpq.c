@@ -179,14 +179,15 @@ int64_t raw_fetch_100(raw_conn *conn, int n) {
 }
 
 /* Queues, in pipeline mode, the transaction a durable Skyros write sends: BEGIN, the prepared write, the
-   commit-id row, the change-log row with its pg_notify, COMMIT, then a sync (statements prepared by the caller). */
+   commit-id row, the change-log row with its pg_notify (none when log is NULL: a stack without the change
+   feed), COMMIT, then a sync (statements prepared by the caller). */
 static int send_durable_transaction(PGconn *pg, const char *write, int n, const char *const *write_values,
                                     const char *commit, const char *log, const char *const *log_values) {
     if (!PQenterPipelineMode(pg)) return 0;
     PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
     PQsendQueryPrepared(pg, write, n, write_values, NULL, NULL, 0);
     PQsendQueryPrepared(pg, commit, 0, NULL, NULL, NULL, 0);
-    PQsendQueryPrepared(pg, log, 1, log_values, NULL, NULL, 0);
+    if (log != NULL) PQsendQueryPrepared(pg, log, 1, log_values, NULL, NULL, 0);
     PQsendQueryParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
     return PQpipelineSync(pg);
 }
@@ -195,7 +196,7 @@ static int send_durable_transaction(PGconn *pg, const char *write, int n, const 
    commit-id row, the change-log row (its JSON text as Skyros writes it) with its pg_notify, COMMIT (the
    statements Skyros's group commit sends for a group of one), the three writes as prepared statements. The server-side floor of a durable write with
    idempotency and change announcements. */
-int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id) {
+int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id, int announced) {
     Oid types[2] = {20, 25};
     if (!prepare(conn, "raw_durable_insert", "INSERT INTO bench_insert (id, name) VALUES ($1, $2)", 2, types)) return -1;
     if (!prepare(conn, "raw_durable_commit", "INSERT INTO skyros_commit_groups (first_id, last_id) SELECT u, u FROM gen_random_uuid() AS u", 0, NULL)) return -1;
@@ -214,7 +215,7 @@ int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id) {
     for (int i = 0; i < n; i++) {
         snprintf(id, sizeof id, "%lld", (long long)(first_id + i));
         snprintf(changes, sizeof changes, "[{\"t\":\"bench_insert\",\"o\":20,\"i\":\"%s\",\"k\":\"i\"}]", id);
-        if (!send_durable_transaction(pg, "raw_durable_insert", 2, values, "raw_durable_commit", "raw_durable_log", log_values)) return -1;
+        if (!send_durable_transaction(pg, "raw_durable_insert", 2, values, "raw_durable_commit", announced ? "raw_durable_log" : NULL, log_values)) return -1;
         if (!finish_pipeline(pg)) return -1;
     }
     return now_ns() - start;

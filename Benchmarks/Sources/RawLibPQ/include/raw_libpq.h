@@ -23,8 +23,9 @@ int64_t raw_pipeline_transaction(raw_conn *conn, int n, int64_t first_id);
 /// Fetches the 100 rows with score < 10 ordered by id, decoding every column, n times. Returns ns or -1.
 int64_t raw_fetch_100(raw_conn *conn, int n);
 /// n durable one-row writes as Skyros sends them: per write one pipeline of BEGIN, INSERT, the commit-id row,
-/// the change-log row with pg_notify, COMMIT. Returns elapsed ns or -1.
-int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id);
+/// the change-log row with pg_notify (when announced is non-zero; without: a stack without the change feed),
+/// COMMIT. Returns elapsed ns or -1.
+int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id, int announced);
 /// Prepares the observer baseline's statements and LISTENs on the observer connection; returns 0 on success.
 int raw_observe_prepare(raw_conn *writer, raw_conn *observer);
 /// One observer event done by hand: the writer's transaction with its NOTIFY, the observer's notification and
