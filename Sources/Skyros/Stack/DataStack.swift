@@ -44,8 +44,10 @@ public final class DataStack: DataStackProtocol, Service {
     public let store: any Store
     private let pool: ConnectionPool?
     private let configuration: DataStackConfiguration
-    private let logger: Logger
+    let logger: Logger
     private let current: Locked<Current>
+    /// The read replica's pool, when configured (``readSnapshot(from:_:)``).
+    let replica: ReplicaReader?
     private let errorContinuation: AsyncStream<DataStackError>.Continuation
     /// The change log, the listener for other processes' commits, and the observers (Sync/, Observation/).
     let sync: StackSync
@@ -61,6 +63,7 @@ public final class DataStack: DataStackProtocol, Service {
         self.pool = pool
         self.configuration = configuration
         self.logger = logger
+        self.replica = pool == nil ? nil : configuration.readReplica.map { ReplicaReader($0, logger: logger) }
         let (errors, continuation) = AsyncStream.makeStream(of: DataStackError.self, bufferingPolicy: .bufferingNewest(256))
         self.errors = errors
         self.errorContinuation = continuation
@@ -293,6 +296,7 @@ public final class DataStack: DataStackProtocol, Service {
         await self.core.shutdown()
         self.sync.stop()
         await self.pool?.shutdown()
+        await self.replica?.shutdown()
         self.errorContinuation.finish()
     }
 
@@ -308,6 +312,7 @@ public final class DataStack: DataStackProtocol, Service {
         let report = await self.core.shutdown(timeout: timeout)
         self.sync.stop()
         await self.pool?.shutdown()
+        await self.replica?.shutdown()
         self.errorContinuation.finish()
         return report
     }

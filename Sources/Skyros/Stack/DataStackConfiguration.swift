@@ -53,6 +53,9 @@ public struct DataStackConfiguration: Sendable {
     /// configuration.pool.usePreparedStatements = false      // PgBouncer before 1.21
     /// ```
     public var directConnection: PostgresConfiguration?
+    /// A streaming replica for ``DataStack/readSnapshot(from:_:)`` with ``SnapshotSource/replica`` (PostgreSQL
+    /// only; `nil`: those reads run on the primary).
+    public var readReplica: ReadReplica?
 
     /// Creates a configuration.
     /// - Parameters:

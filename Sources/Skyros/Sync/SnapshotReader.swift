@@ -52,17 +52,38 @@ extension DataStack {
     /// let (orders, lines) = try await stack.readSnapshot { reader in
     ///     (try await reader.fetch(FetchDescriptor<Order>()), try await reader.count(FetchDescriptor<OrderLine>()))
     /// }
+    /// let report = try await stack.readSnapshot(from: .replica) { try await $0.fetch(FetchDescriptor<Order>()) }
     /// ```
     /// Reads committed data only (not the main context's cache or queued writes). On the in-memory store each
     /// read is atomic but the reads are not isolated from each other.
+    ///
+    /// - Parameters:
+    ///   - source: ``SnapshotSource/primary`` (default), or ``SnapshotSource/replica``: the configured
+    ///     ``ReadReplica`` once it has replayed everything committed before the read started (see there), else
+    ///     the primary.
+    ///   - body: the reads.
     /// - Throws: the body's error, `PostgresError`.
-    public func readSnapshot<R>(_ body: (SnapshotReader) async throws -> R) async throws -> R {
+    public func readSnapshot<R>(from source: SnapshotSource = .primary, _ body: (SnapshotReader) async throws -> R) async throws -> R {
         guard let postgres = self.store as? PostgresStore else {
             return try await body(SnapshotReader(source: .store(self.store)))
+        }
+        if source == .replica, let replica = self.replica {
+            // How far the primary's log goes now: every commit acknowledged before this read is at or before it
+            // (the insert position: with synchronous_commit = off an acknowledged commit may not be written yet).
+            let lsn = try await postgres.pool.withConnection {
+                try await $0.query("SELECT pg_current_wal_insert_lsn()::text")[0].decode(String.self, at: 0)
+            }
+            let read = try await replica.read(caughtUpTo: lsn, logger: self.logger) { connection in
+                try await body(SnapshotReader(source: .postgres(connection, schema: postgres.schema)))
+            }
+            if let read { return read }
         }
         return try await postgres.pool.withTransaction(isolation: .repeatableRead) { connection in
             _ = try await connection.execute(script: "SET TRANSACTION READ ONLY")
             return try await body(SnapshotReader(source: .postgres(connection, schema: postgres.schema)))
         }
     }
+
+    /// Counters of ``readSnapshot(from:_:)`` on the replica.
+    package var replicaReadStatistics: ReplicaReadStatistics { self.replica?.counters ?? ReplicaReadStatistics() }
 }
