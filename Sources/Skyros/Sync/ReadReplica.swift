@@ -69,39 +69,30 @@ final class ReplicaReader: Sendable {
 
     var counters: ReplicaReadStatistics { self.statistics.withLock { $0 } }
 
-    /// Runs `body` in a read-only `REPEATABLE READ` transaction on the replica once it has replayed the
-    /// primary's log up to `lsn`; `nil` (without running `body`) when it does not within
-    /// ``ReadReplica/maximumLagWait`` or cannot be reached. Errors of `body` itself are thrown.
+    /// Runs `body` on a replica connection once the replica has replayed the primary's log up to `lsn`; `nil`
+    /// (without running `body`) when it does not within ``ReadReplica/maximumLagWait`` or cannot be reached.
+    /// Errors of `body` itself are thrown.
     func read<R>(caughtUpTo lsn: String, logger: Logger, _ body: (Connection) async throws -> R) async throws -> R? {
-        let connection: Connection
+        var bodyStarted = false
+        var lagging = false
         do {
-            connection = try await self.pool.lease()
-        } catch {
-            self.fellBack(logger, "the read replica cannot be reached", error)
-            return nil
-        }
-        do {
-            guard try await self.waitForReplay(to: lsn, on: connection) else {
-                await self.pool.release(connection)
+            let result = try await self.pool.withConnection { connection -> R? in
+                guard try await self.waitForReplay(to: lsn, on: connection) else {
+                    lagging = true
+                    return nil
+                }
+                bodyStarted = true
+                return try await body(connection)
+            }
+            if lagging {
                 self.fellBack(logger, "the read replica lags more than \(self.configuration.maximumLagWait) behind the primary", nil)
                 return nil
             }
-        } catch {
-            await self.pool.release(connection)
-            self.fellBack(logger, "the read replica's position could not be read", error)
-            return nil
-        }
-        do {
-            let result = try await connection.withTransaction(isolation: .repeatableRead) { connection in
-                _ = try await connection.execute(script: "SET TRANSACTION READ ONLY")
-                return try await body(connection)
-            }
-            await self.pool.release(connection)
             self.statistics.withLock { $0.replicaReads += 1 }
             return result
-        } catch {
-            await self.pool.release(connection)
-            throw error
+        } catch where !bodyStarted {
+            self.fellBack(logger, "the read replica cannot be reached", error)
+            return nil
         }
     }
 

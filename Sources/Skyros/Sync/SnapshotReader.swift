@@ -13,6 +13,14 @@ public struct SnapshotReader: Sendable {
 
     let source: Source
 
+    /// Runs `body` in one read-only `REPEATABLE READ` transaction on `connection`.
+    static func run<R>(on connection: Connection, schema: String?, _ body: (SnapshotReader) async throws -> R) async throws -> R {
+        try await connection.withTransaction(isolation: .repeatableRead) { connection in
+            _ = try await connection.execute(script: "SET TRANSACTION READ ONLY")
+            return try await body(SnapshotReader(source: .postgres(connection, schema: schema)))
+        }
+    }
+
     /// The rows matching `descriptor`, as of the snapshot.
     /// - Throws: `QueryError` for an untranslatable predicate, `PostgresError`.
     public func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [T] {
@@ -73,15 +81,12 @@ extension DataStack {
             let lsn = try await postgres.pool.withConnection {
                 try await $0.query("SELECT pg_current_wal_insert_lsn()::text")[0].decode(String.self, at: 0)
             }
-            let read = try await replica.read(caughtUpTo: lsn, logger: self.logger) { connection in
-                try await body(SnapshotReader(source: .postgres(connection, schema: postgres.schema)))
+            let read = try await replica.read(caughtUpTo: lsn, logger: self.logger) {
+                try await SnapshotReader.run(on: $0, schema: postgres.schema, body)
             }
             if let read { return read }
         }
-        return try await postgres.pool.withTransaction(isolation: .repeatableRead) { connection in
-            _ = try await connection.execute(script: "SET TRANSACTION READ ONLY")
-            return try await body(SnapshotReader(source: .postgres(connection, schema: postgres.schema)))
-        }
+        return try await postgres.pool.withConnection { try await SnapshotReader.run(on: $0, schema: postgres.schema, body) }
     }
 
     /// Counters of ``readSnapshot(from:_:)`` on the replica.
