@@ -52,13 +52,20 @@ struct PgBouncerTests {
         let schema = TestServer.uniqueSchemaName("bounced")
         do {
             let bouncer = try fixture.configuration("BOUNCER_URL")
-            // Open several server connections at once, so that PgBouncer has more than one to hand out.
-            let pool = ConnectionPool(configuration: .init(maximumConnections: 4, usePreparedStatements: false), postgres: bouncer)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for _ in 0..<4 { group.addTask { try await pool.withTransaction { _ = try await $0.query("SELECT pg_sleep(0.2)") } } }
-                try await group.waitForAll()
+            // Make PgBouncer open several server connections: transactions held open at once each need their own.
+            var clients: [Connection] = []
+            var serverPIDs: Set<Int32> = []
+            for _ in 0..<4 {
+                let client = try await Connection.connect(to: bouncer, usePreparedStatements: false)
+                try await client.execute(script: "BEGIN")
+                serverPIDs.insert(try await client.query("SELECT pg_backend_pid()")[0].decode(Int32.self, at: 0))
+                clients.append(client)
             }
-            await pool.shutdown()
+            #expect(serverPIDs.count == 4)
+            for client in clients {
+                try await client.execute(script: "COMMIT")
+                await client.close()
+            }
 
             try await StackTestServer.withMigrations(["1_stack.sql": StackTestServer.migrationSQL]) { directory in
                 var configuration = DataStackConfiguration(
