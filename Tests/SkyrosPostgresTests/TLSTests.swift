@@ -8,8 +8,7 @@ import Testing
 @Suite("TLS", .enabled(if: PostgresFixture.isAvailable, "starts its own server: run through scripts/test"))
 struct TLSTests {
     @Test func verifyFullConnectsPoolsAndListensOverTLS() async throws {
-        let fixture = try await PostgresFixture.start("tls")
-        do {
+        try await PostgresFixture.with("tls") { fixture in
             let config = try fixture.configuration("URL")
             #expect(config["sslmode"] == "verify-full")
 
@@ -45,16 +44,11 @@ struct TLSTests {
             #expect(payload == "over tls")
             listener.stop()
             await connection.close()
-        } catch {
-            await fixture.stop()
-            throw error
         }
-        await fixture.stop()
     }
 
     @Test func anUntrustedOrMismatchedCertificateAndPlainConnectionsAreRefused() async throws {
-        let fixture = try await PostgresFixture.start("tls")
-        do {
+        try await PostgresFixture.with("tls") { fixture in
             let good = try fixture.configuration("URL")
             let password = try fixture.value("PASSWORD")
 
@@ -81,10 +75,6 @@ struct TLSTests {
             for error in [unknownCA, wrongHost, refused] {
                 #expect(error.map { "\($0) \($0.debugDescription)".contains(password) } == false)
             }
-        } catch {
-            await fixture.stop()
-            throw error
         }
-        await fixture.stop()
     }
 }

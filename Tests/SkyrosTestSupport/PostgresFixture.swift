@@ -6,9 +6,10 @@ import SkyrosPostgres
 /// `FAILOVER_URL`, `BOUNCER_URL`, …).
 ///
 /// ```swift
-/// let fixture = try await PostgresFixture.start("tls")
-/// // … then, on every path: `await fixture.stop()`
-/// let connection = try await Connection.connect(to: PostgresConfiguration(url: fixture["URL"]))
+/// try await PostgresFixture.with("tls") { fixture in
+///     let connection = try await Connection.connect(to: fixture.configuration("URL"))
+///     …
+/// }
 /// ```
 public struct PostgresFixture: Sendable {
     /// The directory holding the deployment's clusters, certificates and logs.
@@ -44,6 +45,21 @@ public struct PostgresFixture: Sendable {
             values[String(line[..<equals])] = String(line[line.index(after: equals)...])
         }
         return PostgresFixture(root: root, values: values)
+    }
+
+    /// Starts a deployment, runs `body` with it, and stops it whatever `body` does.
+    public static func with<R>(
+        _ kind: String, _ arguments: [String] = [], _ body: (PostgresFixture) async throws -> R
+    ) async throws -> R {
+        let fixture = try await self.start(kind, arguments)
+        do {
+            let result = try await body(fixture)
+            await fixture.stop()
+            return result
+        } catch {
+            await fixture.stop()
+            throw error
+        }
     }
 
     /// A value the fixture printed; fails the test (by throwing) when it printed no such key.

@@ -12,14 +12,9 @@ import Testing
 struct FailoverTests {
     @Test("after a primary switch the pool and the listener reconnect to the new primary and queued commits resume")
     func primarySwitchUnderLoad() async throws {
-        let fixture = try await PostgresFixture.start("pair")
-        do {
+        try await PostgresFixture.with("pair") { fixture in
             try await self.primarySwitch(fixture)
-        } catch {
-            await fixture.stop()
-            throw error
         }
-        await fixture.stop()
     }
 
     private func primarySwitch(_ fixture: PostgresFixture) async throws {

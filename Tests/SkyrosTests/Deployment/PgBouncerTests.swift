@@ -14,89 +14,82 @@ import Testing
 struct PgBouncerTests {
     @Test("two instances behind PgBouncer in transaction mode: group commits, conflicts, snapshots and observation work")
     func twoInstancesThroughTransactionPooling() async throws {
-        let fixture = try await PostgresFixture.start("pgbouncer", [TestServer.url])
-        do {
+        try await PostgresFixture.with("pgbouncer", [TestServer.url]) { fixture in
             try await self.twoInstances(bouncer: fixture.configuration("BOUNCER_URL"))
-        } catch {
-            await fixture.stop()
-            throw error
         }
-        await fixture.stop()
     }
 
     @Test("a listener behind PgBouncer in transaction mode fails the start with an error naming the direct connection")
     func listenerBehindTransactionPoolingIsDetected() async throws {
-        let fixture = try await PostgresFixture.start("pgbouncer", [TestServer.url])
-        let schema = TestServer.uniqueSchemaName("bounced")
-        do {
-            var configuration = DataStackConfiguration(store: .postgres(try fixture.configuration("BOUNCER_URL"), schema: schema))
-            configuration.pool.usePreparedStatements = false
-            configuration.changeFeed.deliveryCheckTimeout = .seconds(2)
-            let error = await thrownError { _ = try await DataStack.start(configuration) }
-            let stackError = try #require(error as? DataStackError)
-            #expect(stackError.code == .changeFeedUnavailable)
-            #expect(stackError.message.contains("directConnection"))
-            #expect(!stackError.description.contains(try fixture.value("PASSWORD")))
-        } catch {
+        try await PostgresFixture.with("pgbouncer", [TestServer.url]) { fixture in
+            let schema = TestServer.uniqueSchemaName("bounced")
+            do {
+                var configuration = DataStackConfiguration(store: .postgres(try fixture.configuration("BOUNCER_URL"), schema: schema))
+                configuration.pool.usePreparedStatements = false
+                configuration.changeFeed.deliveryCheckTimeout = .seconds(2)
+                let error = await thrownError { _ = try await DataStack.start(configuration) }
+                let stackError = try #require(error as? DataStackError)
+                #expect(stackError.code == .changeFeedUnavailable)
+                #expect(stackError.message.contains("directConnection"))
+                #expect(!stackError.description.contains(try fixture.value("PASSWORD")))
+            } catch {
+                await TestServer.dropSchema(schema)
+                throw error
+            }
             await TestServer.dropSchema(schema)
-            await fixture.stop()
-            throw error
         }
-        await TestServer.dropSchema(schema)
-        await fixture.stop()
     }
 
     @Test("migrations through PgBouncer in transaction mode are refused before the lock is taken; over the direct URL they apply")
     func migrationsThroughTransactionPoolingAreRefused() async throws {
-        let fixture = try await PostgresFixture.start("pgbouncer", [TestServer.url])
-        let schema = TestServer.uniqueSchemaName("bounced")
-        do {
-            let bouncer = try fixture.configuration("BOUNCER_URL")
-            // Make PgBouncer open several server connections: transactions held open at once each need their own.
-            var clients: [Connection] = []
-            var serverPIDs: Set<Int32> = []
-            for _ in 0..<4 {
-                let client = try await Connection.connect(to: bouncer, usePreparedStatements: false)
-                try await client.execute(script: "BEGIN")
-                serverPIDs.insert(try await client.query("SELECT pg_backend_pid()")[0].decode(Int32.self, at: 0))
-                clients.append(client)
-            }
-            #expect(serverPIDs.count == 4)
-            for client in clients {
-                try await client.execute(script: "COMMIT")
-                await client.close()
-            }
+        try await PostgresFixture.with("pgbouncer", [TestServer.url]) { fixture in
+            let schema = TestServer.uniqueSchemaName("bounced")
+            do {
+                let bouncer = try fixture.configuration("BOUNCER_URL")
+                // Make PgBouncer open several server connections: transactions held open at once each need their own.
+                var clients: [Connection] = []
+                var serverPIDs: Set<Int32> = []
+                for _ in 0..<4 {
+                    let client = try await Connection.connect(to: bouncer, usePreparedStatements: false)
+                    try await client.execute(script: "BEGIN")
+                    serverPIDs.insert(try await client.query("SELECT pg_backend_pid()")[0].decode(Int32.self, at: 0))
+                    clients.append(client)
+                }
+                #expect(serverPIDs.count == 4)
+                for client in clients {
+                    try await client.execute(script: "COMMIT")
+                    await client.close()
+                }
 
-            try await StackTestServer.withMigrations(["1_stack.sql": StackTestServer.migrationSQL]) { directory in
-                var configuration = DataStackConfiguration(
-                    store: .postgres(bouncer, schema: schema), migrations: .directory(directory), entities: [StackNote.self])
-                configuration.pool.usePreparedStatements = false
-                let error = await thrownError { _ = try await DataStack.start(configuration) }
-                let stackError = try #require(error as? DataStackError)
-                #expect(stackError.code == .migrationFailed)
-                let migrationError = try #require(stackError.underlying as? MigrationError)
-                #expect(migrationError.kind == .sessionChanged)
-                #expect(migrationError.message.contains("direct URL"))
+                try await StackTestServer.withMigrations(["1_stack.sql": StackTestServer.migrationSQL]) { directory in
+                    var configuration = DataStackConfiguration(
+                        store: .postgres(bouncer, schema: schema), migrations: .directory(directory), entities: [StackNote.self])
+                    configuration.pool.usePreparedStatements = false
+                    let error = await thrownError { _ = try await DataStack.start(configuration) }
+                    let stackError = try #require(error as? DataStackError)
+                    #expect(stackError.code == .migrationFailed)
+                    let migrationError = try #require(stackError.underlying as? MigrationError)
+                    #expect(migrationError.kind == .sessionChanged)
+                    #expect(migrationError.message.contains("direct URL"))
 
-                // Nothing was applied, and no lock was left behind: over the direct URL the same start succeeds.
-                let direct = try await TestServer.connect()
-                let tables = try await direct.query("SELECT count(*)::int8 FROM pg_tables WHERE schemaname = \(schema)")
-                #expect(try tables[0].decode(Int.self, at: 0) == 0)
-                await direct.close()
-                configuration.directConnection = try TestServer.configuration
-                configuration.migrator.lockWaitTimeout = .seconds(20)
-                let stack = try await DataStack.start(configuration)
-                try await stack.write(durability: .committed) { try $0.insert(note(1)) }
-                #expect(try await stack.read { try await $0.count(FetchDescriptor<StackNote>()) } == 1)
-                await stack.shutdown()
+                    // Nothing was applied, and no lock was left behind: over the direct URL the same start succeeds.
+                    let direct = try await TestServer.connect()
+                    let tables = try await direct.query("SELECT count(*)::int8 FROM pg_tables WHERE schemaname = \(schema)")
+                    #expect(try tables[0].decode(Int.self, at: 0) == 0)
+                    await direct.close()
+                    configuration.directConnection = try TestServer.configuration
+                    configuration.migrator.lockWaitTimeout = .seconds(20)
+                    let stack = try await DataStack.start(configuration)
+                    try await stack.write(durability: .committed) { try $0.insert(note(1)) }
+                    #expect(try await stack.read { try await $0.count(FetchDescriptor<StackNote>()) } == 1)
+                    await stack.shutdown()
+                }
+            } catch {
+                await TestServer.dropSchema(schema)
+                throw error
             }
-        } catch {
             await TestServer.dropSchema(schema)
-            await fixture.stop()
-            throw error
         }
-        await TestServer.dropSchema(schema)
-        await fixture.stop()
     }
 
     private func twoInstances(bouncer: PostgresConfiguration) async throws {

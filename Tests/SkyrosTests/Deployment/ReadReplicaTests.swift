@@ -12,14 +12,9 @@ import Testing
 struct ReadReplicaTests {
     @Test("replica reads see every write acknowledged before them, and fall back to the primary when the replica lags or is unreachable")
     func replicaReads() async throws {
-        let fixture = try await PostgresFixture.start("pair")
-        do {
+        try await PostgresFixture.with("pair") { fixture in
             try await self.replicaReads(fixture)
-        } catch {
-            await fixture.stop()
-            throw error
         }
-        await fixture.stop()
     }
 
     private func replicaReads(_ fixture: PostgresFixture) async throws {
