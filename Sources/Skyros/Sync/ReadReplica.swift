@@ -90,7 +90,7 @@ final class ReplicaReader: Sendable {
             }
             self.statistics.withLock { $0.replicaReads += 1 }
             return result
-        } catch where !bodyStarted {
+        } catch where !bodyStarted && !(error is CancellationError) {
             self.fellBack(logger, "the read replica cannot be reached", error)
             return nil
         }
