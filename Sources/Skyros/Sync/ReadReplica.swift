@@ -7,7 +7,8 @@ import SkyrosPostgres
 /// A replica read first asks the primary how far its write-ahead log goes (`pg_current_wal_insert_lsn()`, no
 /// table access), then waits until the replica has replayed that far, so it sees every transaction committed
 /// before the read started — this process's durable writes included. When the replica lags longer than
-/// ``maximumLagWait``, or cannot be reached, the read runs on the primary instead (logged). With
+/// ``maximumLagWait``, or cannot be reached, the read runs on the primary instead (logged, and counted by
+/// swift-metrics as `skyros.replica.fallbacks`; reads that ran on the replica: `skyros.replica.reads`). With
 /// `synchronous_commit = off` on the primary, the last commits reach the replica only once the WAL writer has
 /// written them (`wal_writer_delay`, 200 ms by default): set ``maximumLagWait`` above it.
 ///
@@ -60,14 +61,17 @@ package struct ReplicaReadStatistics: Sendable, Hashable {
 final class ReplicaReader: Sendable {
     let configuration: ReadReplica
     let pool: ConnectionPool
-    private let statistics = Locked(ReplicaReadStatistics())
+    private let replicaReads = CommitQueueMetrics.Counter("skyros.replica.reads")
+    private let fallbacks = CommitQueueMetrics.Counter("skyros.replica.fallbacks")
 
     init(_ configuration: ReadReplica, logger: Logger) {
         self.configuration = configuration
         self.pool = ConnectionPool(configuration: configuration.pool, postgres: configuration.postgres, logger: logger)
     }
 
-    var counters: ReplicaReadStatistics { self.statistics.withLock { $0 } }
+    var counters: ReplicaReadStatistics {
+        ReplicaReadStatistics(replicaReads: self.replicaReads.current, fallbacks: self.fallbacks.current)
+    }
 
     /// Runs `body` on a replica connection once the replica has replayed the primary's log up to `lsn`; `nil`
     /// (without running `body`) when it does not within ``ReadReplica/maximumLagWait`` or cannot be reached.
@@ -88,7 +92,7 @@ final class ReplicaReader: Sendable {
                 self.fellBack(logger, "the read replica lags more than \(self.configuration.maximumLagWait) behind the primary", nil)
                 return nil
             }
-            self.statistics.withLock { $0.replicaReads += 1 }
+            self.replicaReads.increment()
             return result
         } catch where !bodyStarted && !(error is CancellationError) {
             self.fellBack(logger, "the read replica cannot be reached", error)
@@ -113,7 +117,7 @@ final class ReplicaReader: Sendable {
     }
 
     private func fellBack(_ logger: Logger, _ reason: String, _ error: (any Error)?) {
-        self.statistics.withLock { $0.fallbacks += 1 }
+        self.fallbacks.increment()
         var metadata: Logger.Metadata = [:]
         if let error { metadata["skyros.error"] = "\(error)" }
         logger.warning("\(reason); reading the primary", metadata: metadata)
