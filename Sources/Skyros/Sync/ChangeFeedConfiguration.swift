@@ -5,8 +5,9 @@ import SkyrosPostgres
 ///
 /// ```swift
 /// var configuration = DataStackConfiguration(store: .postgres(pooledURL, schema: "app"))
-/// // Behind PgBouncer in transaction mode, LISTEN needs a direct session:
-/// configuration.changeFeed.listener = try PostgresConfiguration(url: directURL)
+/// configuration.changeFeed.retention = .seconds(600)      // keep ten minutes of entries for catch-up
+/// // Behind PgBouncer in transaction mode, LISTEN (and the migrations' lock) need a direct session:
+/// configuration.directConnection = try PostgresConfiguration(url: directURL)
 /// ```
 public struct ChangeFeedConfiguration: Sendable {
     /// Whether the stack writes the change log and listens (default `true`; PostgreSQL stores only).
