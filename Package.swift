@@ -112,6 +112,8 @@ let package = Package(
             dependencies: [
                 "Skyros", "SkyrosPostgres", "SkyrosTestFixtures", "SkyrosTestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),

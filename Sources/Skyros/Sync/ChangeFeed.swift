@@ -54,6 +54,7 @@ final class ChangeFeed: Sendable {
     private let logger: Logger
     private let deliver: @Sendable (ChangeFeedDelivery) async -> Void
     private let state = Locked(State())
+    private let metrics = ChangeFeedMetrics()
     /// Serialises log reads (one reader at a time; the cursor is advanced in order).
     private let reader = ReadGate()
 
@@ -108,6 +109,7 @@ final class ChangeFeed: Sendable {
                         // comes every so often (to advance the horizon) skips it.
                         switch self.takeFromHint(entry) {
                         case .deliver(let advanceHorizon):
+                            self.metrics.entries.increment()
                             await self.deliver(.remote([entry]))
                             if advanceHorizon { self.startHorizonRead() }
                             continue
@@ -123,6 +125,7 @@ final class ChangeFeed: Sendable {
                     await self.readUntilDone()
                 case .reconnected:
                     self.state.withLock { $0.statistics.catchUps += 1 }
+                    self.metrics.catchUps.increment()
                     self.logger.debug("change feed listener reconnected; catching up from the change log")
                     await self.readUntilDone()
                 }
@@ -312,14 +315,17 @@ final class ChangeFeed: Sendable {
                 if outcome == .gap { state.statistics.flushes += 1 }
                 return outcome
             }
+            self.metrics.logReads.increment()
             switch outcome {
             case .gap:
+                self.metrics.flushes.increment()
                 self.logger.info("change log entries were pruned before this stack read them, or the log was replaced; flushing the cache")
                 await self.deliver(.flush)
             case .entries(let fresh):
                 let remote = fresh.filter { $0.origin != self.origin }
                 guard !remote.isEmpty else { return }
                 self.state.withLock { $0.statistics.remoteEntries += remote.count }
+                self.metrics.entries.increment(by: remote.count)
                 await self.deliver(.remote(remote))
             }
         }

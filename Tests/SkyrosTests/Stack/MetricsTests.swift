@@ -1,0 +1,75 @@
+import CoreMetrics
+import Foundation
+import MetricsTestKit
+import Skyros
+import SkyrosPostgres
+import SkyrosTestSupport
+import Testing
+
+/// The swift-metrics backend of this test process: bootstrapped once, before the stacks these tests create
+/// (stacks created earlier by other suites keep the no-op backend). Totals add up every stack created after
+/// it, so the tests compare increments.
+enum RecordedMetrics {
+    static let shared: TestMetrics = {
+        let metrics = TestMetrics()
+        MetricsSystem.bootstrap(metrics)
+        return metrics
+    }()
+
+    static func total(_ label: String) -> Int64 {
+        self.shared.counters(label: label).reduce(0) { $0 + $1.totalValue }
+    }
+}
+
+@Suite("Metrics", .serialized)
+struct MetricsTests {
+    @Test("the commit queue reports sets, batch sizes, latency, queue depth and conflicts to swift-metrics")
+    func commitQueueMetrics() async throws {
+        let metrics = RecordedMetrics.shared
+        try await StackTestServer.withQueueStack({ _ in }) { stack in
+            let sets = RecordedMetrics.total("skyros.commit.sets")
+            let conflicts = RecordedMetrics.total("skyros.commit.conflicts")
+            for id in 1...50 { try await stack.write { try $0.insert(note(id)) } }
+            try await stack.write(durability: .committed) { try $0.insert(note(51)) }
+            #expect(RecordedMetrics.total("skyros.commit.sets") - sets >= 51)
+            #expect(try metrics.expectRecorder("skyros.commit.batch_size").values.contains { $0 >= 1 })
+            #expect(try metrics.expectTimer("skyros.commit.latency").values.contains { $0 > 0 })
+            #expect(try !metrics.expectGauge("skyros.commit.queue_depth").values.isEmpty)
+
+            // A write from a stale read: a version conflict.
+            let stale = try #require(try await stack.read { try await $0.object(StackNote.self, id: 1) })
+            try await StackTestServer.execute(stack, "UPDATE stack_notes SET title = 'outside' WHERE id = 1")
+            _ = await thrownError {
+                try await stack.write(durability: .committed) { context in
+                    var changed = stale
+                    changed.title = "stale"
+                    try await context.update(changed)
+                }
+            }
+            #expect(RecordedMetrics.total("skyros.commit.conflicts") - conflicts >= 1)
+        }
+    }
+
+    @Test("the change feed reports applied entries, log reads and catch-ups to swift-metrics")
+    func changeFeedMetrics() async throws {
+        _ = RecordedMetrics.shared
+        try await StackTestServer.withQueueStack({ _ in }) { writer in
+            let store = try #require(writer.store as? PostgresStore)
+            let reader = try await DataStack.start(DataStackConfiguration(
+                store: .postgres(try StackTestServer.configuration, schema: store.schema), entities: [StackNote.self]))
+            let entries = RecordedMetrics.total("skyros.feed.entries")
+            let catchUps = RecordedMetrics.total("skyros.feed.catch_ups")
+            let reads = RecordedMetrics.total("skyros.feed.log_reads")
+            try await writer.write(durability: .committed) { try $0.insert(note(1)) }
+            try await eventually { RecordedMetrics.total("skyros.feed.entries") - entries >= 1 }
+
+            // The reader's listener loses its connection: it reconnects and catches up from the log.
+            let listener = try #require(reader.changeFeedApplicationName)
+            let terminated = try await ManyProcessHarness.terminateListener(applicationName: listener)
+            #expect(terminated == 1)
+            try await eventually(timeout: .seconds(30)) { RecordedMetrics.total("skyros.feed.catch_ups") - catchUps >= 1 }
+            #expect(RecordedMetrics.total("skyros.feed.log_reads") - reads >= 1)
+            await reader.shutdown()
+        }
+    }
+}
