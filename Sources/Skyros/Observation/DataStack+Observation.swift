@@ -17,11 +17,11 @@ extension DataStack {
     /// The sequence ends when the consuming task is cancelled or the stack shuts down, and throws
     /// ``ObservationError/storeRebuilt`` after ``destroyAndRebuild(confirm:)``, or the query's error.
     public func observe<T: Entity>(_ descriptor: FetchDescriptor<T>) -> ObservationSequence<ObservedResult<T>> {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
+        let encoder = Result { try RowEncoder<T>() }
         return self.observation(tables: [T.tableName]) {
-            try await self.mainContext.fetch(descriptor).map { (value: $0, encoded: try encoder.encode($0)) }
-        } changes: { (old: [(value: T, encoded: Data)]?, new: [(value: T, encoded: Data)]) in
+            let encoder = try encoder.get()
+            return try await self.mainContext.fetch(descriptor).map { (value: $0, encoded: try encoder.encode($0)) }
+        } changes: { (old: [(value: T, encoded: [PostgresValue])]?, new: [(value: T, encoded: [PostgresValue])]) in
             let diff = ResultDiff(from: old ?? [], to: new)
             if old != nil, diff.isEmpty { return nil }
             return ObservedResult(values: new.map(\.value), diff: diff)
@@ -38,11 +38,11 @@ extension DataStack {
     /// }
     /// ```
     public func observe<T: Entity>(_ type: T.Type, id: T.ID) -> ObservationSequence<T?> {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
+        let encoder = Result { try RowEncoder<T>() }
         return self.observation(tables: [T.tableName]) {
-            try await self.mainContext.object(type, id: id).map { (value: $0, encoded: try encoder.encode($0)) }
-        } changes: { (old: (value: T, encoded: Data)??, new: (value: T, encoded: Data)?) -> T?? in
+            let encoder = try encoder.get()
+            return try await self.mainContext.object(type, id: id).map { (value: $0, encoded: try encoder.encode($0)) }
+        } changes: { (old: (value: T, encoded: [PostgresValue])??, new: (value: T, encoded: [PostgresValue])?) -> T?? in
             if let old, old?.encoded == new?.encoded { return nil }
             return .some(new?.value)
         }

@@ -74,8 +74,9 @@ public struct ResultDiff<T: Entity>: Sendable {
         return new
     }
 
-    /// The difference from `old` to `new`; rows compare by their encoded stored values.
-    init(from old: [(value: T, encoded: Data)], to new: [(value: T, encoded: Data)]) {
+    /// The difference from `old` to `new`; rows compare by their encoded stored values (``Entity/columns``, as
+    /// the store writes them).
+    init(from old: [(value: T, encoded: [PostgresValue])], to new: [(value: T, encoded: [PostgresValue])]) {
         let difference = new.map(\.value.id).difference(from: old.map(\.value.id)).inferringMoves()
         for change in difference {
             switch change {
@@ -89,7 +90,7 @@ public struct ResultDiff<T: Entity>: Sendable {
                 if associated == nil { self.inserted.append(Insertion(offset: offset, value: new[offset].value)) }
             }
         }
-        var oldEncoded: [T.ID: Data] = [:]
+        var oldEncoded: [T.ID: [PostgresValue]] = [:]
         for row in old { oldEncoded[row.value.id] = row.encoded }
         for (offset, row) in new.enumerated() {
             if let before = oldEncoded[row.value.id], before != row.encoded {
