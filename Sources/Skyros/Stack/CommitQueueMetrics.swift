@@ -13,17 +13,6 @@ import Synchronization
 /// | `skyros.commit.conflicts` | counter | sets failed with a version conflict |
 /// | `skyros.commit.retries` | counter | group retries after transient failures |
 final class CommitQueueMetrics: Sendable {
-    final class Counter: Sendable {
-        private let value = Atomic<Int>(0)
-        private let reported: Metrics.Counter?
-        init(_ label: String? = nil) { self.reported = label.map { Metrics.Counter(label: $0) } }
-        func increment(by amount: Int = 1) {
-            self.value.add(amount, ordering: .relaxed)
-            self.reported?.increment(by: amount)
-        }
-        var current: Int { self.value.load(ordering: .relaxed) }
-    }
-
     final class Gauge: Sendable {
         private let value = Atomic<Int>(0)
         private let peak = Atomic<Int>(0)
@@ -39,11 +28,11 @@ final class CommitQueueMetrics: Sendable {
     }
 
     let queueDepth = Gauge("skyros.commit.queue_depth")
-    let groups = Counter()
-    let committedSets = Counter("skyros.commit.sets")
-    let conflicts = Counter("skyros.commit.conflicts")
-    let retries = Counter("skyros.commit.retries")
-    private let latencyNanoseconds = Counter()
+    let groups = ReportedCounter()
+    let committedSets = ReportedCounter("skyros.commit.sets")
+    let conflicts = ReportedCounter("skyros.commit.conflicts")
+    let retries = ReportedCounter("skyros.commit.retries")
+    private let latencyNanoseconds = ReportedCounter()
     private let largestGroup = Gauge()
     private let batchSize = Recorder(label: "skyros.commit.batch_size")
     private let latency = Metrics.Timer(label: "skyros.commit.latency")

@@ -29,7 +29,6 @@ enum ChangeFeedDelivery: Sendable {
 final class ChangeFeed: Sendable {
     private struct State: Sendable {
         var cursor = ChangeCursor()
-        var statistics = ChangeFeedStatistics()
         var listener: PostgresListener?
         var tasks: [Task<Void, Never>] = []
         /// How many of this stack's own hints were skipped since the last read (bounded, so the re-read window
@@ -77,7 +76,7 @@ final class ChangeFeed: Sendable {
     /// The listener's `application_name`.
     var applicationName: String { self.listenerConfiguration["application_name"] ?? "" }
 
-    var statistics: ChangeFeedStatistics { self.state.withLock { $0.statistics } }
+    var statistics: ChangeFeedStatistics { self.metrics.statistics }
 
     /// Creates the log, takes the starting horizon, starts listening, and checks that a notification sent
     /// through the pool reaches the listener.
@@ -110,6 +109,7 @@ final class ChangeFeed: Sendable {
                         switch self.takeFromHint(entry) {
                         case .deliver(let advanceHorizon):
                             self.metrics.entries.increment()
+                            self.metrics.hintEntries.increment()
                             await self.deliver(.remote([entry]))
                             if advanceHorizon { self.startHorizonRead() }
                             continue
@@ -124,7 +124,6 @@ final class ChangeFeed: Sendable {
                     }
                     await self.readUntilDone()
                 case .reconnected:
-                    self.state.withLock { $0.statistics.catchUps += 1 }
                     self.metrics.catchUps.increment()
                     self.logger.debug("change feed listener reconnected; catching up from the change log")
                     await self.readUntilDone()
@@ -280,8 +279,6 @@ final class ChangeFeed: Sendable {
             // An own entry gets here once `hintsPerHorizonRead` own hints in a row were skipped without a read
             // (see `needsNoRead`); delivering it as remote would evict the stack's own rows.
             if entry.origin == self.origin { return .recordOwn(advanceHorizon: advance) }
-            state.statistics.remoteEntries += 1
-            state.statistics.hintEntries += 1
             return .deliver(advanceHorizon: advance)
         }
     }
@@ -307,13 +304,10 @@ final class ChangeFeed: Sendable {
             let horizon = self.state.withLock { $0.cursor.horizonText }
             let (entries, xmin, pruned, logID) = try await self.pool.withConnection { try await self.log.read(from: horizon, excluding: self.origin, on: $0) }
             let outcome = self.state.withLock { state -> ChangeCursor.Outcome in
-                state.statistics.reads += 1
                 state.skippedSinceRead = 0
                 state.hintsSinceRead = 0
                 state.lastRead = .now
-                let outcome = state.cursor.advance(entries: entries, xmin: xmin, prunedThrough: pruned, logID: logID)
-                if outcome == .gap { state.statistics.flushes += 1 }
-                return outcome
+                return state.cursor.advance(entries: entries, xmin: xmin, prunedThrough: pruned, logID: logID)
             }
             self.metrics.logReads.increment()
             switch outcome {
@@ -324,7 +318,6 @@ final class ChangeFeed: Sendable {
             case .entries(let fresh):
                 let remote = fresh.filter { $0.origin != self.origin }
                 guard !remote.isEmpty else { return }
-                self.state.withLock { $0.statistics.remoteEntries += remote.count }
                 self.metrics.entries.increment(by: remote.count)
                 await self.deliver(.remote(remote))
             }

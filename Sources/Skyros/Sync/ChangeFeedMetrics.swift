@@ -1,7 +1,6 @@
-import Metrics
-
-/// What a stack's change feed reports to swift-metrics (whatever backend the application bootstrapped), for
-/// watching how often other processes' commits arrive and whether the listener had to catch up:
+/// A stack's change-feed counters, read through its statistics and reported to swift-metrics (whatever backend
+/// the application bootstrapped), for watching how often other processes' commits arrive and whether the
+/// listener had to catch up:
 ///
 /// | metric | kind | meaning |
 /// |---|---|---|
@@ -10,8 +9,16 @@ import Metrics
 /// | `skyros.feed.catch_ups` | counter | times the listener reconnected and caught up from the log |
 /// | `skyros.feed.flushes` | counter | cache flushes: entries were pruned before they were read, or the log was replaced |
 struct ChangeFeedMetrics: Sendable {
-    let entries = Counter(label: "skyros.feed.entries")
-    let logReads = Counter(label: "skyros.feed.log_reads")
-    let catchUps = Counter(label: "skyros.feed.catch_ups")
-    let flushes = Counter(label: "skyros.feed.flushes")
+    let entries = ReportedCounter("skyros.feed.entries")
+    /// Of `entries`, those that arrived in their hint (no log read); not reported.
+    let hintEntries = ReportedCounter()
+    let logReads = ReportedCounter("skyros.feed.log_reads")
+    let catchUps = ReportedCounter("skyros.feed.catch_ups")
+    let flushes = ReportedCounter("skyros.feed.flushes")
+
+    var statistics: ChangeFeedStatistics {
+        ChangeFeedStatistics(
+            reads: self.logReads.current, remoteEntries: self.entries.current, hintEntries: self.hintEntries.current,
+            catchUps: self.catchUps.current, flushes: self.flushes.current)
+    }
 }

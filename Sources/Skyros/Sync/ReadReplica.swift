@@ -61,8 +61,8 @@ package struct ReplicaReadStatistics: Sendable, Hashable {
 final class ReplicaReader: Sendable {
     let configuration: ReadReplica
     let pool: ConnectionPool
-    private let replicaReads = CommitQueueMetrics.Counter("skyros.replica.reads")
-    private let fallbacks = CommitQueueMetrics.Counter("skyros.replica.fallbacks")
+    private let replicaReads = ReportedCounter("skyros.replica.reads")
+    private let fallbacks = ReportedCounter("skyros.replica.fallbacks")
 
     init(_ configuration: ReadReplica, logger: Logger) {
         self.configuration = configuration

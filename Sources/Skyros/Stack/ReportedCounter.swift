@@ -1,0 +1,19 @@
+import Metrics
+import Synchronization
+
+/// A counter kept in process (read by a stack's statistics) and, when it has a label, reported to
+/// swift-metrics as well — one count for both.
+final class ReportedCounter: Sendable {
+    private let value = Atomic<Int>(0)
+    private let reported: Metrics.Counter?
+
+    /// A counter reported as `label`, or kept in process only when `label` is `nil`.
+    init(_ label: String? = nil) { self.reported = label.map { Metrics.Counter(label: $0) } }
+
+    func increment(by amount: Int = 1) {
+        self.value.add(amount, ordering: .relaxed)
+        self.reported?.increment(by: amount)
+    }
+
+    var current: Int { self.value.load(ordering: .relaxed) }
+}
