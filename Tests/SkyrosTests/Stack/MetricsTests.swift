@@ -7,8 +7,9 @@ import SkyrosTestSupport
 import Testing
 
 /// The swift-metrics backend of this test process: bootstrapped once, before the stacks these tests create
-/// (stacks created earlier by other suites keep the no-op backend). Totals add up every stack created after
-/// it, so the tests compare increments.
+/// (stacks created earlier by other suites keep the no-op backend). `TestMetrics` keeps one counter per label,
+/// adding up every stack created after it (other suites run in parallel), so the tests compare increments and
+/// check the stack's own count too: the counters behind a stack's statistics are the ones reported.
 enum RecordedMetrics {
     static let shared: TestMetrics = {
         let metrics = TestMetrics()
@@ -32,6 +33,7 @@ struct MetricsTests {
             for id in 1...50 { try await stack.write { try $0.insert(note(id)) } }
             try await stack.write(durability: .committed) { try $0.insert(note(51)) }
             #expect(RecordedMetrics.total("skyros.commit.sets") - sets >= 51)
+            #expect(stack.commitQueueStatistics.sets == 51)
             #expect(try metrics.expectRecorder("skyros.commit.batch_size").values.contains { $0 >= 1 })
             #expect(try metrics.expectTimer("skyros.commit.latency").values.contains { $0 > 0 })
             #expect(try !metrics.expectGauge("skyros.commit.queue_depth").values.isEmpty)
@@ -47,6 +49,7 @@ struct MetricsTests {
                 }
             }
             #expect(RecordedMetrics.total("skyros.commit.conflicts") - conflicts >= 1)
+            #expect(stack.commitQueueStatistics.conflicts == 1)
         }
     }
 
@@ -62,12 +65,14 @@ struct MetricsTests {
             let reads = RecordedMetrics.total("skyros.feed.log_reads")
             try await writer.write(durability: .committed) { try $0.insert(note(1)) }
             try await eventually { RecordedMetrics.total("skyros.feed.entries") - entries >= 1 }
+            try await eventually { reader.changeFeedStatistics.remoteEntries >= 1 }
 
             // The reader's listener loses its connection: it reconnects and catches up from the log.
             let listener = try #require(reader.changeFeedApplicationName)
             let terminated = try await ManyProcessHarness.terminateListener(applicationName: listener)
             #expect(terminated == 1)
             try await eventually(timeout: .seconds(30)) { RecordedMetrics.total("skyros.feed.catch_ups") - catchUps >= 1 }
+            try await eventually(timeout: .seconds(30)) { reader.changeFeedStatistics.catchUps >= 1 }
             #expect(RecordedMetrics.total("skyros.feed.log_reads") - reads >= 1)
             await reader.shutdown()
         }
