@@ -198,6 +198,7 @@ struct SyncBenchmarks {
         var stackLatencies: [Duration] = []
         var writeLatencies: [Duration] = []
         let cacheBefore = stack.cacheStatistics
+        let observerCacheBefore = observerStack.cacheStatistics
         let samples = max(200, self.iterations / 4)
         for i in 1...samples {
             let t0 = clock.now
@@ -240,6 +241,8 @@ struct SyncBenchmarks {
             FileHandle.standardError.write(Data("stack tail: \(sorted.suffix(12))\nraw tail: \(rawSorted.suffix(12))\n".utf8))
             let cache = stack.cacheStatistics
             FileHandle.standardError.write(Data("writer's cache: \(cache.hits - cacheBefore.hits) hits, \(cache.misses - cacheBefore.misses) misses\n".utf8))
+            let observerCache = observerStack.cacheStatistics
+            FileHandle.standardError.write(Data("observer's cache: \(observerCache.hits - observerCacheBefore.hits) hits, \(observerCache.misses - observerCacheBefore.misses) misses\n".utf8))
         }
         report.add("Commit → observer in another stack, p50", microseconds(percentile(rawLatencies, 0.5)), microseconds(percentile(stackLatencies, 0.5)), ratio(percentile(stackLatencies, 0.5), percentile(rawLatencies, 0.5)), "—")
         report.add("Commit → observer in another stack, p99", microseconds(percentile(rawLatencies, 0.99)), microseconds(percentile(stackLatencies, 0.99)), ratio(percentile(stackLatencies, 0.99), percentile(rawLatencies, 0.99)), "p99 ≤ 2× raw")

@@ -49,6 +49,9 @@ struct RowCache: Sendable {
         return entry
     }
 
+    /// The cached row, without touching it (no hit or miss counted, no change in LRU order).
+    func peek(_ key: RowKey) -> Entry? { self.index[key].flatMap { self.slots[$0] } }
+
     /// Whether the key is cached, without touching it.
     func contains(_ key: RowKey) -> Bool { self.index[key] != nil }
 

@@ -144,6 +144,9 @@ public struct RowChange: Sendable, Hashable {
     public var kind: Kind
     /// The row's new version; `nil` for deleted rows.
     public var version: Int64?
+    /// For a guarded update sent in a group commit's pipeline: the whole row as written, so other stacks that
+    /// cache the version it replaced can refresh their copy from the announcement instead of reading it again.
+    package var row: AnnouncedRow?
 
     public init(entity: String, table: String, id: PostgresValue, kind: Kind, version: Int64?) {
         self.entity = entity
@@ -152,6 +155,20 @@ public struct RowChange: Sendable, Hashable {
         self.kind = kind
         self.version = version
     }
+}
+
+/// An updated row's values as announced to other stacks (see ``RowChange/row``).
+///
+/// Only an update guarded by the version it read carries one: the stored row is then exactly the row at
+/// `base` with the update's columns written over it, that is, the value the writer holds. (An unguarded or
+/// merged update may keep another writer's columns, and a skipped one writes nothing.)
+package struct AnnouncedRow: Sendable, Hashable {
+    /// The version the update replaced.
+    package var base: Int64
+    /// The entity's ``EntityPlan/layout``.
+    package var layout: String
+    /// Every column's value, in ``Entity/columns`` order.
+    package var values: [PostgresValue]
 }
 
 /// What a change set wrote: per operation, the rows it touched with their new versions.

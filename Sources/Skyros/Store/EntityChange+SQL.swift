@@ -6,7 +6,7 @@ extension EntityChange {
     /// ``ConflictResolution/compareColumns(originals:)`` the changed columns' values as read.
     static func updateQuery(
         _ value: T, _ columns: [String], expected: Int64?, resolution: ConflictResolution, schema: String?
-    ) throws -> (query: PostgresQuery, key: PostgresValue)? {
+    ) throws -> (query: PostgresQuery, key: PostgresValue, values: [PostgresValue])? {
         let plan = try EntityPlan<T>.shared
         let indices = try Self.columnIndices(columns, plan: plan)
         if indices.isEmpty { return nil }
@@ -36,7 +36,7 @@ extension EntityChange {
             sql += " AND \(plan.versionExpression) = $\(binds.count)"
         }
         sql += " RETURNING \(plan.versionExpression)"
-        return (PostgresQuery(unsafeSQL: sql, binds: binds), key)
+        return (PostgresQuery(unsafeSQL: sql, binds: binds), key, values)
     }
 
     /// `DELETE FROM … WHERE id = $1 [AND <version> = $2]`, and the row's key.

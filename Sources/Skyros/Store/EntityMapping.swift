@@ -87,6 +87,11 @@ package final class EntityPlan<T: Entity>: Sendable {
     package let versionColumn: String?
     /// The quoted column list in declared order (trusted SQL text).
     package let quotedColumns: String
+    /// A fingerprint of the table, column names and order, and version column, stable across processes and
+    /// builds (FNV-1a, not Swift's per-process seeded hash). An update announces its row's values with it
+    /// (``AnnouncedRow``); another process refreshes its cached copy only when its own plan has the same
+    /// fingerprint (during a rolling deploy that adds a column, it reads the row again instead).
+    package let layout: String
 
     init() throws {
         let name = String(describing: T.self)
@@ -106,6 +111,12 @@ package final class EntityPlan<T: Entity>: Sendable {
         self.keyStrategy = (T.self as? any ColumnKeyStrategyProviding.Type)?.columnKeyStrategy ?? .useCodingKeys
         self.versionColumn = T.versionColumn
         self.quotedColumns = self.columnNames.map(quoteIdentifier).joined(separator: ", ")
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for name in [T.tableName, T.versionColumn ?? ""] + self.columnNames {
+            for byte in name.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            hash = (hash ^ 0xFF) &* 0x100_0000_01b3   // a separator no UTF-8 name contains
+        }
+        self.layout = String(hash, radix: 16)
         if let version = T.versionColumn, index[version] != nil {
             throw EntityMappingError(
                 entity: name, column: version,

@@ -56,10 +56,18 @@ extension EntityChange {
                     }, announced: announced)
             }
             query.sql = mustMatch(query.sql + " AS v")
+            // Guarded by the version read (`.fail`): the stored row will be exactly this value, announced whole.
+            // Its new version: the version column's next value, or (for `xmin`) the transaction's id, which the
+            // hint carries (no savepoints in a pipelined group).
+            var announcedRow = change(key, .updated, nil)
+            if case .fail = self.resolution, let expected {
+                if plan.versionColumn != nil { announcedRow.version = expected + 1 }
+                announcedRow.row = AnnouncedRow(base: expected, layout: plan.layout, values: update.values)
+            }
             return .statement(
                 PipelinedStatement(query: query) { rows in
                     [change(key, .updated, try rows.first?.decode(Int64.self, at: 0))]
-                }, announced: announced)
+                }, announced: [announcedRow])
 
         case .delete(let id, let expected):
             let delete = try Self.deleteQuery(id, expected: expected, schema: schema)

@@ -263,7 +263,7 @@ extension EntityChange {
             return try await self.bulkInsert(encoded, plan: plan, context: context)
 
         case .update(let value, let columns, let expected):
-            guard let (query, key) = try Self.updateQuery(value, columns, expected: expected, resolution: self.resolution, schema: context.schema) else {
+            guard let (query, key, _) = try Self.updateQuery(value, columns, expected: expected, resolution: self.resolution, schema: context.schema) else {
                 return []
             }
             let rows = try await connection.query(query)

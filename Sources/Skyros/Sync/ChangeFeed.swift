@@ -14,6 +14,8 @@ package struct ChangeFeedStatistics: Sendable, Hashable {
     package var catchUps = 0
     /// Times a gap (pruned, unseen entries) forced a cache flush.
     package var flushes = 0
+    /// Cached rows refreshed from an announced row instead of evicted.
+    package var refreshedRows = 0
 }
 
 /// What the feed hands the stack.
@@ -53,7 +55,7 @@ final class ChangeFeed: Sendable {
     private let logger: Logger
     private let deliver: @Sendable (ChangeFeedDelivery) async -> Void
     private let state = Locked(State())
-    private let metrics = ChangeFeedMetrics()
+    let metrics = ChangeFeedMetrics()
     /// Serialises log reads (one reader at a time; the cursor is advanced in order).
     private let reader = ReadGate()
 

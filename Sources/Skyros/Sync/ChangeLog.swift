@@ -25,9 +25,19 @@ struct LoggedRowChange: Codable, Sendable, Hashable {
     let k: String
     /// The new version (absent for deletions).
     let v: Int64?
+    /// An announced row (hints only, see ``AnnouncedRow``): the version the update replaced,
+    let b: Int64?
+    /// the entity's column layout,
+    let h: String?
+    /// and every column as `[type OID, text or null]`.
+    let r: [[String?]]?
 
-    init(table: String, type: UInt32, id: String, kind: String, version: Int64?) {
+    init(
+        table: String, type: UInt32, id: String, kind: String, version: Int64?, base: Int64? = nil, layout: String? = nil,
+        row: [[String?]]? = nil
+    ) {
         (self.t, self.o, self.i, self.k, self.v) = (table, type, id, kind, version)
+        (self.b, self.h, self.r) = (base, layout, row)
     }
 
     init(_ change: RowChange) {
@@ -40,13 +50,29 @@ struct LoggedRowChange: Codable, Sendable, Hashable {
         case .deleted: self.k = "d"
         }
         self.v = change.version
+        self.b = change.row?.base
+        self.h = change.row?.layout
+        self.r = change.row?.values.map { [String($0.type.rawValue), $0.text] }
     }
 
     var key: RowKey { RowKey(table: self.t, id: PostgresValue(type: PostgresType(rawValue: self.o), text: self.i)) }
 
+    /// The announced row: the version it replaced, its layout, and its values typed as they were written.
+    var announcedRow: (base: Int64, layout: String, values: [PostgresValue])? {
+        guard self.k == "u", let base = self.b, let layout = self.h, let row = self.r else { return nil }
+        var values: [PostgresValue] = []
+        values.reserveCapacity(row.count)
+        for cell in row {
+            guard cell.count == 2, let oid = cell[0].flatMap({ UInt32($0) }) else { return nil }
+            values.append(PostgresValue(type: PostgresType(rawValue: oid), text: cell[1]))
+        }
+        return (base, layout, values)
+    }
+
     /// The JSON array of `changes` as ``LoggedRowChange``s decode it (written by hand into UTF-8 bytes:
-    /// `JSONEncoder` was 4% of the commit queue's CPU, `String` appends another 4%).
-    static func json(_ changes: [RowChange]) -> String {
+    /// `JSONEncoder` was 4% of the commit queue's CPU, `String` appends another 4%). `rows`: with the rows
+    /// updates announce (``RowChange/row``), for a hint; the log itself records changes without them.
+    static func json(_ changes: [RowChange], rows: Bool = false) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(changes.count * 48 + 2)
         out.append(UInt8(ascii: "["))
@@ -66,6 +92,21 @@ struct LoggedRowChange: Codable, Sendable, Hashable {
             if let version = change.version {
                 Self.append(#","v":"#, to: &out)
                 Self.append(String(version), to: &out)
+            }
+            if rows, let row = change.row {
+                Self.append(#","b":"#, to: &out)
+                Self.append(String(row.base), to: &out)
+                Self.append(#","h":"#, to: &out)
+                Self.appendString(row.layout, to: &out)
+                Self.append(#","r":["#, to: &out)
+                for (index, value) in row.values.enumerated() {
+                    Self.append(index == 0 ? "[\"" : ",[\"", to: &out)
+                    Self.append(String(value.type.rawValue), to: &out)
+                    Self.append("\",", to: &out)
+                    if let text = value.text { Self.appendString(text, to: &out) } else { Self.append("null", to: &out) }
+                    out.append(UInt8(ascii: "]"))
+                }
+                out.append(UInt8(ascii: "]"))
             }
             out.append(UInt8(ascii: "}"))
         }
@@ -200,11 +241,17 @@ struct ChangeLog: Sendable {
 
     /// Change lists up to this many bytes of JSON also travel in the hint (a row or two; see ``Hint``).
     static let inlineHintLimit = 256
+    /// A change list with announced rows (``RowChange/row``) travels in the hint up to this many bytes of
+    /// JSON (well under NOTIFY's 8000-byte limit, and small next to the commit's own work under NOTIFY's
+    /// lock); a larger one travels without its rows.
+    static let announcedRowsHintLimit = 2048
 
     /// The statement ``record(_:origin:on:)`` runs (its one row: the position), `nil` when `changes` is empty.
     /// The hint is `<position> <origin>` (see ``Hint``): a stack skips its own without reading the log. When the
     /// changes' JSON is at most ``inlineHintLimit`` bytes, the hint also carries the transaction id and that
-    /// JSON, so other stacks act on it without a log read; the log still records every entry.
+    /// JSON, so other stacks act on it without a log read; the log still records every entry. Updates that
+    /// announce their row (``RowChange/row``) travel with it in the hint, up to ``announcedRowsHintLimit``
+    /// bytes: other stacks then refresh their cached copy instead of reading the row again.
     func recordStatement(_ changes: [RowChange], origin: UUID) throws -> PostgresQuery? {
         if changes.isEmpty { return nil }
         let payload = LoggedRowChange.json(changes)
@@ -212,11 +259,17 @@ struct ChangeLog: Sendable {
         // (``upgradeChangesColumn(on:)``), `jsonb` in a log an earlier version created (after a store rebuild).
         let stored = PostgresValue(type: .unspecified, text: payload)
         let origin = origin.uuidString.lowercased()
-        if payload.utf8.count <= Self.inlineHintLimit {
+        var hinted: String?
+        if changes.contains(where: { $0.row != nil }) {
+            let withRows = LoggedRowChange.json(changes, rows: true)
+            if withRows.utf8.count <= Self.announcedRowsHintLimit { hinted = withRows }
+        }
+        if hinted == nil, payload.utf8.count <= Self.inlineHintLimit { hinted = payload }
+        if let hinted {
             return """
                 WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin)::uuid, \(stored))
                                RETURNING position, xid)
-                SELECT position, pg_notify(\(self.channel), position::text || ' ' || \(origin) || ' ' || xid::text || ' ' || \(payload))
+                SELECT position, pg_notify(\(self.channel), position::text || ' ' || \(origin) || ' ' || xid::text || ' ' || \(hinted))
                 FROM entry
                 """
         }

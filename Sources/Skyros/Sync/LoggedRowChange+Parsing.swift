@@ -53,6 +53,9 @@ private struct ChangeListParser {
         var id: String?
         var kind: String?
         var version: Int64?
+        var base: Int64?
+        var layout: String?
+        var row: [[String?]]?
         if !self.take(UInt8(ascii: "}")) {
             repeat {
                 guard let key = self.string(), self.take(UInt8(ascii: ":")) else { return nil }
@@ -66,13 +69,45 @@ private struct ChangeListParser {
                         guard let value = self.integer() else { return nil }
                         version = value
                     }
+                case "b":
+                    guard let value = self.integer() else { return nil }
+                    base = value
+                case "h": layout = self.string()
+                case "r":
+                    guard let cells = self.rowCells() else { return nil }
+                    row = cells
                 default: return nil
                 }
             } while self.take(UInt8(ascii: ","))
             guard self.take(UInt8(ascii: "}")) else { return nil }
         }
         guard let table, let type, let id, let kind else { return nil }
-        return LoggedRowChange(table: table, type: type, id: id, kind: kind, version: version)
+        return LoggedRowChange(table: table, type: type, id: id, kind: kind, version: version, base: base, layout: layout, row: row)
+    }
+
+    /// An announced row: an array of `[string-or-null, …]` arrays.
+    private mutating func rowCells() -> [[String?]]? {
+        guard self.take(UInt8(ascii: "[")) else { return nil }
+        var cells: [[String?]] = []
+        if self.take(UInt8(ascii: "]")) { return cells }
+        repeat {
+            guard self.take(UInt8(ascii: "[")) else { return nil }
+            var cell: [String?] = []
+            if !self.take(UInt8(ascii: "]")) {
+                repeat {
+                    if self.takeNull() {
+                        cell.append(nil)
+                    } else {
+                        guard let text = self.string() else { return nil }
+                        cell.append(text)
+                    }
+                } while self.take(UInt8(ascii: ","))
+                guard self.take(UInt8(ascii: "]")) else { return nil }
+            }
+            cells.append(cell)
+        } while self.take(UInt8(ascii: ","))
+        guard self.take(UInt8(ascii: "]")) else { return nil }
+        return cells
     }
 
     private mutating func skipSpace() {

@@ -1,25 +1,64 @@
 import SkyrosPostgres
 
 extension StackCore {
-    /// Drops rows another process changed from the cache. Rows with a queued local change stay visible as
+    /// Applies other processes' commits to the cache. A cached row that an update announced whole
+    /// (``AnnouncedRow``), cached at exactly the version that update replaced, is refreshed to the new value
+    /// and version: the next read of it — an observer's re-run among them — is served from memory instead of
+    /// a round trip. Any other changed row is dropped (a row cached at another version may be older or newer
+    /// than the announcement: it is read again when needed). Rows with a queued local change stay visible as
     /// this process wrote them, and are marked: when that change commits, the row is evicted rather than
-    /// cached (the other process may have committed after it). Reads in flight retry, so they do not put
-    /// back what they read before the change.
-    func evictRemote(_ keys: [RowKey]) {
-        self.state.withLock { state in
-            for key in keys {
-                if state.pending[key] == nil {
-                    state.cache.remove(key)
-                } else {
+    /// cached (the other process may have committed after it). Reads in flight retry, so they do not put back
+    /// what they read before the change.
+    /// - Returns: the number of rows refreshed.
+    func applyRemote(_ entries: [ChangeLogEntry]) -> Int {
+        // Each changed row with its changes, in commit order.
+        var order: [RowKey] = []
+        var changes: [RowKey: [(change: LoggedRowChange, xid: String)]] = [:]
+        var announcesRows = false
+        for entry in entries {
+            for change in entry.changes {
+                let key = change.key
+                if changes[key] == nil { order.append(key) }
+                changes[key, default: []].append((change, entry.xid))
+                announcesRows = announcesRows || change.b != nil
+            }
+        }
+        // Announced rows are decoded outside the lock, for the rows cached at the version they replaced; the
+        // lock is taken again to apply them, each only if its row is still cached at that version.
+        var refreshes: [RowKey: RemoteRefresh] = [:]
+        if announcesRows {
+            let cached = self.state.withLock { state -> [(key: RowKey, type: any Entity.Type, version: Int64)] in
+                order.compactMap { key in
+                    guard changes[key]?.first?.change.b != nil, state.pending[key] == nil, let entry = state.cache.peek(key),
+                        entry.version == changes[key]?.first?.change.b
+                    else { return nil }
+                    return (key, type(of: entry.value), entry.version)
+                }
+            }
+            let measure = self.measuresBytes
+            for row in cached {
+                refreshes[row.key] = RemoteRefresh(changes[row.key] ?? [], as: row.type, from: row.version, measure: measure)
+            }
+        }
+        return self.state.withLock { state -> Int in
+            var refreshed = 0
+            for key in order {
+                if state.pending[key] != nil {
                     state.remoteChangedWhilePending.insert(key)
+                } else if let refresh = refreshes[key], state.cache.peek(key)?.version == refresh.base {
+                    state.cache.put(key, value: refresh.value, version: refresh.version, bytes: refresh.bytes)
+                    refreshed += 1
+                } else {
+                    state.cache.remove(key)
                 }
             }
             state.finishedCommits += 1
+            return refreshed
         }
     }
 
     /// Drops every cached row (the change log had a gap); rows with queued local changes stay visible and are
-    /// marked like ``evictRemote(_:)`` marks them.
+    /// marked like ``applyRemote(_:)`` marks them.
     func flushRemote() {
         self.state.withLock { state in
             state.cache.removeAll()
@@ -57,5 +96,55 @@ final class SaveNotifier: Sendable {
             case .deleteWhere(let operation): operation.table
             }
         })
+    }
+}
+
+/// A cached row brought up to date from the rows other processes' updates announced.
+private struct RemoteRefresh {
+    /// The cached version the refresh replaces.
+    let base: Int64
+    let value: any Entity
+    let version: Int64
+    let bytes: Int
+
+    /// Follows a row's changes from its cached version `base`: each must be an update announcing its row,
+    /// made on top of the version the one before produced. `nil` when any is not (the row is evicted).
+    init?(_ changes: [(change: LoggedRowChange, xid: String)], as type: any Entity.Type, from base: Int64, measure: Bool) {
+        var version = base
+        var last: (value: any Entity, version: Int64, bytes: Int)?
+        for (change, xid) in changes {
+            guard let row = change.announcedRow, row.base == version,
+                let next = type.announced(row.values, layout: row.layout, version: change.v, xid: xid, measure: measure)
+            else { return nil }
+            version = next.version
+            last = next
+        }
+        guard let last else { return nil }
+        (self.base, self.value, self.version, self.bytes) = (base, last.value, last.version, last.bytes)
+    }
+}
+
+extension Entity {
+    /// A value of this entity from a row another process's update announced, with its new version and its
+    /// size for the cache. `nil` when that process's column layout differs from this one's (a rolling deploy),
+    /// or the values do not decode.
+    ///
+    /// The new version: the announced one for a version column; for `xmin`, the announcing transaction's id
+    /// modulo 2³² (announced rows come only from pipelined group commits, which use no savepoints).
+    static func announced(
+        _ values: [PostgresValue], layout: String, version: Int64?, xid: String, measure: Bool
+    ) -> (value: any Entity, version: Int64, bytes: Int)? {
+        guard let plan = try? EntityPlan<Self>.shared, plan.layout == layout, values.count == plan.columnNames.count
+        else { return nil }
+        let newVersion: Int64
+        if plan.versionColumn != nil {
+            guard let version else { return nil }
+            newVersion = version
+        } else {
+            guard let xid = UInt64(xid) else { return nil }
+            newVersion = Int64(xid % (1 << 32))
+        }
+        guard let value = try? RowDecoder(plan: plan).decode(values: values) else { return nil }
+        return (value, newVersion, measure ? approximateSize(of: values) : 0)
     }
 }

@@ -77,9 +77,9 @@ final class StackSync: CommitTransactionHook, Sendable {
         let core = self.core.withLock { $0 }
         switch delivery {
         case .remote(let entries):
-            let keys = entries.flatMap { $0.changes.map(\.key) }
-            core?.evictRemote(keys)
-            self.observers.changed(Set(keys.map(\.table)))
+            let refreshed = core?.applyRemote(entries) ?? 0
+            if refreshed > 0 { self.changeFeed?.metrics.refreshedRows.increment(by: refreshed) }
+            self.observers.changed(Set(entries.flatMap { $0.changes.map(\.t) }))
         case .flush:
             core?.flushRemote()
             self.observers.changedAll()

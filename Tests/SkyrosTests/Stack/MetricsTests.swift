@@ -53,7 +53,7 @@ struct MetricsTests {
         }
     }
 
-    @Test("the change feed reports applied entries, log reads and catch-ups to swift-metrics")
+    @Test("the change feed reports applied entries, refreshed rows, log reads and catch-ups to swift-metrics")
     func changeFeedMetrics() async throws {
         _ = RecordedMetrics.shared
         try await StackTestServer.withQueueStack({ _ in }) { writer in
@@ -66,6 +66,14 @@ struct MetricsTests {
             try await writer.write(durability: .committed) { try $0.insert(note(1)) }
             try await eventually { RecordedMetrics.total("skyros.feed.entries") - entries >= 1 }
             try await eventually { reader.changeFeedStatistics.remoteEntries >= 1 }
+
+            // The reader caches the row; the writer's guarded update announces it whole: refreshed, not evicted.
+            let refreshed = RecordedMetrics.total("skyros.feed.refreshed_rows")
+            #expect(try await reader.mainContext.object(StackNote.self, id: 1) == note(1))
+            try await writer.write(durability: .committed) { try await $0.update(note(1, rank: 10)) }
+            try await eventually { RecordedMetrics.total("skyros.feed.refreshed_rows") - refreshed >= 1 }
+            try await eventually { reader.changeFeedStatistics.refreshedRows == 1 }
+            #expect(try await reader.mainContext.object(StackNote.self, id: 1)?.rank == 10)
 
             // The reader's listener loses its connection: it reconnects and catches up from the log.
             let listener = try #require(reader.changeFeedApplicationName)

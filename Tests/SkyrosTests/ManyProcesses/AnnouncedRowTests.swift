@@ -1,0 +1,209 @@
+import Foundation
+@testable import Skyros
+import SkyrosPostgres
+import SkyrosTestFixtures
+import Testing
+
+
+/// `mp_items` as an older build that lacks the `title` column would map it (another column layout).
+private struct MPItemWithoutTitle: Entity, Equatable {
+    var id: Int64
+    var owner: Int
+    var value: Int
+
+    static let tableName = "mp_items"
+    static let columns: [EntityColumn<MPItemWithoutTitle>] = [
+        EntityColumn(\.id, "id"), EntityColumn(\.owner, "owner"), EntityColumn(\.value, "value"),
+    ]
+}
+
+/// A row versioned by a column of its own (table `mp_counted`, made by each test).
+private struct MPCounted: Entity, Equatable {
+    var id: Int64
+    var value: Int
+    var note: String?
+
+    static let tableName = "mp_counted"
+    static let versionColumn: String? = "row_version"
+    static let columns: [EntityColumn<MPCounted>] = [EntityColumn(\.id, "id"), EntityColumn(\.value, "value"), EntityColumn(\.note, "note")]
+}
+
+/// Updates announce their whole row in the hint, and other stacks that cache the version it replaced refresh
+/// their copy instead of evicting it: the next read — an observer's re-run — needs no round trip.
+@Suite(.serialized) struct AnnouncedRowTests {
+    @Test func anUpdatesRowRefreshesAnotherStacksCachedCopyAtTheRightVersion() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await ManyProcessHarness.stack(schema: schema)
+            let b = try await ManyProcessHarness.stack(schema: schema)
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "one \"quoted\" é")) }
+            #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 1)   // cached in B
+            let missesBefore = b.cacheStatistics.misses
+
+            try await a.write(durability: .committed) { context in
+                var item = try #require(try await context.object(MPItem.self, id: 1))
+                item.value = 2
+                item.title = "two\nlines, \\ and ☃"
+                try await context.update(item)
+            }
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.refreshedRows == 1 })
+            // Served from B's memory: no miss, no read of the store.
+            #expect(try await b.mainContext.object(MPItem.self, id: 1) == MPItem(id: 1, owner: 0, value: 2, title: "two\nlines, \\ and ☃"))
+            #expect(b.cacheStatistics.misses == missesBefore)
+
+            // The refreshed version is the stored one: B's guarded update succeeds (a wrong version would be a
+            // conflict), and A, which cached its own write's version, refreshes from B's announcement in turn.
+            try await b.write(durability: .committed) { context in
+                var item = try #require(try await context.object(MPItem.self, id: 1))
+                item.value = 3
+                try await context.update(item)
+            }
+            #expect(await ManyProcessHarness.eventually { a.changeFeedStatistics.refreshedRows == 1 })
+            #expect(try await a.mainContext.object(MPItem.self, id: 1)?.value == 3)
+            try await a.write(durability: .committed) { context in
+                var item = try #require(try await context.object(MPItem.self, id: 1))
+                item.value = 4
+                try await context.update(item)
+            }
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.refreshedRows == 2 })
+            #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 4)
+            #expect(b.cacheStatistics.misses == missesBefore)
+            #expect(try await Self.storedValue(schema: schema, table: "mp_items", id: 1) == 4)
+            await a.shutdown()
+            await b.shutdown()
+        }
+    }
+
+    @Test func aVersionColumnRowIsRefreshedWithItsNextVersion() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            try await Self.execute("CREATE TABLE \(quoteIdentifier(schema)).mp_counted (id bigint PRIMARY KEY, value integer NOT NULL, note text, row_version bigint NOT NULL DEFAULT 1)")
+            let a = try await ManyProcessHarness.stack(schema: schema)
+            let b = try await ManyProcessHarness.stack(schema: schema)
+            try await a.write(durability: .committed) { try $0.insert(MPCounted(id: 7, value: 1, note: nil)) }
+            #expect(try await b.mainContext.object(MPCounted.self, id: 7)?.value == 1)
+            for value in 2...5 {
+                try await a.write(durability: .committed) { context in
+                    var row = try #require(try await context.object(MPCounted.self, id: 7))
+                    row.value = value
+                    row.note = value.isMultiple(of: 2) ? "even" : nil
+                    try await context.update(row)
+                }
+            }
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.refreshedRows == 4 })
+            #expect(try await b.mainContext.object(MPCounted.self, id: 7) == MPCounted(id: 7, value: 5, note: nil))
+            // B's cached version is the stored row_version (5): its guarded update commits, and the column is 6.
+            try await b.write(durability: .committed) { context in
+                var row = try #require(try await context.object(MPCounted.self, id: 7))
+                row.value = 6
+                try await context.update(row)
+            }
+            let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            let rows = try await connection.query("SELECT row_version FROM \(qualified: [schema, "mp_counted"]) WHERE id = 7")
+            #expect(try rows.first?.decode(Int64.self, at: 0) == 6)
+            await connection.close()
+            await a.shutdown()
+            await b.shutdown()
+        }
+    }
+
+    @Test func aRowCachedAtAnotherVersionOrInAnotherLayoutIsReadAgainNotRefreshed() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await ManyProcessHarness.stack(schema: schema)
+            let b = try await ManyProcessHarness.stack(schema: schema)
+            try await a.write(durability: .committed) {
+                try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "one"))
+                try $0.insert(MPItem(id: 2, owner: 0, value: 1, title: "two"))
+            }
+            // B caches row 1 at its first version, and row 2 as an entity with fewer columns.
+            #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 1)
+            #expect(try await b.mainContext.object(MPItemWithoutTitle.self, id: 2)?.value == 1)
+            // Row 1 changes behind every stack's back (no announcement): B's copy is now stale. A third stack,
+            // started after, reads the stored rows and updates both.
+            try await Self.execute("UPDATE \(quoteIdentifier(schema)).mp_items SET value = 10 WHERE id = 1")
+            let c = try await ManyProcessHarness.stack(schema: schema)
+
+            try await c.write(durability: .committed) { context in
+                for id: Int64 in [1, 2] {
+                    var item = try #require(try await context.object(MPItem.self, id: id))
+                    item.value += 1
+                    try await context.update(item)
+                }
+            }
+            // Both rows were announced, neither refreshed: row 1's announcement replaced a version B does not
+            // hold, and row 2's layout is not B's. B reads both again and sees the stored rows.
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 2 })
+            #expect(b.changeFeedStatistics.refreshedRows == 0)
+            #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 11)
+            #expect(try await b.mainContext.object(MPItemWithoutTitle.self, id: 2)?.value == 2)
+            await a.shutdown()
+            await b.shutdown()
+            await c.shutdown()
+        }
+    }
+
+    @Test func anObserverOfOneRowFollowsAnotherStacksUpdatesFromTheirAnnouncements() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await ManyProcessHarness.stack(schema: schema)
+            let b = try await ManyProcessHarness.stack(schema: schema)
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 0, title: "")) }
+            var observed = b.observe(MPItem.self, id: 1).makeAsyncIterator()
+            #expect(try await observed.next()??.value == 0)
+            let missesBefore = b.cacheStatistics.misses
+            for value in 1...20 {
+                try await a.write(durability: .committed) { context in
+                    var item = try #require(try await context.object(MPItem.self, id: 1))
+                    item.value = value
+                    try await context.update(item)
+                }
+                // Each event's value comes from A's announcement (bursts may coalesce: wait for this one).
+                var seen = -1
+                while seen < value { seen = try #require(try await observed.next()??.value) }
+                #expect(seen == value)
+            }
+            #expect(b.cacheStatistics.misses == missesBefore)
+            #expect(b.changeFeedStatistics.refreshedRows == 20)
+            await a.shutdown()
+            await b.shutdown()
+        }
+    }
+
+    @Test func aRowTooLargeForTheHintIsAnnouncedWithoutItsValues() throws {
+        func change(title: String) -> RowChange {
+            var change = RowChange(entity: "MPItem", table: "mp_items", id: PostgresValue(type: .int8, text: "1"), kind: .updated, version: nil)
+            change.row = AnnouncedRow(
+                base: 5, layout: "abc",
+                values: [PostgresValue(type: .int8, text: "1"), PostgresValue(type: .text, text: title), PostgresValue(type: .text, text: nil)])
+            return change
+        }
+        let log = ChangeLog(schema: "s")
+        func hint(_ change: RowChange) throws -> String {
+            let statement = try #require(try log.recordStatement([change], origin: UUID()))
+            return try #require(statement.binds.compactMap(\.text).last)
+        }
+        let small = try hint(change(title: "short, \"quoted\""))
+        #expect(small.contains(#""r":"#))
+        let parsed = try #require(LoggedRowChange.readList(small)?.first?.announcedRow)
+        #expect(parsed.base == 5 && parsed.layout == "abc")
+        #expect(parsed.values.map(\.text) == ["1", "short, \"quoted\"", nil])
+        #expect(parsed.values.map(\.type) == [.int8, .text, .text])
+        // JSONDecoder (the fallback for another spelling of the same list) reads it alike.
+        let decoded = try JSONDecoder().decode([LoggedRowChange].self, from: Data(small.utf8))
+        #expect(decoded == LoggedRowChange.readList(small))
+
+        let large = try hint(change(title: String(repeating: "x", count: ChangeLog.announcedRowsHintLimit)))
+        #expect(!large.contains(#""r":"#))
+        #expect(LoggedRowChange.readList(large)?.first?.announcedRow == nil)
+    }
+
+    private static func storedValue(schema: String, table: String, id: Int64) async throws -> Int? {
+        let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
+        defer { Task { await connection.close() } }
+        let rows = try await connection.query("SELECT value FROM \(qualified: [schema, table]) WHERE id = \(id)")
+        return try rows.first?.decode(Int.self, at: 0)
+    }
+
+    private static func execute(_ sql: String) async throws {
+        let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
+        _ = try await connection.execute(script: sql)
+        await connection.close()
+    }
+}
