@@ -129,7 +129,7 @@ enum ManyProcessCommands {
         let replayErrors = await replay.mismatches
         let events = await replay.events
         observerTask.cancel()
-        say("verdict main=\(mainAgrees) observer=\(observerAgrees) replayMismatches=\(replayErrors) events=\(events) remoteEntries=\(stack.changeFeedStatistics.remoteEntries)")
+        say("verdict main=\(mainAgrees) observer=\(observerAgrees) replayMismatches=\(replayErrors) events=\(events) remoteEntries=\(stack.changeFeedStatistics.remoteEntries) refreshedRows=\(stack.changeFeedStatistics.refreshedRows)")
         await stack.shutdown()
         return mainAgrees && observerAgrees && replayErrors == 0 ? 0 : 1
     }

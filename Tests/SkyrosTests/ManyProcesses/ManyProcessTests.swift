@@ -80,6 +80,7 @@ struct ManyProcessTests {
             defer { children.forEach { $0.removeOutput() } }
             var statuses: [Int32] = []
             for child in children { statuses.append(await child.exitStatus()) }
+            var refreshedRows = 0
             for (child, status) in zip(children, statuses) {
                 #expect(status == 0, "\(child.report)")
                 guard let verdict = child.lines.last(where: { $0.hasPrefix("verdict ") }) else {
@@ -90,7 +91,12 @@ struct ManyProcessTests {
                 // Each node learned of the others' commits through the change log.
                 let remote = verdict.split(separator: " ").first { $0.hasPrefix("remoteEntries=") }
                 #expect((remote.flatMap { Int($0.dropFirst("remoteEntries=".count)) } ?? 0) > 0, "\(verdict)")
+                let refreshed = verdict.split(separator: " ").first { $0.hasPrefix("refreshedRows=") }
+                refreshedRows += refreshed.flatMap { Int($0.dropFirst("refreshedRows=".count)) } ?? 0
             }
+            // Rows a node cached and another node updated were refreshed from the announcements (and the
+            // verdicts above say every node's main context still agrees with PostgreSQL).
+            #expect(refreshedRows > 0)
             let stack = try await ManyProcessHarness.stack(schema: schema)
             #expect(try await stack.store.count(FetchDescriptor<MPItem>()) == nodes * 1000)
             await stack.shutdown()
