@@ -38,7 +38,7 @@ struct SyncBenchmarks {
             DROP TABLE IF EXISTS bench_insert, bench_observe, bench_observe_raw;
             CREATE TABLE bench_insert (id int8 PRIMARY KEY, name text NOT NULL);
             CREATE TABLE bench_observe (id int8 PRIMARY KEY, n int8 NOT NULL);
-            INSERT INTO bench_observe VALUES (1, 0);
+            INSERT INTO bench_observe VALUES (1, 0), (2, 0);
             CREATE TABLE bench_observe_raw (id int8 PRIMARY KEY, n int8 NOT NULL);
             INSERT INTO bench_observe_raw VALUES (1, 0);
             """)
@@ -160,22 +160,14 @@ struct SyncBenchmarks {
         report.add("Durable single write vs the same transaction sent by raw libpq (one pipeline)", microseconds(rawDurable.median), microseconds(durable.median), ratio(durable.median, rawDurable.median), "—")
     }
 
-    /// Commit in one stack → observer event in another stack (own pool, own listener), vs raw LISTEN/NOTIFY.
+    /// Commit in one stack → observer event in another stack (own pool, own listener), vs raw LISTEN/NOTIFY; then
+    /// again with a writer whose hints carry updated rows (`includesRowsInHints`), against baselines measured
+    /// again beside it (that writer's listener is one more backend every NOTIFY signals).
     func observe(stack: DataStack, config: PostgresConfiguration, into report: inout Report) async throws {
         let observerStack = try await DataStack.start(DataStackConfiguration(
             store: .postgres(config), entities: [BenchCounter.self]))
-        let clock = ContinuousClock()
-        // Each side's consumer runs in a task of its own, as an observer in another process would, and stamps
-        // each element when it arrives; the writer waits for that stamp before its next write.
-        let (observedArrivals, observedArrival) = AsyncStream.makeStream(of: (n: Int, at: ContinuousClock.Instant).self)
-        let observing = Task {
-            for try await value in observerStack.observe(BenchCounter.self, id: 1) {
-                observedArrival.yield((value?.n ?? -1, clock.now))
-            }
-        }
-        var observed = observedArrivals.makeAsyncIterator()
-        _ = await observed.next()
         let listener = try await PostgresListener.start(configuration: config, channels: ["skyros_bench"])
+        let clock = ContinuousClock()
         let (notifiedArrivals, notifiedArrival) = AsyncStream.makeStream(of: (payload: String, at: ContinuousClock.Instant).self)
         let listening = Task {
             for await event in listener.events {
@@ -193,62 +185,92 @@ struct SyncBenchmarks {
             raw_finish(rawObserver)
         }
         guard raw_observe_prepare(rawWriter, rawObserver) == 0 else { throw BenchmarkFailure(description: "raw observer setup failed") }
-        var sameWorkLatencies: [Duration] = []
-        var rawLatencies: [Duration] = []
-        var stackLatencies: [Duration] = []
-        var writeLatencies: [Duration] = []
-        let cacheBefore = stack.cacheStatistics
-        let observerCacheBefore = observerStack.cacheStatistics
         let samples = max(200, self.iterations / 4)
-        for i in 1...samples {
-            let t0 = clock.now
-            try await notifier.query("SELECT pg_notify('skyros_bench', \(String(i)))")
-            while let arrival = await notified.next() {
-                if arrival.payload == String(i) {
-                    rawLatencies.append(arrival.at - t0)
-                    break
+        var sample = 0
+
+        /// One phase: `writer` updates row `id`, observed in `observerStack`, interleaved with the baselines.
+        func phase(writer: DataStack, id: Int, label: String, target: String) async throws {
+            // The observer's consumer runs in a task of its own, as an observer in another process would, and
+            // stamps each element when it arrives; the writer waits for that stamp before its next write.
+            let (observedArrivals, observedArrival) = AsyncStream.makeStream(of: (n: Int, at: ContinuousClock.Instant).self)
+            let observing = Task {
+                for try await value in observerStack.observe(BenchCounter.self, id: id) {
+                    observedArrival.yield((value?.n ?? -1, clock.now))
                 }
             }
-
-            let t1 = clock.now
-            try await stack.write(durability: .committed) { context in
-                try await context.update(BenchCounter(id: 1, n: i))
-            }
-            writeLatencies.append(clock.now - t1)
-            while let arrival = await observed.next() {
-                if arrival.n == i {
-                    stackLatencies.append(arrival.at - t1)
-                    break
+            defer { observing.cancel() }
+            var observed = observedArrivals.makeAsyncIterator()
+            _ = await observed.next()
+            var sameWorkLatencies: [Duration] = []
+            var rawLatencies: [Duration] = []
+            var stackLatencies: [Duration] = []
+            var writeLatencies: [Duration] = []
+            let cacheBefore = writer.cacheStatistics
+            let observerCacheBefore = observerStack.cacheStatistics
+            for i in 1...samples {
+                sample += 1
+                let t0 = clock.now
+                try await notifier.query("SELECT pg_notify('skyros_bench', \(String(sample)))")
+                while let arrival = await notified.next() {
+                    if arrival.payload == String(sample) {
+                        rawLatencies.append(arrival.at - t0)
+                        break
+                    }
                 }
-            }
 
-            // Last in the round: its NOTIFY wakes every listening backend, which slowed a stack sample taken
-            // right after it.
-            let sameWork = raw_observe_once(rawWriter, rawObserver, Int64(i))
-            guard sameWork > 0 else { throw BenchmarkFailure(description: "raw observer sample failed") }
-            sameWorkLatencies.append(.nanoseconds(sameWork))
+                let t1 = clock.now
+                try await writer.write(durability: .committed) { context in
+                    try await context.update(BenchCounter(id: id, n: i))
+                }
+                writeLatencies.append(clock.now - t1)
+                while let arrival = await observed.next() {
+                    if arrival.n == i {
+                        stackLatencies.append(arrival.at - t1)
+                        break
+                    }
+                }
+
+                // Last in the round: its NOTIFY wakes every listening backend, which slowed a stack sample taken
+                // right after it.
+                let sameWork = raw_observe_once(rawWriter, rawObserver, Int64(sample))
+                guard sameWork > 0 else { throw BenchmarkFailure(description: "raw observer sample failed") }
+                sameWorkLatencies.append(.nanoseconds(sameWork))
+            }
+            func percentile(_ values: [Duration], _ p: Double) -> Double {
+                let sorted = values.sorted()
+                let d = sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+                return Double(d.components.seconds) * 1e9 + Double(d.components.attoseconds) / 1e9
+            }
+            if ProcessInfo.processInfo.environment["SKYROS_BENCH_DEBUG"] != nil {
+                let sorted = stackLatencies.sorted().map { Int(percentileMicroseconds($0)) }
+                let rawSorted = rawLatencies.sorted().map { Int(percentileMicroseconds($0)) }
+                let writes = writeLatencies.sorted().map { Int(percentileMicroseconds($0)) }
+                let cache = writer.cacheStatistics
+                let observerCache = observerStack.cacheStatistics
+                FileHandle.standardError.write(Data("""
+                    [\(label)] write p50 \(writes[writes.count / 2]) tail: \(writes.suffix(12))
+                    stack tail: \(sorted.suffix(12))
+                    raw tail: \(rawSorted.suffix(12))
+                    writer's cache: \(cache.hits - cacheBefore.hits) hits, \(cache.misses - cacheBefore.misses) misses; \
+                    observer's cache: \(observerCache.hits - observerCacheBefore.hits) hits, \(observerCache.misses - observerCacheBefore.misses) misses
+
+                    """.utf8))
+            }
+            let (rawP50, rawP99) = (percentile(rawLatencies, 0.5), percentile(rawLatencies, 0.99))
+            let (stackP50, stackP99) = (percentile(stackLatencies, 0.5), percentile(stackLatencies, 0.99))
+            let (sameP50, sameP99) = (percentile(sameWorkLatencies, 0.5), percentile(sameWorkLatencies, 0.99))
+            report.add("Commit → observer in another stack\(label), p50", microseconds(rawP50), microseconds(stackP50), ratio(stackP50, rawP50), "—")
+            report.add("Commit → observer in another stack\(label), p99", microseconds(rawP99), microseconds(stackP99), ratio(stackP99, rawP99), target)
+            report.add("Commit → observer\(label), vs the same work by raw libpq (the transaction with NOTIFY, then re-reading the row), p50", microseconds(sameP50), microseconds(stackP50), ratio(stackP50, sameP50), "—")
+            report.add("Commit → observer\(label), vs the same work by raw libpq, p99", microseconds(sameP99), microseconds(stackP99), ratio(stackP99, sameP99), "—")
         }
-        func percentile(_ values: [Duration], _ p: Double) -> Double {
-            let sorted = values.sorted()
-            let d = sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
-            return Double(d.components.seconds) * 1e9 + Double(d.components.attoseconds) / 1e9
-        }
-        if ProcessInfo.processInfo.environment["SKYROS_BENCH_DEBUG"] != nil {
-            let sorted = stackLatencies.sorted().map { Int(percentileMicroseconds($0)) }
-            let rawSorted = rawLatencies.sorted().map { Int(percentileMicroseconds($0)) }
-            let writes = writeLatencies.sorted().map { Int(percentileMicroseconds($0)) }
-            FileHandle.standardError.write(Data("write p50 \(writes[writes.count / 2]) tail: \(writes.suffix(12))\n".utf8))
-            FileHandle.standardError.write(Data("stack tail: \(sorted.suffix(12))\nraw tail: \(rawSorted.suffix(12))\n".utf8))
-            let cache = stack.cacheStatistics
-            FileHandle.standardError.write(Data("writer's cache: \(cache.hits - cacheBefore.hits) hits, \(cache.misses - cacheBefore.misses) misses\n".utf8))
-            let observerCache = observerStack.cacheStatistics
-            FileHandle.standardError.write(Data("observer's cache: \(observerCache.hits - observerCacheBefore.hits) hits, \(observerCache.misses - observerCacheBefore.misses) misses\n".utf8))
-        }
-        report.add("Commit → observer in another stack, p50", microseconds(percentile(rawLatencies, 0.5)), microseconds(percentile(stackLatencies, 0.5)), ratio(percentile(stackLatencies, 0.5), percentile(rawLatencies, 0.5)), "—")
-        report.add("Commit → observer in another stack, p99", microseconds(percentile(rawLatencies, 0.99)), microseconds(percentile(stackLatencies, 0.99)), ratio(percentile(stackLatencies, 0.99), percentile(rawLatencies, 0.99)), "p99 ≤ 2× raw")
-        report.add("Commit → observer, vs the same work by raw libpq (the transaction with NOTIFY, then re-reading the row), p50", microseconds(percentile(sameWorkLatencies, 0.5)), microseconds(percentile(stackLatencies, 0.5)), ratio(percentile(stackLatencies, 0.5), percentile(sameWorkLatencies, 0.5)), "—")
-        report.add("Commit → observer, vs the same work by raw libpq, p99", microseconds(percentile(sameWorkLatencies, 0.99)), microseconds(percentile(stackLatencies, 0.99)), ratio(percentile(stackLatencies, 0.99), percentile(sameWorkLatencies, 0.99)), "—")
-        observing.cancel()
+
+        try await phase(writer: stack, id: 1, label: "", target: "p99 ≤ 2× raw")
+        var rowsConfiguration = DataStackConfiguration(store: .postgres(config), entities: [BenchCounter.self])
+        rowsConfiguration.changeFeed.includesRowsInHints = true
+        let rowsWriter = try await DataStack.start(rowsConfiguration)
+        try await phase(writer: rowsWriter, id: 2, label: " (hints carrying rows: the observer refreshes, no re-read)", target: "—")
+        await rowsWriter.shutdown()
         listening.cancel()
         listener.stop()
         await notifier.close()

@@ -27,6 +27,17 @@ public struct ChangeFeedConfiguration: Sendable {
     /// without it: changes that arrive while a re-run is in progress collapse into one more re-run. A non-zero
     /// value trades latency for fewer events under a steady stream of commits.
     public var observerCoalescing: Duration
+    /// Whether this stack's hints carry the whole row of each update it commits guarded by the version it
+    /// read (default `false`), so that other stacks caching that version refresh it in place — their next
+    /// read of it, and a one-row observer's re-run, need no round trip — instead of evicting it.
+    ///
+    /// A hint then holds up to 2 KB (a larger change list goes without its rows) instead of a few dozen
+    /// bytes. Turn it on where that is fine: any role that can connect to the database can `LISTEN` on the
+    /// schema's channel and read the rows, whatever its table privileges (the log, readable only with the
+    /// privileges its table grants, never stores rows); and PostgreSQL's notification queue fills that much
+    /// faster behind a listener that stops reading. Other stacks refresh from such hints whatever their own
+    /// setting.
+    public var includesRowsInHints: Bool
     /// While hints arrive, a read that advances the feed's horizon is due once this much time passed since the
     /// last read… (see ``ChangeFeed``; tests change both to reach or avoid those reads).
     package var horizonReadInterval: Duration = .seconds(1)
@@ -39,7 +50,7 @@ public struct ChangeFeedConfiguration: Sendable {
     public init(
         isEnabled: Bool = true, listener: PostgresConfiguration? = nil, applicationName: String? = nil,
         retention: Duration = .seconds(3600), maximumEntries: Int = 100_000, pruneInterval: Duration = .seconds(60),
-        observerCoalescing: Duration = .zero
+        observerCoalescing: Duration = .zero, includesRowsInHints: Bool = false
     ) {
         self.isEnabled = isEnabled
         self.listener = listener
@@ -48,5 +59,6 @@ public struct ChangeFeedConfiguration: Sendable {
         self.maximumEntries = maximumEntries
         self.pruneInterval = pruneInterval
         self.observerCoalescing = observerCoalescing
+        self.includesRowsInHints = includesRowsInHints
     }
 }

@@ -249,10 +249,11 @@ struct ChangeLog: Sendable {
     /// The statement ``record(_:origin:on:)`` runs (its one row: the position), `nil` when `changes` is empty.
     /// The hint is `<position> <origin>` (see ``Hint``): a stack skips its own without reading the log. When the
     /// changes' JSON is at most ``inlineHintLimit`` bytes, the hint also carries the transaction id and that
-    /// JSON, so other stacks act on it without a log read; the log still records every entry. Updates that
-    /// announce their row (``RowChange/row``) travel with it in the hint, up to ``announcedRowsHintLimit``
-    /// bytes: other stacks then refresh their cached copy instead of reading the row again.
-    func recordStatement(_ changes: [RowChange], origin: UUID) throws -> PostgresQuery? {
+    /// JSON, so other stacks act on it without a log read; the log still records every entry. With
+    /// `includingRows` (``ChangeFeedConfiguration/includesRowsInHints``), updates that announce their row
+    /// (``RowChange/row``) travel with it in the hint, up to ``announcedRowsHintLimit`` bytes: other stacks
+    /// then refresh their cached copy instead of reading the row again.
+    func recordStatement(_ changes: [RowChange], origin: UUID, includingRows: Bool = false) throws -> PostgresQuery? {
         if changes.isEmpty { return nil }
         let payload = LoggedRowChange.json(changes)
         // Bound without a type, so the server reads it as the column's: `text` since the column was converted
@@ -260,7 +261,7 @@ struct ChangeLog: Sendable {
         let stored = PostgresValue(type: .unspecified, text: payload)
         let origin = origin.uuidString.lowercased()
         var hinted: String?
-        if changes.contains(where: { $0.row != nil }) {
+        if includingRows, Self.mayFitWithRows(changes, payload: payload) {
             let withRows = LoggedRowChange.json(changes, rows: true)
             if withRows.utf8.count <= Self.announcedRowsHintLimit { hinted = withRows }
         }
@@ -278,6 +279,21 @@ struct ChangeLog: Sendable {
                            RETURNING position)
             SELECT position, pg_notify(\(self.channel), position::text || ' ' || \(origin)) FROM entry
             """
+    }
+
+    /// Whether `changes` with their rows may fit in ``announcedRowsHintLimit`` bytes of JSON (a lower bound
+    /// on their size, so a large group's rows are not written out only to be dropped).
+    private static func mayFitWithRows(_ changes: [RowChange], payload: String) -> Bool {
+        var size = payload.utf8.count
+        var anyRow = false
+        for change in changes {
+            guard let row = change.row else { continue }
+            anyRow = true
+            size += 16 + row.layout.utf8.count
+            for value in row.values { size += 6 + (value.text?.utf8.count ?? 4) }
+            if size > Self.announcedRowsHintLimit { return false }
+        }
+        return anyRow
     }
 
     /// A hint's payload: the entry's position and the stack that wrote it, and for a small entry its

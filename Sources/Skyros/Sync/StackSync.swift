@@ -68,7 +68,7 @@ final class StackSync: CommitTransactionHook, Sendable {
     }
 
     func pipelinedStatement(announcing changes: [RowChange]) throws -> PostgresQuery? {
-        try self.changeFeed?.log.recordStatement(changes, origin: self.origin)
+        try self.changeFeed?.log.recordStatement(changes, origin: self.origin, includingRows: self.configuration.includesRowsInHints)
     }
 
     // MARK: Remote changes

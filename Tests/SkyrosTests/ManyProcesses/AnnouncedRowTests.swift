@@ -28,13 +28,14 @@ private struct MPCounted: Entity, Equatable {
     static let columns: [EntityColumn<MPCounted>] = [EntityColumn(\.id, "id"), EntityColumn(\.value, "value"), EntityColumn(\.note, "note")]
 }
 
-/// Updates announce their whole row in the hint, and other stacks that cache the version it replaced refresh
-/// their copy instead of evicting it: the next read — an observer's re-run — needs no round trip.
+/// With `includesRowsInHints`, updates announce their whole row in the hint, and other stacks that cache the
+/// version it replaced refresh their copy instead of evicting it: the next read — an observer's re-run — needs
+/// no round trip.
 @Suite(.serialized) struct AnnouncedRowTests {
     @Test func anUpdatesRowRefreshesAnotherStacksCachedCopyAtTheRightVersion() async throws {
         try await ManyProcessHarness.withSchema { schema in
-            let a = try await ManyProcessHarness.stack(schema: schema)
-            let b = try await ManyProcessHarness.stack(schema: schema)
+            let a = try await ManyProcessHarness.stack(schema: schema) { $0.includesRowsInHints = true }
+            let b = try await ManyProcessHarness.stack(schema: schema) { $0.includesRowsInHints = true }
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "one \"quoted\" é")) }
             #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 1)   // cached in B
             let missesBefore = b.cacheStatistics.misses
@@ -76,8 +77,8 @@ private struct MPCounted: Entity, Equatable {
     @Test func aVersionColumnRowIsRefreshedWithItsNextVersion() async throws {
         try await ManyProcessHarness.withSchema { schema in
             try await Self.execute("CREATE TABLE \(quoteIdentifier(schema)).mp_counted (id bigint PRIMARY KEY, value integer NOT NULL, note text, row_version bigint NOT NULL DEFAULT 1)")
-            let a = try await ManyProcessHarness.stack(schema: schema)
-            let b = try await ManyProcessHarness.stack(schema: schema)
+            let a = try await ManyProcessHarness.stack(schema: schema) { $0.includesRowsInHints = true }
+            let b = try await ManyProcessHarness.stack(schema: schema) { $0.includesRowsInHints = true }
             try await a.write(durability: .committed) { try $0.insert(MPCounted(id: 7, value: 1, note: nil)) }
             #expect(try await b.mainContext.object(MPCounted.self, id: 7)?.value == 1)
             for value in 2...5 {
@@ -107,8 +108,8 @@ private struct MPCounted: Entity, Equatable {
 
     @Test func aRowCachedAtAnotherVersionOrInAnotherLayoutIsReadAgainNotRefreshed() async throws {
         try await ManyProcessHarness.withSchema { schema in
-            let a = try await ManyProcessHarness.stack(schema: schema)
-            let b = try await ManyProcessHarness.stack(schema: schema)
+            let a = try await ManyProcessHarness.stack(schema: schema) { $0.includesRowsInHints = true }
+            let b = try await ManyProcessHarness.stack(schema: schema) { $0.includesRowsInHints = true }
             try await a.write(durability: .committed) {
                 try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "one"))
                 try $0.insert(MPItem(id: 2, owner: 0, value: 1, title: "two"))
@@ -119,7 +120,7 @@ private struct MPCounted: Entity, Equatable {
             // Row 1 changes behind every stack's back (no announcement): B's copy is now stale. A third stack,
             // started after, reads the stored rows and updates both.
             try await Self.execute("UPDATE \(quoteIdentifier(schema)).mp_items SET value = 10 WHERE id = 1")
-            let c = try await ManyProcessHarness.stack(schema: schema)
+            let c = try await ManyProcessHarness.stack(schema: schema) { $0.includesRowsInHints = true }
 
             try await c.write(durability: .committed) { context in
                 for id: Int64 in [1, 2] {
@@ -142,8 +143,8 @@ private struct MPCounted: Entity, Equatable {
 
     @Test func anObserverOfOneRowFollowsAnotherStacksUpdatesFromTheirAnnouncements() async throws {
         try await ManyProcessHarness.withSchema { schema in
-            let a = try await ManyProcessHarness.stack(schema: schema)
-            let b = try await ManyProcessHarness.stack(schema: schema)
+            let a = try await ManyProcessHarness.stack(schema: schema) { $0.includesRowsInHints = true }
+            let b = try await ManyProcessHarness.stack(schema: schema) { $0.includesRowsInHints = true }
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 0, title: "")) }
             var observed = b.observe(MPItem.self, id: 1).makeAsyncIterator()
             #expect(try await observed.next()??.value == 0)
@@ -166,6 +167,40 @@ private struct MPCounted: Entity, Equatable {
         }
     }
 
+    @Test func byDefaultHintsCarryNoRowsAndCachedCopiesAreEvicted() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await ManyProcessHarness.stack(schema: schema)
+            let b = try await ManyProcessHarness.stack(schema: schema) { $0.includesRowsInHints = true }
+            let listener = try await PostgresListener.start(
+                configuration: try ManyProcessHarness.configuration, channels: [ChangeLog.channelName(schema: schema)])
+            var events = listener.events.makeAsyncIterator()
+            #expect(await events.next() == .listening)
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "private")) }
+            #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 1)
+            let missesBefore = b.cacheStatistics.misses
+            try await a.write(durability: .committed) { context in
+                var item = try #require(try await context.object(MPItem.self, id: 1))
+                item.value = 2
+                try await context.update(item)
+            }
+            // A's hints (the insert's, then the update's) name the row but carry none of its values.
+            for _ in 0..<2 {
+                guard case .notification(let hint) = await events.next() else {
+                    Issue.record("no hint")
+                    return
+                }
+                #expect(!hint.payload.contains("private") && !hint.payload.contains(#""r":"#), "\(hint.payload)")
+            }
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 2 })
+            #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 2)
+            #expect(b.cacheStatistics.misses == missesBefore + 1)   // evicted, read again
+            #expect(b.changeFeedStatistics.refreshedRows == 0)
+            listener.stop()
+            await a.shutdown()
+            await b.shutdown()
+        }
+    }
+
     @Test func aRowTooLargeForTheHintIsAnnouncedWithoutItsValues() throws {
         func change(title: String) -> RowChange {
             var change = RowChange(entity: "MPItem", table: "mp_items", id: PostgresValue(type: .int8, text: "1"), kind: .updated, version: nil)
@@ -176,7 +211,7 @@ private struct MPCounted: Entity, Equatable {
         }
         let log = ChangeLog(schema: "s")
         func hint(_ change: RowChange) throws -> String {
-            let statement = try #require(try log.recordStatement([change], origin: UUID()))
+            let statement = try #require(try log.recordStatement([change], origin: UUID(), includingRows: true))
             return try #require(statement.binds.compactMap(\.text).last)
         }
         let small = try hint(change(title: "short, \"quoted\""))

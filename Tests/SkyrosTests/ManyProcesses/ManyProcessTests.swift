@@ -94,8 +94,8 @@ struct ManyProcessTests {
                 let refreshed = verdict.split(separator: " ").first { $0.hasPrefix("refreshedRows=") }
                 refreshedRows += refreshed.flatMap { Int($0.dropFirst("refreshedRows=".count)) } ?? 0
             }
-            // Rows a node cached and another node updated were refreshed from the announcements (and the
-            // verdicts above say every node's main context still agrees with PostgreSQL).
+            // Rows a node cached and an even-numbered node (whose hints carry rows) updated were refreshed from
+            // the hints; the verdicts above say every node's main context still agrees with PostgreSQL.
             #expect(refreshedRows > 0)
             let stack = try await ManyProcessHarness.stack(schema: schema)
             #expect(try await stack.store.count(FetchDescriptor<MPItem>()) == nodes * 1000)

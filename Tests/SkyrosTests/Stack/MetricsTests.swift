@@ -56,7 +56,7 @@ struct MetricsTests {
     @Test("the change feed reports applied entries, refreshed rows, log reads and catch-ups to swift-metrics")
     func changeFeedMetrics() async throws {
         _ = RecordedMetrics.shared
-        try await StackTestServer.withQueueStack({ _ in }) { writer in
+        try await StackTestServer.withQueueStack({ $0.changeFeed.includesRowsInHints = true }) { writer in
             let store = try #require(writer.store as? PostgresStore)
             let reader = try await DataStack.start(DataStackConfiguration(
                 store: .postgres(try StackTestServer.configuration, schema: store.schema), entities: [StackNote.self]))
