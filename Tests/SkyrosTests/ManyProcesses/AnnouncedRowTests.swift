@@ -74,6 +74,42 @@ private struct MPCounted: Entity, Equatable {
         }
     }
 
+    @Test func everyKindOfColumnRefreshesToExactlyWhatPostgreSQLReturns() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            try await Self.execute(StoreUser.createTable("\(quoteIdentifier(schema)).store_users"))
+            let a = try await ManyProcessHarness.stack(schema: schema) { $0.includesRowsInHints = true }
+            let b = try await ManyProcessHarness.stack(schema: schema)
+            try await a.write(durability: .committed) { try $0.insert(StoreUser.make(6)) }
+            #expect(try await b.mainContext.object(StoreUser.self, id: 6) != nil)
+            try await a.write(durability: .committed) { context in
+                var user = try #require(try await context.object(StoreUser.self, id: 6))
+                user.name = "Zoë \"quoted\" \\ back\nslash ☃"
+                user.age = 41
+                user.email = nil
+                user.score = -0.125
+                user.balance = Decimal(string: "-98765.4321")!
+                user.createdAt = Date(timeIntervalSince1970: 1_750_000_000.123456)
+                user.avatar = Data([0, 0x5C, 0x22, 0xFF])
+                user.tags = ["a,b", "c\"d", ""]
+                user.role = .member
+                user.address = StoreAddress(street: "1 \"Quay\"", city: "Chora", movedIn: nil)
+                user.pets = [StorePet(name: "Argos", legs: 4), StorePet(name: "Tripod", legs: 3)]
+                user.attributes = ["level": 9, "rank": -1]
+                try await context.update(user)
+            }
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.refreshedRows == 1 })
+            let refreshed = try #require(try await b.mainContext.object(StoreUser.self, id: 6))
+            // What a stack with an empty cache reads from PostgreSQL.
+            let c = try await ManyProcessHarness.stack(schema: schema)
+            let stored = try #require(try await c.mainContext.object(StoreUser.self, id: 6))
+            #expect(refreshed == stored)
+            #expect(stored.name == "Zoë \"quoted\" \\ back\nslash ☃" && stored.email == nil && stored.tags == ["a,b", "c\"d", ""])
+            await a.shutdown()
+            await b.shutdown()
+            await c.shutdown()
+        }
+    }
+
     @Test func aVersionColumnRowIsRefreshedWithItsNextVersion() async throws {
         try await ManyProcessHarness.withSchema { schema in
             try await Self.execute("CREATE TABLE \(quoteIdentifier(schema)).mp_counted (id bigint PRIMARY KEY, value integer NOT NULL, note text, row_version bigint NOT NULL DEFAULT 1)")
