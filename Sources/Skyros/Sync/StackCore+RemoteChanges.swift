@@ -11,41 +11,21 @@ extension StackCore {
     /// what they read before the change.
     /// - Returns: the number of rows refreshed.
     func applyRemote(_ entries: [ChangeLogEntry]) -> Int {
-        // Each changed row with its changes, in commit order.
-        var order: [RowKey] = []
-        var changes: [RowKey: [(change: LoggedRowChange, xid: String)]] = [:]
-        var announcesRows = false
-        for entry in entries {
-            for change in entry.changes {
-                let key = change.key
-                if changes[key] == nil { order.append(key) }
-                changes[key, default: []].append((change, entry.xid))
-                announcesRows = announcesRows || change.b != nil
-            }
-        }
-        // Announced rows are decoded outside the lock, for the rows cached at the version they replaced; the
-        // lock is taken again to apply them, each only if its row is still cached at that version.
-        var refreshes: [RowKey: RemoteRefresh] = [:]
-        if announcesRows {
-            let cached = self.state.withLock { state -> [(key: RowKey, type: any Entity.Type, version: Int64)] in
-                order.compactMap { key in
-                    guard changes[key]?.first?.change.b != nil, state.pending[key] == nil, let entry = state.cache.peek(key),
-                        entry.version == changes[key]?.first?.change.b
-                    else { return nil }
-                    return (key, type(of: entry.value), entry.version)
+        let refreshes = self.refreshes(for: entries)
+        return self.state.withLock { state -> Int in
+            for entry in entries {
+                for change in entry.changes {
+                    let key = change.key
+                    if state.pending[key] != nil {
+                        state.remoteChangedWhilePending.insert(key)
+                    } else if refreshes[key] == nil {
+                        state.cache.remove(key)
+                    }
                 }
             }
-            let measure = self.measuresBytes
-            for row in cached {
-                refreshes[row.key] = RemoteRefresh(changes[row.key] ?? [], as: row.type, from: row.version, measure: measure)
-            }
-        }
-        return self.state.withLock { state -> Int in
             var refreshed = 0
-            for key in order {
-                if state.pending[key] != nil {
-                    state.remoteChangedWhilePending.insert(key)
-                } else if let refresh = refreshes[key], state.cache.peek(key)?.version == refresh.base {
+            for (key, refresh) in refreshes where state.pending[key] == nil {
+                if state.cache.peek(key)?.version == refresh.base {
                     state.cache.put(key, value: refresh.value, version: refresh.version, bytes: refresh.bytes)
                     refreshed += 1
                 } else {
@@ -55,6 +35,33 @@ extension StackCore {
             state.finishedCommits += 1
             return refreshed
         }
+    }
+
+    /// The refreshes `entries` allow: for each row cached at the version its first change replaced, when every
+    /// change of it announces its row. Decoded outside the lock (``applyRemote(_:)`` applies each only if the
+    /// row is still cached at that version). Empty at once when no change announces a row — as for every
+    /// entry read from the log, which never stores rows, however large a catch-up.
+    private func refreshes(for entries: [ChangeLogEntry]) -> [RowKey: RemoteRefresh] {
+        guard entries.contains(where: { $0.changes.contains { $0.b != nil } }) else { return [:] }
+        // Each changed row with its changes, in commit order.
+        var changes: [RowKey: [(change: LoggedRowChange, xid: String)]] = [:]
+        for entry in entries {
+            for change in entry.changes { changes[change.key, default: []].append((change, entry.xid)) }
+        }
+        let cached = self.state.withLock { state -> [(key: RowKey, type: any Entity.Type, version: Int64)] in
+            changes.compactMap { key, list in
+                guard let base = list.first?.change.b, state.pending[key] == nil, let entry = state.cache.peek(key),
+                    entry.version == base
+                else { return nil }
+                return (key, type(of: entry.value), base)
+            }
+        }
+        let measure = self.measuresBytes
+        var refreshes: [RowKey: RemoteRefresh] = [:]
+        for row in cached {
+            refreshes[row.key] = RemoteRefresh(changes[row.key] ?? [], as: row.type, from: row.version, measure: measure)
+        }
+        return refreshes
     }
 
     /// Drops every cached row (the change log had a gap); rows with queued local changes stay visible and are
