@@ -78,6 +78,7 @@ struct SyncBenchmarks {
         var quietQueued = Measurement()
         func queueRound(_ stack: DataStack, into measurement: inout Measurement) async throws {
             try await setup.execute(script: "TRUNCATE bench_insert")
+            let before = stack.commitQueueStatistics
             let first = nextID
             let ns = try await elapsedNanoseconds {
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -98,6 +99,17 @@ struct SyncBenchmarks {
             }
             nextID += rows + 1
             measurement.add(totalNanoseconds: ns, operations: rows)
+            if ProcessInfo.processInfo.environment["SKYROS_BENCH_DEBUG"] != nil {
+                // Where the round's time went: groups sent and the time they were on the server (drain busy).
+                let after = stack.commitQueueStatistics
+                let groups = after.groups - before.groups
+                let busy = Double(after.averageGroupLatency.components.attoseconds) / 1e12 * Double(after.groups)
+                    - Double(before.averageGroupLatency.components.attoseconds) / 1e12 * Double(before.groups)
+                FileHandle.standardError.write(Data(String(
+                    format: "[queue] round %.1f ms: %d groups (%.0f sets each), groups on the server %.1f ms, highest depth %d\n",
+                    Double(ns) / 1e6, groups, Double(after.sets - before.sets) / Double(max(1, groups)), busy / 1000,
+                    after.highestQueueDepth).utf8))
+            }
             let count = try await setup.query("SELECT count(*) FROM bench_insert")[0].decode(Int.self, at: 0)
             guard count == rows + 1 else { throw BenchmarkFailure(description: "expected \(rows + 1) rows, found \(count)") }
         }

@@ -82,6 +82,8 @@ protocol AnyEntityKind: Sendable {
     /// The row's column values as they are bound, in declared order; `nil` when it cannot be encoded (the
     /// store then reports the error when it encodes the row itself).
     func encode(_ value: any Entity) -> [PostgresValue]?
+    /// A plain insert of rows of this entity, encoded already, for a group commit's pipeline.
+    func mergeableInsert(rows: [[PostgresValue]], schema: String?) throws -> MergeableInsert
 }
 
 /// The approximate memory of a row: the encoded size of its column values.
@@ -93,6 +95,10 @@ func approximateSize(of values: [PostgresValue]?) -> Int {
 /// The ``AnyEntityKind`` of `T`.
 struct EntityKind<T: Entity>: AnyEntityKind {
     var table: String { T.tableName }
+
+    func mergeableInsert(rows: [[PostgresValue]], schema: String?) throws -> MergeableInsert {
+        try MergeableInsert(plan: EntityPlan<T>.shared, values: [], encoded: rows, schema: schema)
+    }
 
     func emit(
         _ row: PendingRow, encoded: [PostgresValue]?, resolve: (RowKey, BaseVersion) -> Int64?, policy: MergePolicy,

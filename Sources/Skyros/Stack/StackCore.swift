@@ -443,6 +443,7 @@ final class StackCore: Sendable {
             build: { index, prior in
                 try self.changeSet(for: batch[index], state: nil, prior: prior)
             },
+            operations: { self.insertOperations(for: batch[$0], store: postgres) },
             hook: hook)
         return group.map { PreparedAhead(firstCommit: first.id, count: batch.count, group: $0) }
     }
@@ -553,7 +554,9 @@ final class StackCore: Sendable {
         }
         if let postgres = self.store as? PostgresStore {
             let hook = self.state.withLock { $0.hook }
-            return try await postgres.applyGroup(ids: commits.map(\.commitID), build: build, hook: hook, prepared: prepared)
+            return try await postgres.applyGroup(
+                ids: commits.map(\.commitID), build: build, operations: { self.insertOperations(for: commits[$0], store: postgres) },
+                hook: hook, prepared: prepared)
         }
         var results: [Result<ChangeSetResult, any Error>] = []
         for index in commits.indices {
@@ -565,6 +568,28 @@ final class StackCore: Sendable {
             }
         }
         return .results(results)
+    }
+
+    /// The pipelined operation of a commit made only of inserts of one entity whose rows were encoded when it
+    /// was queued: one ``MergeableInsert`` straight from those values, which is what ``changeSet(for:state:prior:)``
+    /// and the store's conversion of it make of such a set, without the change set, the typed operation and
+    /// the encoding they go through (a third of building a group of one-row inserts). `nil` for any other set.
+    private func insertOperations(for commit: QueuedCommit, store: PostgresStore) -> [GroupOperation]? {
+        guard self.generation == store.generation, case .row(let first)? = commit.slots.first else { return nil }
+        let kind = ObjectIdentifier(type(of: first.kind))
+        var rows: [[PostgresValue]] = []
+        rows.reserveCapacity(commit.slots.count)
+        for (index, slot) in commit.slots.enumerated() {
+            guard case .row(let row) = slot, case .inserted = row.state, ObjectIdentifier(type(of: row.kind)) == kind,
+                let values = commit.slotValues[index]
+            else { return nil }
+            rows.append(values)
+        }
+        // A bulk insert from the COPY threshold up goes the savepoint path (COPY), as the store decides.
+        guard rows.count == 1 || rows.count < store.copyThreshold,
+            let insert = try? first.kind.mergeableInsert(rows: rows, schema: store.schema)
+        else { return nil }
+        return [.insert(insert)]
     }
 
     /// The change set of a commit; expected versions of rows read from earlier queued commits are resolved now,

@@ -67,17 +67,20 @@ extension PostgresStore {
     ///   - ids: one commit id per set, in order.
     ///   - build: makes set `index` given the results of the sets before it (a later set may depend on the
     ///     versions an earlier one wrote). A build error fails that set alone.
+    ///   - operations: a set's pipelined operations when the caller makes them directly (see
+    ///     ``prepareGroupPipeline(ids:build:operations:hook:)``).
     ///   - hook: runs after the sets, before `COMMIT`.
-    ///   - prepared: the group's pipeline when it was built ahead (``prepareGroupPipeline(ids:build:hook:)``).
+    ///   - prepared: the group's pipeline when it was built ahead (``prepareGroupPipeline(ids:build:operations:hook:)``).
     /// - Returns: one result per set (a group sent as one pipeline maps its rows to them when they are read); a
     ///   failed set was rolled back alone.
     /// - Throws: errors that stop the whole group (connection lost, a failing hook, `COMMIT` failing); then
     ///   nothing of the group is known to be committed: ask ``committedIDs(_:since:)``.
     func applyGroup(
         ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
-        hook: (any CommitTransactionHook)?, prepared: PreparedGroup? = nil
+        operations: (Int) -> [GroupOperation]? = { _ in nil }, hook: (any CommitTransactionHook)?,
+        prepared: PreparedGroup? = nil
     ) async throws -> GroupOutcome {
-        if let group = prepared ?? self.prepareGroupPipeline(ids: ids, build: build, hook: hook),
+        if let group = prepared ?? self.prepareGroupPipeline(ids: ids, build: build, operations: operations, hook: hook),
             let sent = try await self.send(group)
         {
             return .sent(sent)

@@ -34,31 +34,37 @@ extension PostgresStore {
     /// merged into multi-row `INSERT`s, across sets), the commit-log row, the hook's statement, `COMMIT` — so
     /// the whole group costs one round trip (see ``GroupOperation``). Built apart from sending: the commit queue
     /// builds the next group while the current one is on the server.
+    /// - Parameters:
+    ///   - operations: a set's operations when its writer can make them directly (`nil`: built from the set's
+    ///     ``ChangeSet``, as `build` makes it). The commit queue does so for sets of plain inserts.
     /// - Returns: `nil` when an operation cannot be pipelined (the savepoint path runs the group).
     func prepareGroupPipeline(
         ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
-        hook: (any CommitTransactionHook)?
+        operations direct: (Int) -> [GroupOperation]? = { _ in nil }, hook: (any CommitTransactionHook)?
     ) -> PreparedGroup? {
         // Built without the versions earlier sets of the group produce: a write guarded by a version that an
         // earlier set changes then fails its guard, and the savepoint path runs the group with them.
         var sets: [[GroupOperation]] = []
         sets.reserveCapacity(ids.count)
         for index in ids.indices {
-            guard let changes = try? build(index, []) else { return nil }
-            if let expected = changes.expectedGeneration, expected != self.generation { return nil }
-            var operations: [GroupOperation] = []
-            operations.reserveCapacity(changes.operations.count)
-            for operation in changes.operations {
-                guard
-                    let groupOperation = try? operation.change.groupOperation(schema: self.schema, copyThreshold: self.copyThreshold)
-                else { return nil }
-                // Too large for one statement: the savepoint path splits it.
-                if case .insert(let insert) = groupOperation,
-                    insert.rows.count * insert.columnCount > PostgresWriteContext.maximumBinds
-                {
-                    return nil
+            var operations: [GroupOperation]
+            if let made = direct(index) {
+                operations = made
+            } else {
+                guard let changes = try? build(index, []) else { return nil }
+                if let expected = changes.expectedGeneration, expected != self.generation { return nil }
+                operations = []
+                operations.reserveCapacity(changes.operations.count)
+                for operation in changes.operations {
+                    guard
+                        let groupOperation = try? operation.change.groupOperation(schema: self.schema, copyThreshold: self.copyThreshold)
+                    else { return nil }
+                    operations.append(groupOperation)
                 }
-                operations.append(groupOperation)
+            }
+            // Too large for one statement: the savepoint path splits it.
+            for case .insert(let insert) in operations where insert.rows.count * insert.columnCount > PostgresWriteContext.maximumBinds {
+                return nil
             }
             sets.append(operations)
         }
