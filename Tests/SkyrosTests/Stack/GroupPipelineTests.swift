@@ -152,6 +152,50 @@ struct GroupPipelineTests {
             .groupOperation(schema: nil, copyThreshold: 500) == nil)
     }
 
+    @Test("Sets of plain inserts (made into their insert directly) and a set inserting two entities share one pipeline; versions are the store's")
+    func insertSetsOfOneAndTwoEntities() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            let store = try #require(stack.store as? PostgresStore)
+            let pathsBefore = store.groupCommitPaths.withLock { $0 }
+            stack.holdCommits()
+            var writes: [Task<Void, any Error>] = []
+            func queue(_ body: @escaping @Sendable (DataContext) async throws -> Void) async throws {
+                let expected = stack.queuedCommits + 1
+                writes.append(Task { try await stack.write(durability: .committed, body) })
+                try await eventually { stack.queuedCommits == expected }
+            }
+            try await queue { try $0.insert(note(1)) }
+            try await queue { context in
+                try context.insert(note(2))
+                try context.insert(StackCounter(id: "mixed", name: "in the same set", note: "m"))
+                try context.insert(note(3))
+            }
+            try await queue { try $0.bulkInsert([note(4), note(5)]) }
+            try await queue { try $0.insert(StackCounter(id: "alone", name: "its own set", note: "n")) }
+            stack.releaseCommits()
+            for write in writes { try await write.value }
+            #expect(store.groupCommitPaths.withLock { $0 }.onePipeline == pathsBefore.onePipeline + 1)
+            #expect(try await store.fetch(StackNote.self).map(\.value.id).sorted() == [1, 2, 3, 4, 5])
+            let counters = try await store.fetch(StackCounter.self)
+            #expect(counters.map(\.value.id).sorted() == ["alone", "mixed"] && counters.allSatisfy { $0.version == 1 })
+            // Every cached version is the stored one: guarded updates of every row commit.
+            try await stack.write(durability: .committed) { context in
+                for id in 1...5 {
+                    var row = try #require(try await context.object(StackNote.self, id: id))
+                    row.rank = -1
+                    try await context.update(row)
+                }
+                for id in ["alone", "mixed"] {
+                    var counter = try #require(try await context.object(StackCounter.self, id: id))
+                    counter.note = "updated"
+                    try await context.update(counter)
+                }
+            }
+            #expect(try await store.fetch(StackNote.self).allSatisfy { $0.value.rank == -1 })
+            #expect(try await store.fetch(StackCounter.self).allSatisfy { $0.version == 2 && $0.value.note == "updated" })
+        }
+    }
+
     @Test("A large merged insert reads the transaction id once; its rows get it as their version")
     func largeMergedInsertVersions() async throws {
         try await StackTestServer.withStack(.postgres) { stack in
