@@ -573,7 +573,8 @@ final class StackCore: Sendable {
     /// The pipelined operation of a commit made only of inserts of one entity whose rows were encoded when it
     /// was queued: one ``MergeableInsert`` straight from those values, which is what ``changeSet(for:state:prior:)``
     /// and the store's conversion of it make of such a set, without the change set, the typed operation and
-    /// the encoding they go through (a third of building a group of one-row inserts). `nil` for any other set.
+    /// the conversion they go through (measured: the larger part of building a group of one-row inserts).
+    /// `nil` for any other set.
     private func insertOperations(for commit: QueuedCommit, store: PostgresStore) -> [GroupOperation]? {
         guard self.generation == store.generation, case .row(let first)? = commit.slots.first else { return nil }
         let kind = ObjectIdentifier(type(of: first.kind))

@@ -17,29 +17,24 @@ struct GroupPipelineTests {
             let groupsBefore = stack.commitQueueStatistics.groups
 
             stack.holdCommits()
-            var writes: [Task<Void, any Error>] = []
-            func queue(_ body: @escaping @Sendable (DataContext) async throws -> Void) async throws {
-                let expected = stack.queuedCommits + 1
-                writes.append(Task { try await stack.write(durability: .committed, body) })
-                try await eventually { stack.queuedCommits == expected }
-            }
-            try await queue { try $0.insert(note(10)) }
-            try await queue { try $0.insert(note(11)) }
-            try await queue { context in
+            var writes = HeldWrites(stack: stack)
+            try await writes.queue { try $0.insert(note(10)) }
+            try await writes.queue { try $0.insert(note(11)) }
+            try await writes.queue { context in
                 var first = try #require(try await context.object(StackNote.self, id: 1))
                 first.title = "renamed"
                 try await context.update(first)
             }
-            try await queue { try await $0.delete(StackNote.self, id: 2) }
-            try await queue { try $0.upsert(StackNote(id: 3, title: "upserted", rank: 3)) }
-            try await queue { try $0.bulkInsert([note(12), note(13)]) }
-            try await queue { context in
+            try await writes.queue { try await $0.delete(StackNote.self, id: 2) }
+            try await writes.queue { try $0.upsert(StackNote(id: 3, title: "upserted", rank: 3)) }
+            try await writes.queue { try $0.bulkInsert([note(12), note(13)]) }
+            try await writes.queue { context in
                 var counter = try #require(try await context.object(StackCounter.self, id: "c"))
                 counter.note = "v2"
                 try await context.update(counter)
             }
             stack.releaseCommits()
-            for write in writes { try await write.value }
+            try await writes.finish()
 
             #expect(stack.commitQueueStatistics.groups == groupsBefore + 1)
             let paths = store.groupCommitPaths.withLock { $0 }
@@ -158,22 +153,17 @@ struct GroupPipelineTests {
             let store = try #require(stack.store as? PostgresStore)
             let pathsBefore = store.groupCommitPaths.withLock { $0 }
             stack.holdCommits()
-            var writes: [Task<Void, any Error>] = []
-            func queue(_ body: @escaping @Sendable (DataContext) async throws -> Void) async throws {
-                let expected = stack.queuedCommits + 1
-                writes.append(Task { try await stack.write(durability: .committed, body) })
-                try await eventually { stack.queuedCommits == expected }
-            }
-            try await queue { try $0.insert(note(1)) }
-            try await queue { context in
+            var writes = HeldWrites(stack: stack)
+            try await writes.queue { try $0.insert(note(1)) }
+            try await writes.queue { context in
                 try context.insert(note(2))
                 try context.insert(StackCounter(id: "mixed", name: "in the same set", note: "m"))
                 try context.insert(note(3))
             }
-            try await queue { try $0.bulkInsert([note(4), note(5)]) }
-            try await queue { try $0.insert(StackCounter(id: "alone", name: "its own set", note: "n")) }
+            try await writes.queue { try $0.bulkInsert([note(4), note(5)]) }
+            try await writes.queue { try $0.insert(StackCounter(id: "alone", name: "its own set", note: "n")) }
             stack.releaseCommits()
-            for write in writes { try await write.value }
+            try await writes.finish()
             #expect(store.groupCommitPaths.withLock { $0 }.onePipeline == pathsBefore.onePipeline + 1)
             #expect(try await store.fetch(StackNote.self).map(\.value.id).sorted() == [1, 2, 3, 4, 5])
             let counters = try await store.fetch(StackCounter.self)
@@ -259,5 +249,25 @@ struct GroupPipelineTests {
         return try await store.pool.withConnection { connection in
             try await connection.query("SELECT changes::text FROM \(unsafeRaw: table) ORDER BY position").map { try $0.decode(String.self, at: 0) }
         }
+    }
+}
+
+/// Durable writes queued while the stack holds its commits, one at a time: each is queued before the next starts.
+private struct HeldWrites {
+    let stack: DataStack
+    var tasks: [Task<Void, any Error>] = []
+
+    init(stack: DataStack) { self.stack = stack }
+
+    mutating func queue(_ body: @escaping @Sendable (DataContext) async throws -> Void) async throws {
+        let stack = self.stack
+        let expected = stack.queuedCommits + 1
+        self.tasks.append(Task { try await stack.write(durability: .committed, body) })
+        try await eventually { stack.queuedCommits == expected }
+    }
+
+    /// Waits for every queued write (after the stack released its commits).
+    func finish() async throws {
+        for task in self.tasks { try await task.value }
     }
 }

@@ -58,8 +58,12 @@ struct MetricsTests {
         _ = RecordedMetrics.shared
         try await StackTestServer.withQueueStack({ $0.changeFeed.includesRowsInHints = true }) { writer in
             let store = try #require(writer.store as? PostgresStore)
-            let reader = try await DataStack.start(DataStackConfiguration(
-                store: .postgres(try StackTestServer.configuration, schema: store.schema), entities: [StackNote.self]))
+            var readerConfiguration = DataStackConfiguration(
+                store: .postgres(try StackTestServer.configuration, schema: store.schema), entities: [StackNote.self])
+            // No horizon read on its own schedule: racing a hint, it would deliver the log's copy of the entry
+            // (no rows) first, and the row would be evicted instead of refreshed.
+            readerConfiguration.changeFeed.horizonReadInterval = .seconds(3600)
+            let reader = try await DataStack.start(readerConfiguration)
             let entries = RecordedMetrics.total("skyros.feed.entries")
             let catchUps = RecordedMetrics.total("skyros.feed.catch_ups")
             let reads = RecordedMetrics.total("skyros.feed.log_reads")
