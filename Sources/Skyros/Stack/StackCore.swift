@@ -640,7 +640,12 @@ final class StackCore: Sendable {
             switch slot {
             case .row(let row):
                 if case .inserted = row.state {
-                    if let first = inserts.first, first.key.table != row.key.table { flushInserts() }
+                    // One bulk insert per entity type: two types mapped to one table have their own columns.
+                    if let first = inserts.first,
+                        first.key.table != row.key.table || ObjectIdentifier(type(of: first.kind)) != ObjectIdentifier(type(of: row.kind))
+                    {
+                        flushInserts()
+                    }
                     inserts.append(row)
                     if let values = commit.slotValues[index] { insertValues.append(values) } else { allEncoded = false }
                     continue

@@ -186,6 +186,20 @@ struct GroupPipelineTests {
         }
     }
 
+    @Test("One set inserting two entity types mapped to the same table writes each row with its own type's columns")
+    func twoEntityTypesOfOneTableInOneSet() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            let store = try #require(stack.store as? PostgresStore)
+            try await stack.write(durability: .committed) { context in
+                try context.insert(note(1))
+                try context.insert(StackNoteHeadline(id: 2, rank: 20, title: "headline"))
+                try context.insert(note(3))
+            }
+            let stored = try await store.fetch(StackNote.self).map(\.value).sorted { $0.id < $1.id }
+            #expect(stored == [note(1), StackNote(id: 2, title: "headline", rank: 20, tag: nil), note(3)])
+        }
+    }
+
     @Test("A large merged insert reads the transaction id once; its rows get it as their version")
     func largeMergedInsertVersions() async throws {
         try await StackTestServer.withStack(.postgres) { stack in
@@ -270,4 +284,16 @@ private struct HeldWrites {
     func finish() async throws {
         for task in self.tasks { try await task.value }
     }
+}
+
+/// `stack_notes` through another entity type, its columns in another order and without `tag`.
+private struct StackNoteHeadline: Entity, Equatable {
+    var id: Int
+    var rank: Int
+    var title: String
+
+    static let tableName = "stack_notes"
+    static let columns: [EntityColumn<StackNoteHeadline>] = [
+        EntityColumn(\.id, "id"), EntityColumn(\.rank, "rank"), EntityColumn(\.title, "title"),
+    ]
 }
