@@ -206,13 +206,10 @@ struct GroupPipelineTests {
             let store = try #require(stack.store as? PostgresStore)
             let pathsBefore = store.groupCommitPaths.withLock { $0 }
             stack.holdCommits()
-            var writes: [Task<Void, any Error>] = []
-            for id in 1...20 {
-                writes.append(Task { try await stack.write(durability: .committed) { try $0.insert(note(id)) } })
-                try await eventually { stack.queuedCommits == id }
-            }
+            var writes = HeldWrites(stack: stack)
+            for id in 1...20 { try await writes.queue { try $0.insert(note(id)) } }
             stack.releaseCommits()
-            for write in writes { try await write.value }
+            try await writes.finish()
             #expect(store.groupCommitPaths.withLock { $0 }.onePipeline == pathsBefore.onePipeline + 1)
             let stored = try await store.fetch(StackNote.self)
             #expect(stored.count == 20 && Set(stored.map(\.version)).count == 1)
