@@ -145,6 +145,8 @@ struct EntityKind<T: Entity>: AnyEntityKind {
     }
 
     func emitBulkInsert(_ rows: [PendingRow], encoded: [[PostgresValue]]?, into changes: inout ChangeSet) {
+        // Every row is an inserted `T` (the commit queue groups consecutive inserts by entity type).
+        assert(rows.allSatisfy { $0.value is T }, "a bulk insert of \(T.self) holds rows of another entity type")
         changes.bulkInsert(rows.compactMap { $0.value as? T }, encoded: encoded)
     }
 

@@ -188,14 +188,15 @@ struct GroupPipelineTests {
 
     @Test("One set inserting two entity types mapped to the same table writes each row with its own type's columns")
     func twoEntityTypesOfOneTableInOneSet() async throws {
+        // PostgreSQL only: the in-memory store keeps a row's values in its writer's column order, so another
+        // entity type of the same table cannot read it back.
         try await StackTestServer.withStack(.postgres) { stack in
-            let store = try #require(stack.store as? PostgresStore)
             try await stack.write(durability: .committed) { context in
                 try context.insert(note(1))
                 try context.insert(StackNoteHeadline(id: 2, rank: 20, title: "headline"))
                 try context.insert(note(3))
             }
-            let stored = try await store.fetch(StackNote.self).map(\.value).sorted { $0.id < $1.id }
+            let stored = try await stack.store.fetch(StackNote.self).map(\.value).sorted { $0.id < $1.id }
             #expect(stored == [note(1), StackNote(id: 2, title: "headline", rank: 20, tag: nil), note(3)])
         }
     }
