@@ -15,7 +15,9 @@ import Synchronization
 /// let ada = try await store.object(User.self, id: 1)      // Versioned(value: …, version: 1)
 /// ```
 ///
-/// Only the primary key is unique; other constraints (foreign keys, checks, NOT NULL) are not modelled.
+/// Only the primary key is unique; other constraints (foreign keys, checks, NOT NULL) are not modelled. A row
+/// keeps its values in its writer's column order: two entity types mapped to the same table with different
+/// columns cannot read each other's rows here (on PostgreSQL they can).
 public final class InMemoryStore: Store {
     private let database = Locked(InMemoryDatabase())
 
