@@ -15,9 +15,9 @@ import Synchronization
 /// let ada = try await store.object(User.self, id: 1)      // Versioned(value: …, version: 1)
 /// ```
 ///
-/// Only the primary key is unique; other constraints (foreign keys, checks, NOT NULL) are not modelled. A row
-/// keeps its values in its writer's column order: two entity types mapped to the same table with different
-/// columns cannot read each other's rows here (on PostgreSQL they can).
+/// Only the primary key is unique; other constraints (foreign keys, checks, NOT NULL) are not modelled. Columns
+/// are matched by name, as on PostgreSQL, so two entity types mapped to one table read and write each other's
+/// rows (a column a row never got reads as NULL).
 public final class InMemoryStore: Store {
     private let database = Locked(InMemoryDatabase())
 
@@ -41,7 +41,7 @@ public final class InMemoryStore: Store {
         let plan = try EntityPlan<T>.shared
         let key = try plan.idValue(id)
         guard let row = self.database.withLock({ $0.tables[plan.tableName]?.rows[key] }) else { return nil }
-        return Versioned(value: try RowDecoder(plan: plan).decode(values: row.values), version: row.version)
+        return Versioned(value: try RowDecoder(plan: plan).decode(values: row.values(for: plan)), version: row.version)
     }
 
     public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: Versioned<T>, created: Bool) {
@@ -50,9 +50,9 @@ public final class InMemoryStore: Store {
         let key = values[plan.idIndex]
         let (row, created) = self.database.withLock { database -> (InMemoryRow, Bool) in
             if let existing = database.tables[plan.tableName]?.rows[key] { return (existing, false) }
-            return (database.insert(values, key: key, table: plan.tableName), true)
+            return (database.insert(values, columns: plan.columnNames, key: key, table: plan.tableName), true)
         }
-        return (Versioned(value: try RowDecoder(plan: plan).decode(values: row.values), version: row.version), created)
+        return (Versioned(value: try RowDecoder(plan: plan).decode(values: row.values(for: plan)), version: row.version), created)
     }
 
     public func apply(_ changes: ChangeSet) async throws -> ChangeSetResult {
@@ -79,17 +79,51 @@ public final class InMemoryStore: Store {
             guard let table = database.tables[plan.tableName] else { return [] }
             return table.rows.values.sorted { $0.sequence < $1.sequence }
         }
-        let values = try RowDecoder(plan: plan).decode(valueRows: rows.map(\.values))
+        let values = try RowDecoder(plan: plan).decode(valueRows: rows.map { $0.values(for: plan) })
         return zip(values, rows).map { Versioned(value: $0, version: $1.version) }
     }
 }
 
-/// One stored row: encoded column values in ``Entity/columns`` order.
+/// One stored row: encoded column values, named by `columns` (the ``Entity/columns`` of the entity that wrote
+/// it, plus any column another entity type of the table wrote since).
 struct InMemoryRow: Sendable {
-    var values: [PostgresValue]
+    private(set) var columns: [String]
+    private(set) var values: [PostgresValue]
     var version: Int64
     /// Insertion order, for a stable scan order.
     var sequence: Int
+
+    init(values: [PostgresValue], columns: [String], version: Int64, sequence: Int) {
+        (self.values, self.columns, self.version, self.sequence) = (values, columns, version, sequence)
+    }
+
+    /// The values in `plan`'s column order (`NULL` for a column this row never got).
+    func values<T>(for plan: EntityPlan<T>) -> [PostgresValue] {
+        // The same entity wrote it (the usual case): the very same column array.
+        if self.columns == plan.columnNames { return self.values }
+        return plan.columnNames.map { self.value(named: $0) ?? PostgresValue(type: .unknown, text: nil) }
+    }
+
+    /// The value of column `name`, `nil` when this row has no such column.
+    func value(named name: String) -> PostgresValue? {
+        self.columns.firstIndex(of: name).map { self.values[$0] }
+    }
+
+    /// Sets the columns `indices` of `plan` from `values` (in `plan`'s order), keeping the columns `plan` does
+    /// not map.
+    mutating func set<T>(_ values: [PostgresValue], at indices: [Int], plan: EntityPlan<T>) {
+        let sameLayout = self.columns == plan.columnNames
+        for index in indices {
+            if sameLayout {
+                self.values[index] = values[index]
+            } else if let position = self.columns.firstIndex(of: plan.columnNames[index]) {
+                self.values[position] = values[index]
+            } else {
+                self.columns.append(plan.columnNames[index])
+                self.values.append(values[index])
+            }
+        }
+    }
 }
 
 struct InMemoryTable: Sendable {
@@ -142,9 +176,9 @@ struct InMemoryDatabase: Sendable {
     }
 
     @discardableResult
-    mutating func insert(_ values: [PostgresValue], key: PostgresValue, table: String) -> InMemoryRow {
+    mutating func insert(_ values: [PostgresValue], columns: [String], key: PostgresValue, table: String) -> InMemoryRow {
         self.nextSequence += 1
-        let row = InMemoryRow(values: values, version: 1, sequence: self.nextSequence)
+        let row = InMemoryRow(values: values, columns: columns, version: 1, sequence: self.nextSequence)
         self.setRow(table, key, row)
         return row
     }
@@ -167,7 +201,7 @@ extension EntityChange {
                     detail: "Key (\(plan.idColumn))=(\(plan.describe(id: key))) already exists.",
                     table: table, constraint: "\(table)_pkey")
             }
-            return change(key, .inserted, database.insert(values, key: key, table: table).version)
+            return change(key, .inserted, database.insert(values, columns: plan.columnNames, key: key, table: table).version)
         }
 
         switch self.payload {
@@ -189,7 +223,8 @@ extension EntityChange {
             }
             if case .compareColumns(let originals) = self.resolution {
                 // Merge by property: only the columns this update changes must still hold what was read.
-                for index in indices where originals[plan.columnNames[index]].map({ $0 != row.values[index] }) ?? false {
+                for index in indices
+                where originals[plan.columnNames[index]].map({ $0 != row.values(for: plan)[index] }) ?? false {
                     throw StoreError.versionConflict(
                         entity: plan.entityName, id: plan.describe(id: key), expected: expected ?? 0, actual: row.version)
                 }
@@ -197,8 +232,7 @@ extension EntityChange {
                 if case .skip = self.resolution { return [] }
                 throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: row.version)
             }
-            let values = try RowEncoder(plan: plan).encode(value)
-            for index in indices { row.values[index] = values[index] }
+            row.set(try RowEncoder(plan: plan).encode(value), at: indices, plan: plan)
             row.version += 1
             database.setRow(table, key, row)
             return [change(key, .updated, row.version)]
@@ -223,9 +257,9 @@ extension EntityChange {
             let values = try RowEncoder(plan: plan).encode(value)
             let key = values[plan.idIndex]
             guard var row = database.row(table, key) else {
-                return [change(key, .inserted, database.insert(values, key: key, table: table).version)]
+                return [change(key, .inserted, database.insert(values, columns: plan.columnNames, key: key, table: table).version)]
             }
-            row.values = values
+            row.set(values, at: Array(plan.columnNames.indices), plan: plan)
             row.version += 1
             database.setRow(table, key, row)
             return [change(key, .updated, row.version)]
@@ -235,9 +269,10 @@ extension EntityChange {
             let decoder = RowDecoder(plan: plan)
             var deleted: [RowChange] = []
             for row in rows {
-                let value = try decoder.decode(values: row.values)
+                let values = row.values(for: plan)
+                let value = try decoder.decode(values: values)
                 guard try InMemoryQuery.matches(predicate, value) else { continue }
-                let key = row.values[plan.idIndex]
+                let key = values[plan.idIndex]
                 database.setRow(table, key, nil)
                 deleted.append(change(key, .deleted, nil))
             }
