@@ -103,8 +103,7 @@ struct SyncBenchmarks {
                 // Where the round's time went: groups sent and the time they were on the server (drain busy).
                 let after = stack.commitQueueStatistics
                 let groups = after.groups - before.groups
-                let busy = Double(after.averageGroupLatency.components.attoseconds) / 1e12 * Double(after.groups)
-                    - Double(before.averageGroupLatency.components.attoseconds) / 1e12 * Double(before.groups)
+                let busy = percentileMicroseconds(after.averageGroupLatency * after.groups - before.averageGroupLatency * before.groups)
                 FileHandle.standardError.write(Data(String(
                     format: "[queue] round %.1f ms: %d groups (%.0f sets each), groups on the server %.1f ms, highest depth %d\n",
                     Double(ns) / 1e6, groups, Double(after.sets - before.sets) / Double(max(1, groups)), busy / 1000,

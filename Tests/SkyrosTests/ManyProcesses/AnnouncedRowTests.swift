@@ -58,7 +58,7 @@ private struct MPCounted: Entity, Equatable {
             #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.refreshedRows == 2 })
             #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 4)
             #expect(b.cacheStatistics.misses == missesBefore)
-            #expect(try await Self.storedValue(schema: schema, table: "mp_items", id: 1) == 4)
+            #expect(try await Self.storedInteger("SELECT value FROM \(qualified: [schema, "mp_items"]) WHERE id = 1") == 4)
             await a.shutdown()
             await b.shutdown()
         }
@@ -117,10 +117,8 @@ private struct MPCounted: Entity, Equatable {
             #expect(try await b.mainContext.object(MPCounted.self, id: 7) == MPCounted(id: 7, value: 5, note: nil))
             // B's cached version is the stored row_version (5): its guarded update commits, and the column is 6.
             try await Self.update(MPCounted.self, id: 7, in: b) { $0.value = 6 }
-            let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
-            let rows = try await connection.query("SELECT row_version FROM \(qualified: [schema, "mp_counted"]) WHERE id = 7")
-            #expect(try rows.first?.decode(Int64.self, at: 0) == 6)
-            await connection.close()
+            let stored = try await Self.storedInteger("SELECT row_version FROM \(qualified: [schema, "mp_counted"]) WHERE id = 7")
+            #expect(stored == 6)
             await a.shutdown()
             await b.shutdown()
         }
@@ -263,16 +261,25 @@ private struct MPCounted: Entity, Equatable {
         }
     }
 
-    private static func storedValue(schema: String, table: String, id: Int64) async throws -> Int? {
-        let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
-        defer { Task { await connection.close() } }
-        let rows = try await connection.query("SELECT value FROM \(qualified: [schema, table]) WHERE id = \(id)")
-        return try rows.first?.decode(Int.self, at: 0)
+    /// The first column of the first row `query` returns, read on a connection of its own (the stored truth).
+    private static func storedInteger(_ query: PostgresQuery) async throws -> Int64? {
+        try await Self.withConnection { try await $0.query(query).first?.decode(Int64.self, at: 0) }
     }
 
     private static func execute(_ sql: String) async throws {
+        try await Self.withConnection { _ = try await $0.execute(script: sql) }
+    }
+
+    /// Runs `body` on a new connection to the test server, closed afterwards whatever happens.
+    private static func withConnection<R>(_ body: (Connection) async throws -> R) async throws -> R {
         let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
-        _ = try await connection.execute(script: sql)
-        await connection.close()
+        do {
+            let result = try await body(connection)
+            await connection.close()
+            return result
+        } catch {
+            await connection.close()
+            throw error
+        }
     }
 }
