@@ -56,6 +56,18 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
 
     /// The position of a column by name.
     public func index(ofColumn name: String) -> Int? { self.columns.firstIndex { $0.name == name } }
+
+    /// The raw text bytes of a cell, or `nil` for NULL, without making a ``PostgresRow`` (for decoders that
+    /// read every cell of a large result).
+    @inline(__always)
+    package func cellBytes(row: Int, column: Int) -> ArraySlice<UInt8>? {
+        let contents = self.contents
+        let base = (row &* contents.columns.count &+ column) &* 2
+        let length = Int(contents.cells[base &+ 1])
+        if length < 0 { return nil }
+        let start = Int(contents.cells[base])
+        return contents.storage[start..<(start &+ length)]
+    }
 }
 
 /// One row of a ``PostgresRows`` result.

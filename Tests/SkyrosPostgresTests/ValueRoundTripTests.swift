@@ -41,6 +41,53 @@ struct ValueRoundTripTests {
         #expect(try await roundTrip(Float.nan, as: "float4").isNaN)
     }
 
+    /// Short decimal texts take a fast path (no string made); every text must still decode to exactly what
+    /// `Double(String)` gives, and every double PostgreSQL prints must come back bit for bit.
+    @Test func doublesDecodeExactlyFromEveryTextForm() async throws {
+        var generator = SystemRandomNumberGenerator()
+        var texts = [
+            "0", "-0", "0.0", "00012.500", "-0.05", "1", "10", "100", "0.1", "0.2", "0.3", "123456789012345",
+            "1234567890123456", "0.000000000000000000001", "0.0000000000000000000001", "9007199254740993",
+            "999999999999999.9", "1.5e3", "-2E-5", "1e+100", "4.9406564584124654e-324", "NaN", "Infinity",
+            "-Infinity", "12.34", "-98765.4321", "3.", ".5",
+        ]
+        for _ in 0..<5000 {
+            let digits = String(UInt64.random(in: 0..<1_000_000_000_000_000, using: &generator))
+            let point = Int.random(in: 0...digits.count, using: &generator)
+            let sign = Bool.random(using: &generator) ? "-" : ""
+            texts.append(sign + String(digits.prefix(point)) + "." + String(digits.dropFirst(point)))
+        }
+        for text in texts {
+            let decoded = try Double(postgresText: ArraySlice(text.utf8), type: .float8)
+            let expected = Double(text) ?? (text == "Infinity" ? .infinity : text == "-Infinity" ? -.infinity : .nan)
+            #expect(decoded.bitPattern == expected.bitPattern || (decoded.isNaN && expected.isNaN), "\(text)")
+        }
+
+        let values = (0..<2000).map { i -> Double in
+            switch i % 4 {
+            case 0: Double(bitPattern: UInt64.random(in: 0..<0x7FF0_0000_0000_0000, using: &generator))
+            case 1: Double(Int.random(in: -1_000_000...1_000_000, using: &generator)) / 100
+            case 2: Double.random(in: -1e6...1e6, using: &generator)
+            default: Double(Int.random(in: 0...1_000_000_000, using: &generator))
+            }
+        }
+        let connection = try await TestServer.connect()
+        defer { Task { await connection.close() } }
+        let rows = try await connection.query(
+            """
+            SELECT v, CASE WHEN abs(v) < 1e15 THEN v::numeric(20, 2) END
+            FROM unnest(\(values)::float8[]) WITH ORDINALITY AS t(v, i) ORDER BY i
+            """)
+        #expect(rows.count == values.count)
+        for (row, value) in zip(rows, values) {
+            #expect(try row.decode(Double.self, at: 0).bitPattern == value.bitPattern)
+            // A numeric column read as a double (`12.30`: trailing zeros, two decimals).
+            if let numeric = try row.decode(String?.self, at: 1) {
+                #expect(try row.decode(Double.self, at: 1) == Double(numeric))
+            }
+        }
+    }
+
     @Test func numericKeepsThirtyDigits() async throws {
         let value = Decimal(string: "123456789012345678901234567890")!
         #expect(try await roundTrip(value, as: "numeric") == value)

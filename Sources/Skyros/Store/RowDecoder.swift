@@ -21,21 +21,26 @@ package struct RowDecoder<T: Entity>: Sendable {
     ///   not read by any key; `PostgresError` (`.decoding`, naming entity and column) for values that do not fit.
     package func decode(_ rows: PostgresRows) throws -> [Versioned<T>] {
         guard !rows.isEmpty else { return [] }
-        let state = try RowDecodingState(plan: self.plan, columns: rows.columns)
+        let state = try RowDecodingState(plan: self.plan, rows: rows)
         guard let versionIndex = rows.index(ofColumn: SQLQueryBuilder.versionAlias) else {
             throw EntityMappingError(entity: self.plan.entityName, message: "the result has no \(SQLQueryBuilder.versionAlias) column")
         }
+        let versionType = rows.columns[versionIndex].type
         var result: [Versioned<T>] = []
         result.reserveCapacity(rows.count)
-        for row in rows {
+        for row in 0..<rows.count {
             state.begin()
-            let value = try T(from: RowDecoderImpl(state: state, source: .row(row)))
+            let value = try T(from: RowDecoderImpl(state: state, row: row))
             try state.end()
             let version: Int64
-            do {
-                version = try row.decode(Int64.self, at: versionIndex)
-            } catch {
-                throw state.columnError(error, resultColumn: versionIndex)
+            if let bytes = rows.cellBytes(row: row, column: versionIndex), let parsed = try? Int64(postgresText: bytes, type: versionType) {
+                version = parsed
+            } else {
+                do {
+                    version = try rows[row].decode(Int64.self, at: versionIndex)
+                } catch {
+                    throw state.columnError(error, resultColumn: versionIndex)
+                }
             }
             result.append(Versioned(value: value, version: version))
         }
@@ -44,35 +49,30 @@ package struct RowDecoder<T: Entity>: Sendable {
 
     /// Decodes one value from encoded column values in ``Entity/columns`` order (the in-memory store's rows).
     package func decode(values: [PostgresValue]) throws -> T {
-        let state = try RowDecodingState(plan: self.plan, columns: nil)
+        let state = RowDecodingState(plan: self.plan, valueRows: [values])
         state.begin()
-        let value = try T(from: RowDecoderImpl(state: state, source: .values(values)))
+        let value = try T(from: RowDecoderImpl(state: state, row: 0))
         try state.end()
         return value
     }
 
     /// Decodes many values sharing one decoding state.
     package func decode(valueRows: [[PostgresValue]]) throws -> [T] {
-        let state = try RowDecodingState(plan: self.plan, columns: nil)
+        let state = RowDecodingState(plan: self.plan, valueRows: valueRows)
         var result: [T] = []
         result.reserveCapacity(valueRows.count)
-        for values in valueRows {
+        for row in valueRows.indices {
             state.begin()
-            result.append(try T(from: RowDecoderImpl(state: state, source: .values(values))))
+            result.append(try T(from: RowDecoderImpl(state: state, row: row)))
             try state.end()
         }
         return result
     }
 }
 
-/// Where a row's cells come from. Passed down by value (borrowed), never stored in the shared state, so
-/// reading a cell does not retain the result's buffers.
-enum RowSource {
-    case row(PostgresRow)
-    case values([PostgresValue])
-}
-
-/// The state of one decoding pass over many rows of one entity type.
+/// The state of one decoding pass over many rows of one entity type, and the rows themselves: the decoders
+/// handed to `init(from:)` carry only this state and a row number (two words, so Swift keeps them inline in
+/// the `any Decoder` existential instead of allocating a box per row, and copying them retains one object).
 final class RowDecodingState {
 
     let entityName: String
@@ -81,35 +81,53 @@ final class RowDecodingState {
     let keyStrategy: ColumnKeyStrategy
     /// Entity column → result column.
     let resultIndex: [Int]
+    /// The query result being decoded, with each entity column's type (`nil` when decoding encoded values).
+    private let rows: PostgresRows?
+    private let resultTypes: [PostgresType]
+    /// Encoded values in ``Entity/columns`` order, one array per row (when not decoding a query result).
+    private let valueRows: [[PostgresValue]]
+    // One decoding pass runs on one thread: the per-key bookkeeping skips dynamic exclusivity checks.
     /// The key sequence of the first row: (key, entity column).
-    private var learned: [(key: String, index: Int)] = []
-    private var learning = true
-    private var cursor = 0
-    private var seen: [Bool]
+    @exclusivity(unchecked) private var learned: [(key: String, index: Int)] = []
+    @exclusivity(unchecked) private var learning = true
+    @exclusivity(unchecked) private var cursor = 0
+    @exclusivity(unchecked) private var seen: [Bool]
     private var json: JSONDecoder?
 
-    init<T>(plan: EntityPlan<T>, columns: [PostgresRows.Column]?) throws {
+    /// A pass over a query result (columns matched by name, in declared order first).
+    convenience init<T>(plan: EntityPlan<T>, rows: PostgresRows) throws {
+        let columns = rows.columns
+        var map: [Int] = []
+        map.reserveCapacity(plan.columnNames.count)
+        for (i, name) in plan.columnNames.enumerated() {
+            if i < columns.count, columns[i].name == name {
+                map.append(i)
+            } else if let j = columns.firstIndex(where: { $0.name == name }) {
+                map.append(j)
+            } else {
+                throw EntityMappingError(entity: plan.entityName, column: name, message: "is missing from the query result")
+            }
+        }
+        self.init(plan: plan, resultIndex: map, rows: rows, resultTypes: map.map { columns[$0].type }, valueRows: [])
+    }
+
+    /// A pass over encoded values in ``Entity/columns`` order.
+    convenience init<T>(plan: EntityPlan<T>, valueRows: [[PostgresValue]]) {
+        self.init(plan: plan, resultIndex: Array(plan.columnNames.indices), rows: nil, resultTypes: [], valueRows: valueRows)
+    }
+
+    private init<T>(
+        plan: EntityPlan<T>, resultIndex: [Int], rows: PostgresRows?, resultTypes: [PostgresType], valueRows: [[PostgresValue]]
+    ) {
         self.entityName = plan.entityName
         self.columnNames = plan.columnNames
         self.columnIndex = plan.columnIndex
         self.keyStrategy = plan.keyStrategy
         self.seen = Array(repeating: false, count: plan.columnNames.count)
-        if let columns {
-            var map: [Int] = []
-            map.reserveCapacity(plan.columnNames.count)
-            for (i, name) in plan.columnNames.enumerated() {
-                if i < columns.count, columns[i].name == name {
-                    map.append(i)
-                } else if let j = columns.firstIndex(where: { $0.name == name }) {
-                    map.append(j)
-                } else {
-                    throw EntityMappingError(entity: plan.entityName, column: name, message: "is missing from the query result")
-                }
-            }
-            self.resultIndex = map
-        } else {
-            self.resultIndex = Array(plan.columnNames.indices)
-        }
+        self.resultIndex = resultIndex
+        self.rows = rows
+        self.resultTypes = resultTypes
+        self.valueRows = valueRows
     }
 
     @inline(__always)
@@ -150,55 +168,61 @@ final class RowDecodingState {
         return index
     }
 
-    func isNull(_ source: RowSource, _ index: Int) -> Bool {
-        switch source {
-        case .row(let row): return row.isNull(at: self.resultIndex[index])
-        case .values(let values): return values[index].isNull
-        }
+    func isNull(_ row: Int, _ index: Int) -> Bool {
+        if let rows = self.rows { return rows.cellBytes(row: row, column: self.resultIndex[index]) == nil }
+        return self.valueRows[row][index].isNull
     }
 
-    func columnType(_ source: RowSource, _ index: Int) -> PostgresType {
-        switch source {
-        case .row(let row): return row.columns[self.resultIndex[index]].type
-        case .values(let values): return values[index].type == .unspecified ? .unknown : values[index].type
-        }
+    func columnType(_ row: Int, _ index: Int) -> PostgresType {
+        if self.rows != nil { return self.resultTypes[index] }
+        let type = self.valueRows[row][index].type
+        return type == .unspecified ? .unknown : type
     }
 
     /// Decodes a natively supported type.
     @inline(__always)
-    func native<V: PostgresDecodable>(_ type: V.Type, _ source: RowSource, _ index: Int) throws -> V {
-        do {
-            switch source {
-            case .row(let row):
-                return try row.decode(V.self, at: self.resultIndex[index])
-            case .values(let values):
-                let value = values[index]
-                let pgType = value.type == .unspecified ? PostgresType.unknown : value.type
-                guard let text = value.text else { return try V.postgresNull(type: pgType) }
-                return try V(postgresText: ArraySlice(text.utf8), type: pgType)
+    func native<V: PostgresDecodable>(_ type: V.Type, _ row: Int, _ index: Int) throws -> V {
+        if let rows = self.rows {
+            let column = self.resultIndex[index]
+            if let bytes = rows.cellBytes(row: row, column: column) {
+                if let value = try? V(postgresText: bytes, type: self.resultTypes[index]) { return value }
+            } else if let value = try? V.postgresNull(type: self.resultTypes[index]) {
+                return value
             }
+            // Not decodable: the error as `PostgresRow` words it (naming the column), then this entity.
+            do {
+                return try rows[row].decode(V.self, at: column)
+            } catch {
+                throw self.columnError(error, column: index)
+            }
+        }
+        do {
+            let value = self.valueRows[row][index]
+            let pgType = value.type == .unspecified ? PostgresType.unknown : value.type
+            guard let text = value.text else { return try V.postgresNull(type: pgType) }
+            return try V(postgresText: ArraySlice(text.utf8), type: pgType)
         } catch {
             throw self.columnError(error, column: index)
         }
     }
 
-    func nativeExistential(_ type: any PostgresDecodable.Type, _ source: RowSource, _ index: Int) throws -> any PostgresDecodable {
-        try self.native(type, source, index)
+    func nativeExistential(_ type: any PostgresDecodable.Type, _ row: Int, _ index: Int) throws -> any PostgresDecodable {
+        try self.native(type, row, index)
     }
 
     /// Decodes any Decodable column value: native, JSON (json/jsonb columns), or through a single-value decoder.
-    func decodeAny<V: Decodable>(_ type: V.Type, _ source: RowSource, _ index: Int) throws -> V {
-        if V.self == Date.self { return unsafeBitCast(try self.native(Date.self, source, index), to: V.self) }
-        if V.self == UUID.self { return unsafeBitCast(try self.native(UUID.self, source, index), to: V.self) }
-        if V.self == Decimal.self { return unsafeBitCast(try self.native(Decimal.self, source, index), to: V.self) }
-        if V.self == Data.self { return unsafeBitCast(try self.native(Data.self, source, index), to: V.self) }
+    func decodeAny<V: Decodable>(_ type: V.Type, _ row: Int, _ index: Int) throws -> V {
+        if V.self == Date.self { return unsafeBitCast(try self.native(Date.self, row, index), to: V.self) }
+        if V.self == UUID.self { return unsafeBitCast(try self.native(UUID.self, row, index), to: V.self) }
+        if V.self == Decimal.self { return unsafeBitCast(try self.native(Decimal.self, row, index), to: V.self) }
+        if V.self == Data.self { return unsafeBitCast(try self.native(Data.self, row, index), to: V.self) }
         if let native = V.self as? any PostgresDecodable.Type {
-            return try self.nativeExistential(native, source, index) as! V
+            return try self.nativeExistential(native, row, index) as! V
         }
-        let pgType = self.columnType(source, index)
+        let pgType = self.columnType(row, index)
         if pgType == .jsonb || pgType == .json {
             do {
-                guard let bytes = self.bytes(source, index) else {
+                guard let bytes = self.bytes(row, index) else {
                     throw PostgresError(kind: .decoding, message: "unexpected NULL for non-optional \(V.self)")
                 }
                 if self.json == nil { self.json = ColumnJSON.makeDecoder() }
@@ -207,14 +231,12 @@ final class RowDecodingState {
                 throw self.columnError(error, column: index)
             }
         }
-        return try V(from: ColumnValueDecoder(state: self, source: source, index: index))
+        return try V(from: ColumnValueDecoder(state: self, row: row, index: index))
     }
 
-    func bytes(_ source: RowSource, _ index: Int) -> ArraySlice<UInt8>? {
-        switch source {
-        case .row(let row): return row.bytes(at: self.resultIndex[index])
-        case .values(let values): return values[index].text.map { ArraySlice($0.utf8) }
-        }
+    func bytes(_ row: Int, _ index: Int) -> ArraySlice<UInt8>? {
+        if let rows = self.rows { return rows.cellBytes(row: row, column: self.resultIndex[index]) }
+        return self.valueRows[row][index].text.map { ArraySlice($0.utf8) }
     }
 
     func columnError(_ error: any Error, column index: Int) -> any Error {
@@ -242,22 +264,22 @@ final class RowDecodingState {
         return error
     }
 
-    func nestingError(_ source: RowSource, _ index: Int) -> any Error {
+    func nestingError(_ row: Int, _ index: Int) -> any Error {
         PostgresError(
             kind: .decoding,
-            message: "entity \(self.entityName), column \"\(self.columnNames[index])\": a nested Codable value needs a json or jsonb column (the column is \(self.columnType(source, index)))",
+            message: "entity \(self.entityName), column \"\(self.columnNames[index])\": a nested Codable value needs a json or jsonb column (the column is \(self.columnType(row, index)))",
             column: self.columnNames[index])
     }
 }
 
 struct RowDecoderImpl: Decoder {
     let state: RowDecodingState
-    let source: RowSource
+    let row: Int
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        KeyedDecodingContainer(RowKeyedDecoder<Key>(state: self.state, source: self.source))
+        KeyedDecodingContainer(RowKeyedDecoder<Key>(state: self.state, row: self.row))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -271,7 +293,7 @@ struct RowDecoderImpl: Decoder {
 
 struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let state: RowDecodingState
-    let source: RowSource
+    let row: Int
     var codingPath: [any CodingKey] { [] }
 
     var allKeys: [Key] { self.state.columnNames.compactMap { Key(stringValue: $0) } }
@@ -280,18 +302,18 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         self.state.columnIndex[self.state.keyStrategy.columnName(forKey: key.stringValue)] != nil
     }
 
-    func decodeNil(forKey key: Key) throws -> Bool { self.state.isNull(self.source, try self.state.index(for: key)) }
+    func decodeNil(forKey key: Key) throws -> Bool { self.state.isNull(self.row, try self.state.index(for: key)) }
 
     @inline(__always)
     private func scalar<V: PostgresDecodable>(_ type: V.Type, _ key: Key) throws -> V {
-        try self.state.native(V.self, self.source, try self.state.index(for: key))
+        try self.state.native(V.self, self.row, try self.state.index(for: key))
     }
 
     @inline(__always)
     private func optional<V: PostgresDecodable>(_ type: V.Type, _ key: Key) throws -> V? {
         let index = try self.state.index(for: key)
-        if self.state.isNull(self.source, index) { return nil }
-        return try self.state.native(V.self, self.source, index)
+        if self.state.isNull(self.row, index) { return nil }
+        return try self.state.native(V.self, self.row, index)
     }
 
     private func narrow<V: FixedWidthInteger>(_ type: V.Type, _ key: Key) throws -> V {
@@ -300,7 +322,7 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     private func narrow<V: FixedWidthInteger>(_ type: V.Type, _ index: Int) throws -> V {
-        let wide = try self.state.native(Int64.self, self.source, index)
+        let wide = try self.state.native(Int64.self, self.row, index)
         guard let value = V(exactly: wide) else {
             throw self.state.columnError(PostgresError(kind: .decoding, message: "\(wide) does not fit in \(V.self)"), column: index)
         }
@@ -309,7 +331,7 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     private func optionalNarrow<V: FixedWidthInteger>(_ type: V.Type, _ key: Key) throws -> V? {
         let index = try self.state.index(for: key)
-        if self.state.isNull(self.source, index) { return nil }
+        if self.state.isNull(self.row, index) { return nil }
         return try self.narrow(V.self, index)
     }
 
@@ -328,7 +350,7 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try self.narrow(UInt32.self, key) }
     func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try self.narrow(UInt64.self, key) }
     func decode<V: Decodable>(_ type: V.Type, forKey key: Key) throws -> V {
-        try self.state.decodeAny(V.self, self.source, try self.state.index(for: key))
+        try self.state.decodeAny(V.self, self.row, try self.state.index(for: key))
     }
 
     func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try self.optional(Bool.self, key) }
@@ -347,18 +369,18 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try self.optionalNarrow(UInt64.self, key) }
     func decodeIfPresent<V: Decodable>(_ type: V.Type, forKey key: Key) throws -> V? {
         let index = try self.state.index(for: key)
-        if self.state.isNull(self.source, index) { return nil }
-        return try self.state.decodeAny(V.self, self.source, index)
+        if self.state.isNull(self.row, index) { return nil }
+        return try self.state.decodeAny(V.self, self.row, index)
     }
 
     func nestedContainer<NestedKey: CodingKey>(
         keyedBy type: NestedKey.Type, forKey key: Key
     ) throws -> KeyedDecodingContainer<NestedKey> {
-        throw self.state.nestingError(self.source, try self.state.index(for: key))
+        throw self.state.nestingError(self.row, try self.state.index(for: key))
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        throw self.state.nestingError(self.source, try self.state.index(for: key))
+        throw self.state.nestingError(self.row, try self.state.index(for: key))
     }
 
     func superDecoder() throws -> any Decoder {
@@ -366,43 +388,43 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func superDecoder(forKey key: Key) throws -> any Decoder {
-        throw self.state.nestingError(self.source, try self.state.index(for: key))
+        throw self.state.nestingError(self.row, try self.state.index(for: key))
     }
 }
 
 /// Decodes one column as a single value: enums with raw values and other single-value wrappers.
 struct ColumnValueDecoder: Decoder, SingleValueDecodingContainer {
     let state: RowDecodingState
-    let source: RowSource
+    let row: Int
     let index: Int
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        throw self.state.nestingError(self.source, self.index)
+        throw self.state.nestingError(self.row, self.index)
     }
-    func unkeyedContainer() throws -> any UnkeyedDecodingContainer { throw self.state.nestingError(self.source, self.index) }
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer { throw self.state.nestingError(self.row, self.index) }
     func singleValueContainer() throws -> any SingleValueDecodingContainer { self }
 
-    func decodeNil() -> Bool { self.state.isNull(self.source, self.index) }
-    func decode(_ type: Bool.Type) throws -> Bool { try self.state.native(Bool.self, self.source, self.index) }
-    func decode(_ type: String.Type) throws -> String { try self.state.native(String.self, self.source, self.index) }
-    func decode(_ type: Double.Type) throws -> Double { try self.state.native(Double.self, self.source, self.index) }
-    func decode(_ type: Float.Type) throws -> Float { try self.state.native(Float.self, self.source, self.index) }
-    func decode(_ type: Int.Type) throws -> Int { try self.state.native(Int.self, self.source, self.index) }
+    func decodeNil() -> Bool { self.state.isNull(self.row, self.index) }
+    func decode(_ type: Bool.Type) throws -> Bool { try self.state.native(Bool.self, self.row, self.index) }
+    func decode(_ type: String.Type) throws -> String { try self.state.native(String.self, self.row, self.index) }
+    func decode(_ type: Double.Type) throws -> Double { try self.state.native(Double.self, self.row, self.index) }
+    func decode(_ type: Float.Type) throws -> Float { try self.state.native(Float.self, self.row, self.index) }
+    func decode(_ type: Int.Type) throws -> Int { try self.state.native(Int.self, self.row, self.index) }
     func decode(_ type: Int8.Type) throws -> Int8 { try self.integer(Int8.self) }
-    func decode(_ type: Int16.Type) throws -> Int16 { try self.state.native(Int16.self, self.source, self.index) }
-    func decode(_ type: Int32.Type) throws -> Int32 { try self.state.native(Int32.self, self.source, self.index) }
-    func decode(_ type: Int64.Type) throws -> Int64 { try self.state.native(Int64.self, self.source, self.index) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try self.state.native(Int16.self, self.row, self.index) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try self.state.native(Int32.self, self.row, self.index) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try self.state.native(Int64.self, self.row, self.index) }
     func decode(_ type: UInt.Type) throws -> UInt { try self.integer(UInt.self) }
     func decode(_ type: UInt8.Type) throws -> UInt8 { try self.integer(UInt8.self) }
     func decode(_ type: UInt16.Type) throws -> UInt16 { try self.integer(UInt16.self) }
     func decode(_ type: UInt32.Type) throws -> UInt32 { try self.integer(UInt32.self) }
     func decode(_ type: UInt64.Type) throws -> UInt64 { try self.integer(UInt64.self) }
-    func decode<V: Decodable>(_ type: V.Type) throws -> V { try self.state.decodeAny(V.self, self.source, self.index) }
+    func decode<V: Decodable>(_ type: V.Type) throws -> V { try self.state.decodeAny(V.self, self.row, self.index) }
 
     private func integer<V: FixedWidthInteger>(_ type: V.Type) throws -> V {
-        let wide = try self.state.native(Int64.self, self.source, self.index)
+        let wide = try self.state.native(Int64.self, self.row, self.index)
         guard let value = V(exactly: wide) else {
             throw self.state.columnError(PostgresError(kind: .decoding, message: "\(wide) does not fit in \(V.self)"), column: self.index)
         }

@@ -144,6 +144,29 @@ struct StoreSafetyTests {
         let extra = await thrownError { try await store.insert(StoreExtraColumn(id: 1)) }
         #expect((extra as? EntityMappingError)?.description.hasPrefix("entity StoreExtraColumn, column \"ghost\": no Codable key fills this column") == true)
     }
+
+    /// A stored value that does not fit its property fails the fetch with the entity and column named (the
+    /// decoder's fast path falls back to the detailed error).
+    @Test func storedValuesThatDoNotDecodeNameEntityAndColumn() async throws {
+        try await StoreTestServer.withStore(.postgres) { harness in
+            try await harness.store.bulkInsert((1...3).map { StoreUser.make($0) })
+            let table = harness.table(StoreUser.tableName)
+            try await harness.execute("ALTER TABLE \(table) ALTER COLUMN score TYPE text; UPDATE \(table) SET score = 'not a number' WHERE id = 2")
+            let score = try #require(await thrownError { _ = try await harness.store.fetch(FetchDescriptor<StoreUser>()) } as? PostgresError)
+            #expect(score.kind == .decoding)
+            #expect(score.column == "score")
+            #expect(score.message.hasPrefix("entity StoreUser, column \"score\": "))
+            #expect(score.message.contains("not a number"))
+
+            try await harness.execute("UPDATE \(table) SET score = '2.5'; ALTER TABLE \(table) ALTER COLUMN name DROP NOT NULL; UPDATE \(table) SET name = NULL WHERE id = 3")
+            let name = try #require(await thrownError { _ = try await harness.store.fetch(FetchDescriptor<StoreUser>()) } as? PostgresError)
+            #expect(name.column == "name")
+            #expect(name.message.hasPrefix("entity StoreUser, column \"name\": "))
+
+            try await harness.execute("UPDATE \(table) SET name = 'back'")
+            #expect(try await harness.store.fetch(FetchDescriptor<StoreUser>()).map(\.value.score) == [2.5, 2.5, 2.5])
+        }
+    }
 }
 
 struct StoreMismatched: Entity {
