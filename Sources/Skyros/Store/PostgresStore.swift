@@ -195,7 +195,7 @@ public final class PostgresStore: Store {
     }
 
     private func selectList<T>(_ plan: EntityPlan<T>) -> String {
-        "\(plan.quotedColumns), \(plan.versionExpression) AS \(quoteIdentifier(SQLQueryBuilder.versionAlias))"
+        "\(plan.quotedColumns), \(SQLQueryBuilder.versionSelection(plan.versionColumn)) AS \(quoteIdentifier(SQLQueryBuilder.versionAlias))"
     }
 
     private func selectByID<T>(_ plan: EntityPlan<T>, id: PostgresValue) -> PostgresQuery {
