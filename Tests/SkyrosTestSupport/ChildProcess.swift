@@ -22,12 +22,34 @@ public func exitStatus(of pid: pid_t) async -> Int32 {
 
 /// Runs `path <arguments>` (stdout and stderr inherited) and awaits its exit status.
 public func runProcess(_ path: String, _ arguments: [String]) async throws -> Int32 {
-    var pid: pid_t = 0
+    await exitStatus(of: try spawnWithFreshSignals(path, arguments, actions: nil))
+}
+
+/// `posix_spawn` with the child's signals as a fresh process has them: none blocked, none ignored.
+///
+/// A thread of the test process (a Swift concurrency or Dispatch worker) blocks most signals, and a spawned
+/// child inherits its thread's mask through `exec`: without this, `SIGTERM` stayed blocked in everything the
+/// tests started — PgBouncer started by `scripts/pg-fixture` ignored the fixture's `kill` and outlived the tests.
+private func spawnWithFreshSignals(
+    _ path: String, _ arguments: [String], actions: UnsafePointer<posix_spawn_file_actions_t>?
+) throws -> pid_t {
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var none = sigset_t()
+    sigemptyset(&none)
+    posix_spawnattr_setsigmask(&attributes, &none)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for signal in [SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGCHLD, SIGUSR1, SIGUSR2] { sigaddset(&defaults, signal) }
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
-    let rc = posix_spawn(&pid, path, nil, nil, argv, environ)
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, path, actions, &attributes, argv, environ)
     guard rc == 0 else { throw PostgresError(kind: .invalidConfiguration, message: "posix_spawn \(path) failed: \(rc)") }
-    return await exitStatus(of: pid)
+    return pid
 }
 
 /// A child process (`skyros-test-node`, `scripts/pg-fixture`), its stdout and stderr captured in files.
@@ -46,14 +68,7 @@ public struct NodeProcess: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, output.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addopen(&actions, 2, output.path + ".err", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
-        guard rc == 0 else {
-            throw PostgresError(kind: .invalidConfiguration, message: "posix_spawn \(path) failed: \(rc)")
-        }
-        return NodeProcess(pid: pid, outputURL: output)
+        return NodeProcess(pid: try spawnWithFreshSignals(path, arguments, actions: &actions), outputURL: output)
     }
 
     /// Its stdout so far.
