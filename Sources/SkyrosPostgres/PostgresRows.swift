@@ -79,12 +79,7 @@ public struct PostgresRow: Sendable {
 
     /// The raw text bytes of a cell, or `nil` for NULL.
     public func bytes(at column: Int) -> ArraySlice<UInt8>? {
-        let contents = self.rows.contents
-        let base = (self.index * contents.columns.count + column) * 2
-        let length = Int(contents.cells[base + 1])
-        if length < 0 { return nil }
-        let start = Int(contents.cells[base])
-        return contents.storage[start..<(start + length)]
+        self.rows.cellBytes(row: self.index, column: column)
     }
 
     public func isNull(at column: Int) -> Bool { self.bytes(at: column) == nil }
