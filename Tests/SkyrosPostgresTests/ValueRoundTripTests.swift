@@ -6,10 +6,10 @@ import Testing
 @Suite("Typed values round-trip through PostgreSQL")
 struct ValueRoundTripTests {
     func roundTrip<T: PostgresCodable & Equatable>(_ value: T, as sqlType: String, file: StaticString = #file) async throws -> T {
-        let connection = try await TestServer.connect()
-        defer { Task { await connection.close() } }
-        let rows = try await connection.query("SELECT \(value)::\(unsafeRaw: sqlType) AS v")
-        return try rows[0].decode(T.self, at: 0)
+        try await TestServer.withConnection { connection in
+            let rows = try await connection.query("SELECT \(value)::\(unsafeRaw: sqlType) AS v")
+            return try rows[0].decode(T.self, at: 0)
+        }
     }
 
     @Test func integers() async throws {
@@ -71,13 +71,13 @@ struct ValueRoundTripTests {
             default: Double(Int.random(in: 0...1_000_000_000, using: &generator))
             }
         }
-        let connection = try await TestServer.connect()
-        defer { Task { await connection.close() } }
-        let rows = try await connection.query(
-            """
-            SELECT v, CASE WHEN abs(v) < 1e15 THEN v::numeric(20, 2) END
-            FROM unnest(\(values)::float8[]) WITH ORDINALITY AS t(v, i) ORDER BY i
-            """)
+        let rows = try await TestServer.withConnection { connection in
+            try await connection.query(
+                """
+                SELECT v, CASE WHEN abs(v) < 1e15 THEN v::numeric(20, 2) END
+                FROM unnest(\(values)::float8[]) WITH ORDINALITY AS t(v, i) ORDER BY i
+                """)
+        }
         #expect(rows.count == values.count)
         for (row, value) in zip(rows, values) {
             #expect(try row.decode(Double.self, at: 0).bitPattern == value.bitPattern)

@@ -19,6 +19,20 @@ public enum TestServer {
         try await Connection.connect(to: self.configuration)
     }
 
+    /// Runs `body` on a new connection to the server under test and closes it in line, whatever `body` does
+    /// (not from a detached task the test does not wait for).
+    public static func withConnection<R>(_ body: (Connection) async throws -> R) async throws -> R {
+        let connection = try await self.connect()
+        do {
+            let result = try await body(connection)
+            await connection.close()
+            return result
+        } catch {
+            await connection.close()
+            throw error
+        }
+    }
+
     /// A unique schema name (not created).
     public static func uniqueSchemaName(_ prefix: String) -> String {
         "\(prefix)_\(UUID().uuidString.prefix(8).lowercased())"
