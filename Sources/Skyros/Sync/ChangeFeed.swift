@@ -6,7 +6,7 @@ import SkyrosPostgres
 package struct ChangeFeedStatistics: Sendable, Hashable {
     /// Log reads done.
     package var reads = 0
-    /// Entries from other stacks delivered.
+    /// Entries from other stacks delivered (counted once the stack has applied them).
     package var remoteEntries = 0
     /// Of those, entries that arrived in their hint (no log read).
     package var hintEntries = 0
@@ -110,9 +110,10 @@ final class ChangeFeed: Sendable {
                         // comes every so often (to advance the horizon) skips it.
                         switch self.takeFromHint(entry) {
                         case .deliver(let advanceHorizon):
+                            await self.deliver(.remote([entry]))
+                            // Counted once applied: a reader of the counter then sees the stack's cache updated.
                             self.metrics.entries.increment()
                             self.metrics.hintEntries.increment()
-                            await self.deliver(.remote([entry]))
                             if advanceHorizon { self.startHorizonRead() }
                             continue
                         case .recordOwn(let advanceHorizon):
@@ -320,8 +321,8 @@ final class ChangeFeed: Sendable {
             case .entries(let fresh):
                 let remote = fresh.filter { $0.origin != self.origin }
                 guard !remote.isEmpty else { return }
-                self.metrics.entries.increment(by: remote.count)
                 await self.deliver(.remote(remote))
+                self.metrics.entries.increment(by: remote.count)
             }
         }
     }

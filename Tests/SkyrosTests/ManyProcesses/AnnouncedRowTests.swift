@@ -2,6 +2,7 @@ import Foundation
 @testable import Skyros
 import SkyrosPostgres
 import SkyrosTestFixtures
+import SkyrosTestSupport
 import Testing
 
 
@@ -37,6 +38,7 @@ private struct MPCounted: Entity, Equatable {
             let a = try await Self.stack(schema, rowsInHints: true)
             let b = try await Self.stack(schema, rowsInHints: true)
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "one \"quoted\" é")) }
+            #expect(await Self.hasSeenInsert(b))
             #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 1)   // cached in B
             let missesBefore = b.cacheStatistics.misses
 
@@ -70,6 +72,7 @@ private struct MPCounted: Entity, Equatable {
             let a = try await Self.stack(schema, rowsInHints: true)
             let b = try await Self.stack(schema)
             try await a.write(durability: .committed) { try $0.insert(StoreUser.make(6)) }
+            #expect(await Self.hasSeenInsert(b))
             #expect(try await b.mainContext.object(StoreUser.self, id: 6) != nil)
             try await a.write(durability: .committed) { context in
                 var user = try #require(try await context.object(StoreUser.self, id: 6))
@@ -106,6 +109,7 @@ private struct MPCounted: Entity, Equatable {
             let a = try await Self.stack(schema, rowsInHints: true)
             let b = try await Self.stack(schema, rowsInHints: true)
             try await a.write(durability: .committed) { try $0.insert(MPCounted(id: 7, value: 1, note: nil)) }
+            #expect(await Self.hasSeenInsert(b))
             #expect(try await b.mainContext.object(MPCounted.self, id: 7)?.value == 1)
             for value in 2...5 {
                 try await Self.update(MPCounted.self, id: 7, in: a) {
@@ -164,6 +168,7 @@ private struct MPCounted: Entity, Equatable {
             let a = try await Self.stack(schema, rowsInHints: true)
             let b = try await Self.stack(schema, rowsInHints: true)
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 0, title: "")) }
+            #expect(await Self.hasSeenInsert(b))
             var observed = b.observe(MPItem.self, id: 1).makeAsyncIterator()
             #expect(try await observed.next()??.value == 0)
             let missesBefore = b.cacheStatistics.misses
@@ -249,6 +254,13 @@ private struct MPCounted: Entity, Equatable {
         }
     }
 
+    /// Whether `stack` has received the first write's announcement (a deadline-bounded wait). A row cached before
+    /// it arrives is evicted when it does (an insert announced by another stack), and could then not be
+    /// refreshed by the announcements the test counts.
+    private static func hasSeenInsert(_ stack: DataStack) async -> Bool {
+        await ManyProcessHarness.eventually { stack.changeFeedStatistics.remoteEntries >= 1 }
+    }
+
     /// A durable write that reads row `id` of `T` through the writing context, changes it and updates it (so the
     /// update is guarded by the version read).
     private static func update<T: Entity>(
@@ -263,23 +275,10 @@ private struct MPCounted: Entity, Equatable {
 
     /// The first column of the first row `query` returns, read on a connection of its own (the stored truth).
     private static func storedInteger(_ query: PostgresQuery) async throws -> Int64? {
-        try await Self.withConnection { try await $0.query(query).first?.decode(Int64.self, at: 0) }
+        try await TestServer.withConnection { try await $0.query(query).first?.decode(Int64.self, at: 0) }
     }
 
     private static func execute(_ sql: String) async throws {
-        try await Self.withConnection { _ = try await $0.execute(script: sql) }
-    }
-
-    /// Runs `body` on a new connection to the test server, closed afterwards whatever happens.
-    private static func withConnection<R>(_ body: (Connection) async throws -> R) async throws -> R {
-        let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
-        do {
-            let result = try await body(connection)
-            await connection.close()
-            return result
-        } catch {
-            await connection.close()
-            throw error
-        }
+        try await TestServer.withConnection { _ = try await $0.execute(script: sql) }
     }
 }
