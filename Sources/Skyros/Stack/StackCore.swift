@@ -314,7 +314,8 @@ final class StackCore: Sendable {
         while true {
             var finished = true
             await postgres.withCommitConnection {
-                finished = await self.drainGroups(&progress, handOver: { postgres.commitConnectionIsWanted })
+                finished = await self.drainGroups(
+                    &progress, handOver: { postgres.commitConnectionIsWanted }, lingers: PostgresStore.commitConnection != nil)
             }
             if finished { return }
         }
@@ -330,8 +331,14 @@ final class StackCore: Sendable {
 
     /// The drain's loop. Returns `true` when the drain ended (nothing queued, nothing unsettled), `false` when
     /// `handOver` asked for the connection back between two groups.
-    private func drainGroups(_ progress: inout DrainProgress, handOver: () -> Bool) async -> Bool {
+    ///
+    /// `lingers`: the drain runs on the thread of the connection it holds (never on the shared pool), so once
+    /// the queue is empty it may wait there a moment for the next set (``lingerForSets(handOver:)``) before it
+    /// ends. A caller that writes durably one set after another then finds the drain still running, on its
+    /// connection's thread: its set goes out without a new drain task, a lease and a hop to that thread.
+    private func drainGroups(_ progress: inout DrainProgress, handOver: () -> Bool, lingers: Bool = false) async -> Bool {
         var sentOne = false
+        var lingered = false
         while true {
             // At least one group per lease, so a drain that keeps meeting waiters still makes progress.
             if sentOne, handOver() { return false }
@@ -343,9 +350,11 @@ final class StackCore: Sendable {
             }
             let hasUnsettled = progress.unsettled != nil
             let ahead = progress.ahead
+            let mayLinger = lingers && !lingered
             let step = self.state.withLock { state -> DrainStep in
                 guard !state.held, state.queuedCount > 0 else {
                     if hasUnsettled { return .settleFirst }
+                    if mayLinger, !state.held, state.accepting { return .linger }
                     state.draining = false
                     return .stop
                 }
@@ -371,11 +380,15 @@ final class StackCore: Sendable {
             switch step {
             case .stop:
                 return true
+            case .linger:
+                lingered = true
+                self.lingerForSets(handOver: handOver)
             case .settleFirst:
                 if let (batch, outcome) = progress.unsettled { self.settle(batch, outcome.results) }
                 progress.unsettled = nil
             case .send(let batch, let prepared):
                 sentOne = true
+                lingered = false
                 let started = ContinuousClock.now
                 let previous = progress.unsettled
                 progress.unsettled = nil
@@ -411,9 +424,26 @@ final class StackCore: Sendable {
         }
     }
 
+    /// How long an idle drain waits for the next set before it ends (see ``drainGroups(_:handOver:lingers:)``):
+    /// about one round trip of a caller resuming and queueing its next write. Its connection's thread spins as
+    /// long again once it has no work, so this adds at most that to an idle stack's CPU per drain.
+    static let drainLinger: Duration = .microseconds(50)
+
+    /// Spins on the drain's connection thread until a set is queued, the queue is held or shut, another task
+    /// wants the connection, or ``drainLinger`` passes.
+    private func lingerForSets(handOver: () -> Bool) {
+        let deadline = ContinuousClock.now.advanced(by: Self.drainLinger)
+        repeat {
+            sched_yield()
+            if self.state.withLock({ $0.held || !$0.accepting || $0.queuedCount > 0 }) || handOver() { return }
+        } while ContinuousClock.now < deadline
+    }
+
     private enum DrainStep {
         /// Nothing to send and nothing unsettled: the drain ends.
         case stop
+        /// Nothing to send and nothing unsettled: the drain may wait a moment for the next set.
+        case linger
         /// The previous group must settle before anything else.
         case settleFirst
         /// Send this group (`prepared`: built ahead).

@@ -55,6 +55,23 @@ struct CommitQueueBackpressureTests {
         }
     }
 
+    @Test("With a pool of one connection, durable writes alternate with reads: a drain waiting for the next set lets them in")
+    func lingeringDrainLetsReadsIn() async throws {
+        try await StackTestServer.withQueueStack({ $0.pool = .init(maximumConnections: 1, leaseTimeout: .seconds(5)) }) { stack in
+            for id in 1...300 {
+                try await stack.write(durability: .committed) { try $0.insert(note(id)) }
+                // The drain that committed it may still hold the only connection, waiting a moment for a next set.
+                #expect(try await stack.store.count(FetchDescriptor<StackNote>()) == id)
+            }
+            stack.holdCommits()
+            try await stack.write { try $0.insert(note(301)) }
+            #expect(stack.queuedCommits == 1)
+            stack.releaseCommits()
+            try await stack.write(durability: .committed) { try $0.insert(note(302)) }
+            #expect(try await stack.store.count(FetchDescriptor<StackNote>()) == 302)
+        }
+    }
+
     @Test("Writers wait while the queued sets hold the maximum number of bytes")
     func boundedByBytes() async throws {
         try await StackTestServer.withQueueStack({ $0.commitQueue.maximumQueuedBytes = 100_000 }) { stack in
