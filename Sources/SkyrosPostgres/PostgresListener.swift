@@ -48,13 +48,18 @@ public final class PostgresListener: Sendable {
     private let channels: [String]
     private let logger: Logger
     private let reconnectDelay: Duration
+    private let drops: (@Sendable (PostgresNotification) -> Bool)?
 
-    private init(configuration: PostgresConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration) {
+    private init(
+        configuration: PostgresConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration,
+        drops: (@Sendable (PostgresNotification) -> Bool)?
+    ) {
         (self.events, self.continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
         self.configuration = configuration
         self.channels = channels
         self.logger = logger
         self.reconnectDelay = reconnectDelay
+        self.drops = drops
     }
 
     /// Connects, issues `LISTEN` for each channel, and starts delivering notifications.
@@ -68,8 +73,18 @@ public final class PostgresListener: Sendable {
         logger: Logger = Logger(label: "skyros.listener", factory: { _ in SwiftLogNoOpLogHandler() }),
         reconnectDelay: Duration = .milliseconds(50)
     ) async throws -> PostgresListener {
+        try await self.start(configuration: configuration, channels: channels, logger: logger, reconnectDelay: reconnectDelay, drops: nil)
+    }
+
+    /// ``start(configuration:channels:logger:reconnectDelay:)``, with `drops` run on the listener's thread for
+    /// each notification as it arrives: a notification it returns `true` for is not yielded (no task wakes up
+    /// for it). It must be quick and must not block.
+    package static func start(
+        configuration: PostgresConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration = .milliseconds(50),
+        drops: (@Sendable (PostgresNotification) -> Bool)?
+    ) async throws -> PostgresListener {
         let listener = PostgresListener(
-            configuration: configuration, channels: channels, logger: logger, reconnectDelay: reconnectDelay)
+            configuration: configuration, channels: channels, logger: logger, reconnectDelay: reconnectDelay, drops: drops)
         try await withCheckedThrowingContinuation { (ready: CheckedContinuation<Void, any Error>) in
             let thread = Thread { listener.loop(ready: ready) }
             thread.name = "skyros-listener"
@@ -157,6 +172,7 @@ public final class PostgresListener: Sendable {
                     payload: String(cString: notify.pointee.extra),
                     senderPID: notify.pointee.be_pid)
                 PQfreemem(notify)
+                if let drops = self.drops, drops(notification) { continue }
                 self.continuation.yield(.notification(notification))
             }
         }

@@ -88,8 +88,17 @@ final class ChangeFeed: Sendable {
         try await self.createLog()
         try await self.read()
         let probeChannel = "skyros_probe_\(self.origin.uuidString.lowercased())"
+        let channel = self.log.channel
+        let dropsOwn: @Sendable (PostgresNotification) -> Bool = { [weak self] note in
+            // This stack's own hints, skipped on the listener's thread: no task wakes up for them.
+            guard note.channel == channel, let self, let hint = ChangeLog.Hint(note.payload), hint.origin == self.origin else {
+                return false
+            }
+            return self.needsNoRead(hint)
+        }
         let listener = try await PostgresListener.start(
-            configuration: self.listenerConfiguration, channels: [self.log.channel, probeChannel], logger: self.logger)
+            configuration: self.listenerConfiguration, channels: [channel, probeChannel], logger: self.logger,
+            drops: dropsOwn)
         let (probes, probeArrived) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let events = Task { [weak self] in
             for await event in listener.events {
@@ -219,7 +228,8 @@ final class ChangeFeed: Sendable {
 
     /// Whether a hint can be skipped: its entry was delivered already, or it is this stack's own (up to
     /// ``ChangeFeedConfiguration/hintsPerHorizonRead`` in a row; a read in the background advances the horizon
-    /// when one is due).
+    /// when one is due). Own hints are checked on the listener's thread as they arrive (see ``start()``), so
+    /// that no task wakes up for them while their writer resumes; the event loop checks the others.
     private func needsNoRead(_ hint: ChangeLog.Hint) -> Bool {
         let (skip, advance) = self.state.withLock { state -> (Bool, Bool) in
             if state.cursor.hasDelivered(hint.position) { return (true, false) }
