@@ -82,7 +82,7 @@ public final class DataContext: Sendable {
 
     /// The row with a primary key, or `nil`. On the main context a cached row is served from memory.
     public func object<T: Entity>(_ type: T.Type, id: T.ID) async throws -> T? {
-        try await self.lookup(type, id: id)?.value
+        try await self.lookup(type, id: id)?.value as? T
     }
 
     // MARK: Writes
@@ -133,7 +133,7 @@ public final class DataContext: Sendable {
         if let snapshot = self.tracker.withLock({ $0.snapshot(key) }) {
             read = snapshot
         } else {
-            read = try await self.parentLookup(T.self, id: value.id).map { ($0.value, $0.base) }
+            read = try await self.parentLookup(T.self, id: value.id, key: key).map { ($0.value, $0.base) }
         }
         guard let read, let original = read.value as? T else {
             throw StoreError.notFound(entity: String(describing: T.self), id: key.id.text ?? "NULL")
@@ -162,7 +162,7 @@ public final class DataContext: Sendable {
         if let snapshot = self.tracker.withLock({ $0.snapshot(key) }) {
             base = snapshot.base
         } else {
-            guard let row = try await self.parentLookup(type, id: id) else { return }
+            guard let row = try await self.parentLookup(type, id: id, key: key) else { return }
             base = row.base
         }
         self.tracker.withLock {
@@ -196,7 +196,7 @@ public final class DataContext: Sendable {
     @discardableResult
     public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
         try self.checkValid()
-        if let existing = try await self.lookup(T.self, id: value.id) { return (existing.value, false) }
+        if let existing = try await self.lookup(T.self, id: value.id)?.value as? T { return (existing, false) }
         let (row, created) = try await self.core.findOrCreate(value)
         if !self.isMain {
             let key = try RowKey(row)
@@ -293,23 +293,24 @@ public final class DataContext: Sendable {
         self.tracker.withLock { $0.record(change) }
     }
 
-    func lookup<T: Entity>(_ type: T.Type, id: T.ID) async throws -> (value: T, base: BaseVersion)? {
+    /// The row with `id` as this context sees it (its own change, else its parent's view); `nil` also when the
+    /// row is held as another entity type of the same table. `key`: the row's key when the caller made it.
+    func lookup<T: Entity>(_ type: T.Type, id: T.ID, key: RowKey? = nil) async throws -> FoundRow? {
         try self.checkValid()
-        let key = try RowKey(type, id: id)
+        let key = try key ?? RowKey(type, id: id)
         if let own = self.tracker.withLock({ $0.row(key) }) {
-            return (own.value as? T).map { ($0, BaseVersion.none) }
+            return FoundRow(own.value, as: T.self, base: .none)
         }
-        return try await self.parentLookup(type, id: id)
+        return try await self.parentLookup(type, id: id, key: key)
     }
 
-    private func parentLookup<T: Entity>(_ type: T.Type, id: T.ID) async throws -> (value: T, base: BaseVersion)? {
-        let found: (value: T, base: BaseVersion)?
+    private func parentLookup<T: Entity>(_ type: T.Type, id: T.ID, key: RowKey) async throws -> FoundRow? {
+        let found: FoundRow?
         switch self.parent {
-        case .root: found = try await self.core.lookup(type, id: id)
-        case .context(let parent): found = try await parent.lookup(type, id: id)
+        case .root: found = try await self.core.lookup(type, id: id, key: key)
+        case .context(let parent): found = try await parent.lookup(type, id: id, key: key)
         }
         if !self.isMain, let found {
-            let key = try RowKey(type, id: id)
             self.tracker.withLock { $0.remember(key, value: found.value, base: found.base) }
         }
         return found

@@ -128,24 +128,24 @@ final class StackCore: Sendable {
 
     // MARK: Reads
 
-    /// The row with `id` as readers of the main context see it: queued change, else cache, else store.
-    func lookup<T: Entity>(_ type: T.Type, id: T.ID) async throws -> (value: T, base: BaseVersion)? {
-        let key = try RowKey(type, id: id)
+    /// The row with `id` (its key: `key`) as readers of the main context see it: queued change, else cache, else
+    /// store. `nil` also when the row is held as another entity type of the same table.
+    func lookup<T: Entity>(_ type: T.Type, id: T.ID, key: RowKey) async throws -> FoundRow? {
         var fetched: Versioned<T>?
         for attempt in 0..<3 {
-            let phase = self.state.withLock { state -> Result<(T, BaseVersion)?, UInt64Box> in
+            let phase = self.state.withLock { state -> LocalLookup in
                 if let entry = state.pending[key]?.last {
-                    return .success((entry.row.value as? T).map { ($0, BaseVersion.pending) })
+                    return .found(FoundRow(entry.row.value, as: T.self, base: .pending))
                 }
-                if let entry = state.cache.get(key), let value = entry.value as? T {
-                    return .success((value, .known(entry.version)))
+                if let entry = state.cache.get(key), entry.value is T {
+                    return .found(FoundRow(value: entry.value, base: .known(entry.version)))
                 }
-                return .failure(UInt64Box(value: state.finishedCommits))
+                return .miss(finishedCommits: state.finishedCommits)
             }
             let before: UInt64
             switch phase {
-            case .success(let result): return result
-            case .failure(let miss): before = miss.value
+            case .found(let row): return row
+            case .miss(let finishedCommits): before = finishedCommits
             }
             fetched = try await self.store.object(T.self, id: id)
             let bytes = try fetched.map { try self.size(of: $0.value) } ?? 0
@@ -160,9 +160,16 @@ final class StackCore: Sendable {
         }
         // A change queued while the row was read wins over what the store returned.
         return self.state.withLock { state in
-            if let entry = state.pending[key]?.last { return (entry.row.value as? T).map { ($0, BaseVersion.pending) } }
-            return fetched.map { ($0.value, BaseVersion.known($0.version)) }
+            if let entry = state.pending[key]?.last { return FoundRow(entry.row.value, as: T.self, base: .pending) }
+            return fetched.map { FoundRow(value: $0.value, base: .known($0.version)) }
         }
+    }
+
+    /// What ``lookup(_:id:key:)`` found without the store: the row (`nil`: queued for deletion, or held as
+    /// another entity type), or a miss, with the settle count the store read must not see change.
+    private enum LocalLookup {
+        case found(FoundRow?)
+        case miss(finishedCommits: UInt64)
     }
 
     /// The rows matching `descriptor` as readers of the main context see them: the store's rows with the
@@ -889,8 +896,3 @@ final class StackCore: Sendable {
 
 /// A set built ahead needs the version a commit still running produces (see `StackCore.prepareAhead()`).
 private struct NeedsSettledVersions: Error {}
-
-/// A cache miss in ``StackCore/lookup(_:id:)``: the commit counter when the miss was seen.
-private struct UInt64Box: Error {
-    let value: UInt64
-}
