@@ -1,6 +1,7 @@
 import Foundation
 
 // Usage: DATABASE_URL=postgres://… swift run -c release skyros-bench [--rounds N] [--iterations N] [--only client|stack|sync|queue|durable|observe]
+// (Benchmarks/run --low-latency also holds CPU wake-up latency at 0 while it runs: see Benchmarks/run.)
 // Benchmarks/run starts a throw-away PostgreSQL and runs this.
 let arguments = CommandLine.arguments
 func option(_ name: String, _ fallback: Int) -> Int {
@@ -44,5 +45,8 @@ do {
     exit(1)
 }
 print("rounds: \(rounds), iterations per round: \(iterations); medians")
+if ProcessInfo.processInfo.environment["SKYROS_BENCH_CPU_LATENCY"] == "0" {
+    print("--low-latency: a PM QoS request held CPU wake-up latency at 0 µs (idle CPUs polled instead of halting)")
+}
 print("")
 report.print(header: ["Operation", "Baseline (raw libpq, C)", "Skyros", "Ratio", "Target"])
