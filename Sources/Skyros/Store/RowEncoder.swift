@@ -29,7 +29,7 @@ package struct RowEncoder<T: Entity>: Sendable {
             throw EntityMappingError(entity: self.plan.entityName, message: "cannot encode: \(error)")
         }
         if let error = storage.error { throw error }
-        if let missing = storage.filled.firstIndex(of: false) {
+        if let missing = storage.firstUnfilledColumn {
             throw EntityMappingError(
                 entity: self.plan.entityName, column: self.plan.columnNames[missing],
                 message: "no Codable key fills this column (keys map to columns with \(self.plan.keyStrategy))")
@@ -56,7 +56,10 @@ final class RowEncodingStorage {
     let columnNames: [String]
     let keyStrategy: ColumnKeyStrategy
     var values: [PostgresValue]
-    var filled: [Bool]
+    /// Which columns got a value: a bit each (an array only past 64 columns, so a row's encoding allocates one
+    /// buffer less).
+    private var filledBits: UInt64 = 0
+    private var filledBeyond64: [Bool]
     var error: (any Error)?
     private var json: JSONEncoder?
 
@@ -66,7 +69,7 @@ final class RowEncodingStorage {
         self.columnNames = plan.columnNames
         self.keyStrategy = plan.keyStrategy
         self.values = Array(repeating: .null, count: plan.columnNames.count)
-        self.filled = Array(repeating: false, count: plan.columnNames.count)
+        self.filledBeyond64 = plan.columnNames.count > 64 ? Array(repeating: false, count: plan.columnNames.count - 64) : []
     }
 
     /// The column after the last one filled: synthesized `Codable` encodes properties in declaration order,
@@ -92,7 +95,15 @@ final class RowEncodingStorage {
 
     func set(_ value: PostgresValue, at index: Int) {
         self.values[index] = value
-        self.filled[index] = true
+        if index < 64 { self.filledBits |= 1 << UInt64(index) } else { self.filledBeyond64[index - 64] = true }
+    }
+
+    /// The first column no key filled, if any.
+    var firstUnfilledColumn: Int? {
+        let count = self.values.count
+        let unfilled = ~self.filledBits
+        if unfilled != 0, unfilled.trailingZeroBitCount < min(count, 64) { return unfilled.trailingZeroBitCount }
+        return self.filledBeyond64.firstIndex(of: false).map { $0 + 64 }
     }
 
     func fail(_ error: any Error) {

@@ -6,6 +6,20 @@ import Testing
 /// The row codec without a server.
 @Suite("Row codec")
 struct RowCodecTests {
+    /// The encoder tracks filled columns in a 64-bit set and an array beyond it: a row wider than 64 columns
+    /// encodes whole, and a column no key fills is named on either side of the 64th.
+    @Test func aRowWiderThan64ColumnsEncodesAndNamesAColumnNoKeyFills() throws {
+        let cells = Array(100..<170)
+        let values = try RowEncoder<WideRow>().encode(WideRow(id: 1, cells: cells))
+        #expect(values.map(\.text) == ["1"] + cells.map { String($0) })
+        for skipped in [0, 1, 62, 63, 64, 69] {   // c62 is the 64th column (after id), c63 the 65th
+            let error = #expect(throws: EntityMappingError.self) {
+                try RowEncoder<WideRow>().encode(WideRow(id: 1, cells: cells, skipping: skipped))
+            }
+            #expect(error?.column == "c\(skipped)")
+        }
+    }
+
     @Test func encodesEveryColumnInDeclaredOrderWithItsNativeType() throws {
         let user = StoreUser.make(6, age: 30)
         let values = try RowEncoder<StoreUser>().encode(user)
@@ -93,4 +107,41 @@ struct StoreVersionListed: Entity {
     static let tableName = "versioned"
     static let columns: [EntityColumn<StoreVersionListed>] = [EntityColumn(\.id, "id"), EntityColumn(\.version, "version")]
     static let versionColumn: String? = "version"
+}
+
+/// An entity with 71 columns (`id`, `c0`…`c69`); `skipping` leaves one column out of its encoding.
+struct WideRow: Entity {
+    var id: Int
+    var cells: [Int]
+    var skipping: Int? = nil
+
+    static let tableName = "wide_rows"
+    static let columns: [EntityColumn<WideRow>] =
+        [EntityColumn(\.id, "id")] + (0..<70).map { EntityColumn(\WideRow.cells[$0], "c\($0)") }
+
+    init(id: Int, cells: [Int], skipping: Int? = nil) {
+        (self.id, self.cells, self.skipping) = (id, cells, skipping)
+    }
+
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ name: String) { self.stringValue = name }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(self.id, forKey: Key("id"))
+        for (index, cell) in self.cells.enumerated() where index != self.skipping {
+            try container.encode(cell, forKey: Key("c\(index)"))
+        }
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: Key.self)
+        self.id = try container.decode(Int.self, forKey: Key("id"))
+        self.cells = try (0..<70).map { try container.decode(Int.self, forKey: Key("c\($0)")) }
+    }
 }
