@@ -89,11 +89,15 @@ final class ChangeFeed: Sendable {
         try await self.read()
         let probeChannel = "skyros_probe_\(self.origin.uuidString.lowercased())"
         let channel = self.log.channel
+        // As this stack writes it into its hints (`<position> <origin> …`: lowercase, see `ChangeLog.recordStatement`).
+        let ownOrigin = self.origin.uuidString.lowercased()
         let dropsOwn: @Sendable (PostgresNotification) -> Bool = { [weak self] note in
-            // This stack's own hints, skipped on the listener's thread: no task wakes up for them.
-            guard note.channel == channel, let self, let hint = ChangeLog.Hint(note.payload), hint.origin == self.origin else {
-                return false
-            }
+            // This stack's own hints, skipped on the listener's thread: no task wakes up for them. Another
+            // stack's hint is only looked at up to its origin here (the event loop parses it), since every
+            // observer event waits behind this thread.
+            guard note.channel == channel else { return false }
+            let fields = note.payload.split(separator: " ", maxSplits: 2)
+            guard fields.count >= 2, fields[1] == ownOrigin, let self, let hint = ChangeLog.Hint(note.payload) else { return false }
             return self.needsNoRead(hint)
         }
         let listener = try await PostgresListener.start(
