@@ -48,11 +48,11 @@ public final class PostgresListener: Sendable {
     private let channels: [String]
     private let logger: Logger
     private let reconnectDelay: Duration
-    private let drops: (@Sendable (PostgresNotification) -> Bool)?
+    private let drops: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
 
     private init(
         configuration: PostgresConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration,
-        drops: (@Sendable (PostgresNotification) -> Bool)?
+        drops: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
     ) {
         (self.events, self.continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
         self.configuration = configuration
@@ -77,11 +77,13 @@ public final class PostgresListener: Sendable {
     }
 
     /// ``start(configuration:channels:logger:reconnectDelay:)``, with `drops` run on the listener's thread for
-    /// each notification as it arrives: a notification it returns `true` for is not yielded (no task wakes up
-    /// for it). It must be quick and must not block.
+    /// each notification as it arrives, before it is yielded: a notification it returns `true` for is not
+    /// yielded (no task wakes up for it). It may read from the database through the ``ListenerSession`` it is
+    /// given (the listener's own connection, awake since it just delivered the notification); otherwise it
+    /// must be quick and must not block: later notifications wait behind it.
     package static func start(
         configuration: PostgresConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration = .milliseconds(50),
-        drops: (@Sendable (PostgresNotification) -> Bool)?
+        drops: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
     ) async throws -> PostgresListener {
         let listener = PostgresListener(
             configuration: configuration, channels: channels, logger: logger, reconnectDelay: reconnectDelay, drops: drops)
@@ -144,11 +146,13 @@ public final class PostgresListener: Sendable {
             return
         }
         var delay = self.reconnectDelay
+        var session = connection.map { self.session(on: $0) }
         while !self.isStopped {
-            guard let current = connection else {
+            guard let current = connection, let currentSession = session else {
                 switch self.connect() {
                 case .success(let c):
                     connection = c
+                    session = self.session(on: c)
                     delay = self.reconnectDelay
                     self.logger.debug("listener reconnected")
                     self.continuation.yield(.reconnected)
@@ -164,18 +168,94 @@ public final class PostgresListener: Sendable {
                 self.logger.debug("listener connection lost")
                 PQfinish(current)
                 connection = nil
+                session = nil
                 continue
             }
+            var received: [PostgresNotification] = []
             while let notify = PQnotifies(current) {
-                let notification = PostgresNotification(
+                received.append(PostgresNotification(
                     channel: String(cString: notify.pointee.relname),
                     payload: String(cString: notify.pointee.extra),
-                    senderPID: notify.pointee.be_pid)
+                    senderPID: notify.pointee.be_pid))
                 PQfreemem(notify)
-                if let drops = self.drops, drops(notification) { continue }
+            }
+            for (index, notification) in received.enumerated() {
+                currentSession.backlog = received.count - index - 1
+                if let drops = self.drops, drops(notification, currentSession) { continue }
                 self.continuation.yield(.notification(notification))
             }
         }
         if let connection { PQfinish(connection) }
+    }
+
+    private func session(on connection: OpaquePointer) -> ListenerSession {
+        ListenerSession(connection: connection, secrets: [self.configuration.password].compactMap { $0 }, busyPoll: self.configuration.busyPoll)
+    }
+}
+
+/// A ``PostgresListener``'s connection, lent to the handler that sees each notification on the listener's
+/// thread (one session per connection: a reconnect makes a new one). Not `Sendable`: it is only valid on that
+/// thread, during the call.
+package final class ListenerSession {
+    private let connection: OpaquePointer
+    private let secrets: [String]
+    private var replyWait: ReplyWait
+    /// Statement text → prepared statement name, for this connection.
+    private var statements: [String: String] = [:]
+    /// Statements prepared per connection at most (later ones are sent unnamed).
+    private static let statementLimit = 64
+    /// How many notifications received with this one wait behind it: a handler that reads may leave the read
+    /// out while they do, so a burst is not held up (notifications that arrive during a read are not counted).
+    package fileprivate(set) var backlog = 0
+
+    fileprivate init(connection: OpaquePointer, secrets: [String], busyPoll: Duration) {
+        self.connection = connection
+        self.secrets = secrets
+        self.replyWait = ReplyWait(busyPoll: busyPoll)
+    }
+
+    /// Runs one statement on the listener's connection and returns its rows, as ``Connection/query(_:)`` does
+    /// (statements with parameters are prepared once per connection). Notifications that arrive meanwhile are
+    /// kept by libpq and handled after the current one.
+    /// - Throws: ``PostgresError``; a failed connection is noticed (and re-established) by the listener's loop.
+    package func query(_ query: PostgresQuery) throws -> PostgresRows {
+        if let encodingError = query.encodingError {
+            throw PostgresError(kind: .encoding, message: encodingError)
+        }
+        let connection = self.connection
+        return try LibPQ.withParameters(query.binds) { count, types, values in
+            var name = self.statements[query.sql]
+            if name == nil, !query.binds.isEmpty, self.statements.count < Self.statementLimit {
+                let made = "skyros_listener_\(self.statements.count + 1)"
+                _ = try LibPQ.consume(PQprepare(connection, made, query.sql, count, types), connection: connection)
+                self.statements[query.sql] = made
+                name = made
+            }
+            let sent = if let name {
+                PQsendQueryPrepared(connection, name, count, values, nil, nil, 0)
+            } else {
+                PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0)
+            }
+            guard sent == 1, LibPQ.flush(connection) else {
+                throw LibPQ.error(result: nil, connection: connection, secrets: self.secrets)
+            }
+            var last: OpaquePointer?
+            while true {
+                _ = self.replyWait.awaitReply(connection)
+                guard let result = PQgetResult(connection) else { break }
+                if let last { PQclear(last) }
+                last = result
+                if PQstatus(connection) == CONNECTION_BAD { break }
+            }
+            do {
+                return try LibPQ.consume(last, connection: connection)
+            } catch let error as PostgresError where error.kind == .server && name != nil {
+                // A prepared statement can fail for good once its table changed ("cached plan must not change
+                // result type"): prepare it again next time.
+                self.statements[query.sql] = nil
+                PQclear(PQexec(connection, "DEALLOCATE \(name!)"))
+                throw error
+            }
+        }
     }
 }

@@ -51,7 +51,7 @@ struct ListenerTests {
         let seen = Locked<[String]>([])
         let listener = try await PostgresListener.start(
             configuration: try TestServer.configuration, channels: [channel], logger: Logger(label: "test"),
-            drops: { note in
+            drops: { note, _ in
                 seen.withLock { $0.append(note.payload) }
                 return note.payload.hasPrefix("own ")
             })
@@ -70,5 +70,94 @@ struct ListenerTests {
         #expect(kept == sent.filter { $0.hasPrefix("remote ") } + ["remote end"])
         #expect(seen.withLock { $0 } == sent + ["remote end"])
         listener.stop()
+    }
+
+    /// The notifications of one transaction arrive together: while handling each, the session counts those that
+    /// wait behind it (the change feed reads rows again only when none do).
+    @Test func theSessionCountsTheNotificationsWaitingBehindTheCurrentOne() async throws {
+        let channel = "skyros_test_\(UUID().uuidString.prefix(8).lowercased())"
+        let backlogs = Locked<[String: Int]>([:])
+        let listener = try await PostgresListener.start(
+            configuration: try TestServer.configuration, channels: [channel], logger: Logger(label: "test"),
+            drops: { note, session in
+                backlogs.withLock { $0[note.payload] = session.backlog }
+                return false
+            })
+        var events = listener.events.makeAsyncIterator()
+        #expect(await events.next() == .listening)
+        try await TestServer.withConnection { sender in
+            _ = try await sender.execute(script: "BEGIN; SELECT pg_notify('\(channel)', 'a'); SELECT pg_notify('\(channel)', 'b'); SELECT pg_notify('\(channel)', 'c'); COMMIT")
+            _ = try await sender.query("SELECT pg_notify(\(channel), 'alone')")
+        }
+        var payloads: [String] = []
+        while payloads.last != "alone", let event = await events.next() {
+            if case .notification(let note) = event { payloads.append(note.payload) }
+        }
+        #expect(payloads == ["a", "b", "c", "alone"])
+        #expect(backlogs.withLock { $0 } == ["a": 2, "b": 1, "c": 0, "alone": 0])
+        listener.stop()
+    }
+
+    /// The handler may read through the listener's own connection (the change feed reads observed rows there):
+    /// each read sees the commit that sent the notification, notifications arriving meanwhile keep their order,
+    /// the statement is prepared once, and one that fails (its table changed under it) is prepared again.
+    @Test func theHandlerReadsThroughTheListenersConnection() async throws {
+        let schema = try await TestServer.makeSchema()
+        let channel = "skyros_test_\(UUID().uuidString.prefix(8).lowercased())"
+        let table = "\(quoteIdentifier(schema)).counters"
+        try await TestServer.withConnection { setup in
+            _ = try await setup.execute(script: "CREATE TABLE \(table) (id int8 PRIMARY KEY, n int8 NOT NULL); INSERT INTO \(table) VALUES (1, 0)")
+        }
+        let read = Locked<[String: String]>([:])
+        let failures = Locked<[String]>([])
+        let prepared = Locked<Int?>(nil)
+        let listener = try await PostgresListener.start(
+            configuration: try TestServer.configuration, channels: [channel], logger: Logger(label: "test"),
+            drops: { note, session in
+                do {
+                    let rows = try session.query(PostgresQuery(unsafeSQL: "SELECT n FROM \(table) WHERE id = $1", binds: [PostgresValue(1)]))
+                    let value = rows.first.flatMap { try? $0.decode(String.self, at: 0) }
+                    if value == nil { failures.withLock { $0.append("\(note.payload): \(rows.count) rows, \(rows.commandTag)") } }
+                    read.withLock { $0[note.payload] = value }
+                } catch {
+                    failures.withLock { $0.append("\(note.payload): \(error)") }
+                }
+                if note.payload == "done" {
+                    let count = try? session.query("SELECT count(*) FROM pg_prepared_statements").first?.decode(Int.self, at: 0)
+                    prepared.withLock { $0 = count }
+                }
+                return false
+            })
+        var events = listener.events.makeAsyncIterator()
+        #expect(await events.next() == .listening)
+        try await TestServer.withConnection { writer in
+            for i in 1...40 {
+                try await writer.query("UPDATE \(unsafeRaw: table) SET n = \(i) WHERE id = 1")
+                try await writer.query("SELECT pg_notify(\(channel), \(String(i)))")
+            }
+            // The prepared statement's result type changes: it fails once, then is prepared again.
+            try await writer.execute(script: "ALTER TABLE \(table) ALTER COLUMN n TYPE text")
+            try await writer.query("SELECT pg_notify(\(channel), 'after alter')")
+            try await writer.query("SELECT pg_notify(\(channel), 'done')")
+        }
+        var payloads: [String] = []
+        while payloads.last != "done", let event = await events.next() {
+            if case .notification(let note) = event { payloads.append(note.payload) }
+        }
+        #expect(payloads == (1...40).map(String.init) + ["after alter", "done"])
+        let values = read.withLock { $0 }
+        // Each read sees at least the update committed before its notification (the writer goes on meanwhile),
+        // and the one read that failed is the first after the ALTER (which may already run during the last
+        // notifications).
+        let failed = failures.withLock { $0 }
+        #expect(failed.count == 1, "\(failed)")
+        let seen = (1...40).compactMap { i in values[String(i)].map { (i, Int($0) ?? -1) } }
+        for (i, value) in seen { #expect(value >= i, "notification \(i) read n = \(value)") }
+        #expect(seen.map(\.1) == seen.map(\.1).sorted())
+        #expect(seen.count + (values["after alter"] == nil ? 0 : 1) == 40, "\(failed)")
+        #expect(values["done"] == "40")
+        #expect(prepared.withLock { $0 } == 1)
+        listener.stop()
+        await TestServer.dropSchema(schema)
     }
 }

@@ -39,7 +39,7 @@ extension DataStack {
     /// ```
     public func observe<T: Entity>(_ type: T.Type, id: T.ID) -> ObservationSequence<T?> {
         let encoder = Result { try RowEncoder<T>() }
-        return self.observation(tables: [T.tableName]) {
+        return self.observation(tables: [T.tableName], row: try? RowKey(T.self, id: id)) {
             let encoder = try encoder.get()
             return try await self.mainContext.object(type, id: id).map { (value: $0, encoded: try encoder.encode($0)) }
         } changes: { (old: (value: T, encoded: [PostgresValue])??, new: (value: T, encoded: [PostgresValue])?) -> T?? in
@@ -51,11 +51,11 @@ extension DataStack {
     /// An observation of `tables`: `fetch` gives the state, `changes` the element for a new state (`nil`: no
     /// change worth reporting).
     private func observation<State: Sendable, Element: Sendable>(
-        tables: Set<String>, fetch: @escaping @Sendable () async throws -> State,
+        tables: Set<String>, row: RowKey? = nil, fetch: @escaping @Sendable () async throws -> State,
         changes: @escaping @Sendable (State?, State) -> Element?
     ) -> ObservationSequence<Element> {
         ObservationSequence(
-            registry: self.sync.observers, tables: tables, coalescing: self.sync.configuration.observerCoalescing,
+            registry: self.sync.observers, tables: tables, row: row, coalescing: self.sync.configuration.observerCoalescing,
             fetch: fetch, changes: changes)
     }
 }

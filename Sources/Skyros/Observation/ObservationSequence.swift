@@ -25,11 +25,11 @@ public struct ObservationSequence<Element: Sendable>: AsyncSequence, Sendable {
     private let makeDriver: @Sendable () -> any ObservationDriving<Element>
 
     init<State: Sendable>(
-        registry: ObserverRegistry, tables: Set<String>, coalescing: Duration,
+        registry: ObserverRegistry, tables: Set<String>, row: RowKey?, coalescing: Duration,
         fetch: @escaping @Sendable () async throws -> State, changes: @escaping @Sendable (State?, State) -> Element?
     ) {
         self.makeDriver = {
-            ObservationDriver(registry: registry, tables: tables, coalescing: coalescing, fetch: fetch, changes: changes)
+            ObservationDriver(registry: registry, tables: tables, row: row, coalescing: coalescing, fetch: fetch, changes: changes)
         }
     }
 
@@ -62,10 +62,10 @@ final class ObservationDriver<State: Sendable, Element: Sendable>: ObservationDr
     private var ended = false
 
     init(
-        registry: ObserverRegistry, tables: Set<String>, coalescing: Duration,
+        registry: ObserverRegistry, tables: Set<String>, row: RowKey?, coalescing: Duration,
         fetch: @escaping @Sendable () async throws -> State, changes: @escaping @Sendable (State?, State) -> Element?
     ) {
-        let (id, signals) = registry.register(tables: tables)
+        let (id, signals) = registry.register(tables: tables, row: row)
         self.registry = registry
         self.id = id
         self.signals = signals.makeAsyncIterator()

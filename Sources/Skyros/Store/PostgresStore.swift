@@ -198,7 +198,9 @@ public final class PostgresStore: Store {
         "\(plan.quotedColumns), \(SQLQueryBuilder.versionSelection(plan.versionColumn)) AS \(quoteIdentifier(SQLQueryBuilder.versionAlias))"
     }
 
-    private func selectByID<T>(_ plan: EntityPlan<T>, id: PostgresValue) -> PostgresQuery {
+    /// The query reading row `id` with its version (``object(_:id:)``; a change feed's listener reads observed
+    /// rows again with it).
+    func selectByID<T>(_ plan: EntityPlan<T>, id: PostgresValue) -> PostgresQuery {
         PostgresQuery(
             unsafeSQL: "SELECT \(self.selectList(plan)) FROM \(plan.quotedTable(schema: self.schema)) WHERE \(quoteIdentifier(plan.idColumn)) = $1",
             binds: [id])

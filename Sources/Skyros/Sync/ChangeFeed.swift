@@ -14,14 +14,18 @@ package struct ChangeFeedStatistics: Sendable, Hashable {
     package var catchUps = 0
     /// Times a gap (pruned, unseen entries) forced a cache flush.
     package var flushes = 0
-    /// Cached rows refreshed from an announced row instead of evicted.
+    /// Cached rows refreshed from an announced row, or from the row read again on the listener's connection,
+    /// instead of evicted.
     package var refreshedRows = 0
+    /// Rows an observer of one row watches, read again on the listener's connection as their hint arrived.
+    package var rowsReadByListener = 0
 }
 
 /// What the feed hands the stack.
 enum ChangeFeedDelivery: Sendable {
-    /// Entries committed by other stacks, in position order.
-    case remote([ChangeLogEntry])
+    /// Entries committed by other stacks, in position order, with rows read again since (see
+    /// ``ChangeFeed/ReadAgain``).
+    case remote([ChangeLogEntry], readAgain: [RowKey: RemoteRefresh] = [:])
     /// Entries were lost: drop the cache and refetch everything.
     case flush
 }
@@ -45,7 +49,18 @@ final class ChangeFeed: Sendable {
         var horizonReadRunning = false
         var horizonRead: Task<Void, Never>?
         var stopped = false
+        /// Rows read again on the listener's thread, by the position of the hint they follow, until the event
+        /// loop delivers that entry.
+        var readAgain: [Int64: [RowKey: RemoteRefresh]] = [:]
     }
+
+    /// Reads again, on the listener's connection and thread, the rows of another stack's entry that an observer
+    /// of one row watches, as the entry's hint arrives (the stack supplies it: which rows are observed, cached
+    /// and not pending). Delivered with the entry, they refresh the cache instead of being evicted, so the
+    /// observer's next read is served from memory: its event needs no pool connection, no hand-off to that
+    /// connection's thread and back, and the listening backend that just sent the notification is the one that
+    /// answers.
+    typealias ReadAgain = @Sendable (ChangeLogEntry, ListenerSession) -> [RowKey: RemoteRefresh]
 
     let log: ChangeLog
     let origin: UUID
@@ -54,6 +69,7 @@ final class ChangeFeed: Sendable {
     private let listenerConfiguration: PostgresConfiguration
     private let logger: Logger
     private let deliver: @Sendable (ChangeFeedDelivery) async -> Void
+    private let readsAgain: ReadAgain?
     private let state = Locked(State())
     let metrics = ChangeFeedMetrics()
     /// Serialises log reads (one reader at a time; the cursor is advanced in order).
@@ -61,9 +77,10 @@ final class ChangeFeed: Sendable {
 
     init(
         log: ChangeLog, origin: UUID, pool: ConnectionPool, session: PostgresConfiguration,
-        configuration: ChangeFeedConfiguration, logger: Logger,
+        configuration: ChangeFeedConfiguration, logger: Logger, readAgain: ReadAgain? = nil,
         deliver: @escaping @Sendable (ChangeFeedDelivery) async -> Void
     ) {
+        self.readsAgain = readAgain
         self.log = log
         self.origin = origin
         self.pool = pool
@@ -91,13 +108,18 @@ final class ChangeFeed: Sendable {
         let channel = self.log.channel
         // As this stack writes it into its hints (`<position> <origin> …`: lowercase, see `ChangeLog.recordStatement`).
         let ownOrigin = self.origin.uuidString.lowercased()
-        let dropsOwn: @Sendable (PostgresNotification) -> Bool = { [weak self] note in
+        let dropsOwn: @Sendable (PostgresNotification, ListenerSession) -> Bool = { [weak self] note, session in
             // This stack's own hints, skipped on the listener's thread: no task wakes up for them. Another
-            // stack's hint is only looked at up to its origin here (the event loop parses it), since every
-            // observer event waits behind this thread.
+            // stack's hint is parsed here only when rows of it may be read again for observers; the event loop
+            // parses it anyway, and every observer event waits behind this thread.
             guard note.channel == channel else { return false }
             let fields = note.payload.split(separator: " ", maxSplits: 2)
-            guard fields.count >= 2, fields[1] == ownOrigin, let self, let hint = ChangeLog.Hint(note.payload) else { return false }
+            guard fields.count >= 2, let self else { return false }
+            if fields[1] != ownOrigin {
+                self.readAgain(for: note.payload, on: session)
+                return false
+            }
+            guard let hint = ChangeLog.Hint(note.payload) else { return false }
             return self.needsNoRead(hint)
         }
         let listener = try await PostgresListener.start(
@@ -121,9 +143,10 @@ final class ChangeFeed: Sendable {
                         // Hints arrive in commit order while the listener is connected, and a reconnect triggers
                         // a read that catches up: a small entry is delivered from its hint, and the read that
                         // comes every so often (to advance the horizon) skips it.
+                        let readAgain = self.state.withLock { $0.readAgain.removeValue(forKey: entry.position) } ?? [:]
                         switch self.takeFromHint(entry) {
                         case .deliver(let advanceHorizon):
-                            await self.deliver(.remote([entry]))
+                            await self.deliver(.remote([entry], readAgain: readAgain))
                             // Counted once applied: a reader of the counter then sees the stack's cache updated.
                             self.metrics.entries.increment()
                             self.metrics.hintEntries.increment()
@@ -200,6 +223,8 @@ final class ChangeFeed: Sendable {
 
     /// Creates the change log tables unless they exist.
     func createLog() async throws {
+        // Positions start again in a new log: rows read for the old one's entries must not meet its positions.
+        self.state.withLock { $0.readAgain = [:] }
         try await self.pool.withConnection { try await self.log.createIfNeeded(on: $0) }
     }
 
@@ -228,6 +253,25 @@ final class ChangeFeed: Sendable {
         }
         listener?.stop()
         tasks.forEach { $0.cancel() }
+    }
+
+    /// Runs ``ReadAgain`` for another stack's hint carrying its entry (on the listener's thread), keeping what
+    /// it read for the event loop. Skipped for entries delivered already, and while other notifications wait
+    /// behind this one (a burst: its rows are evicted as usual, and read again on demand through the pool).
+    private func readAgain(for payload: String, on session: ListenerSession) {
+        guard let readAgain = self.readsAgain, session.backlog == 0, let hint = ChangeLog.Hint(payload), hint.inline != nil,
+            !self.state.withLock({ $0.cursor.hasDelivered(hint.position) }), let entry = hint.entry
+        else { return }
+        let rows = readAgain(entry, session)
+        guard !rows.isEmpty else { return }
+        self.metrics.rowsReadByListener.increment(by: rows.count)
+        self.state.withLock { state in
+            // Kept until the event loop takes them; a loop far behind (or entries it reads from the log
+            // instead) leaves some: drop them rather than let them grow. An entry delivered without its rows
+            // is evicted as usual.
+            if state.readAgain.count >= 256 { state.readAgain.removeAll() }
+            state.readAgain[entry.position] = rows
+        }
     }
 
     /// Whether a hint can be skipped: its entry was delivered already, or it is this stack's own (up to
@@ -329,6 +373,7 @@ final class ChangeFeed: Sendable {
             self.metrics.logReads.increment()
             switch outcome {
             case .gap:
+                self.state.withLock { $0.readAgain = [:] }
                 self.metrics.flushes.increment()
                 self.logger.info("change log entries were pruned before this stack read them, or the log was replaced; flushing the cache")
                 await self.deliver(.flush)

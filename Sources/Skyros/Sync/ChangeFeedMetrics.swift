@@ -8,7 +8,8 @@
 /// | `skyros.feed.log_reads` | counter | reads of the change log (start, catch-ups, horizon reads) |
 /// | `skyros.feed.catch_ups` | counter | times the listener reconnected and caught up from the log |
 /// | `skyros.feed.flushes` | counter | cache flushes: entries were pruned before they were read, or the log was replaced |
-/// | `skyros.feed.refreshed_rows` | counter | cached rows refreshed from the row another process's update announced (not read again) |
+/// | `skyros.feed.refreshed_rows` | counter | cached rows refreshed from the row another process's update announced, or read again on the listener's connection for an observer of that row (instead of evicted) |
+/// | `skyros.feed.listener_reads` | counter | rows an observer of one row watches, read again on the listener's connection as another process's hint arrived |
 struct ChangeFeedMetrics: Sendable {
     let entries = ReportedCounter("skyros.feed.entries")
     /// Of `entries`, those that arrived in their hint (no log read); not reported.
@@ -17,10 +18,12 @@ struct ChangeFeedMetrics: Sendable {
     let catchUps = ReportedCounter("skyros.feed.catch_ups")
     let flushes = ReportedCounter("skyros.feed.flushes")
     let refreshedRows = ReportedCounter("skyros.feed.refreshed_rows")
+    let rowsReadByListener = ReportedCounter("skyros.feed.listener_reads")
 
     var statistics: ChangeFeedStatistics {
         ChangeFeedStatistics(
             reads: self.logReads.current, remoteEntries: self.entries.current, hintEntries: self.hintEntries.current,
-            catchUps: self.catchUps.current, flushes: self.flushes.current, refreshedRows: self.refreshedRows.current)
+            catchUps: self.catchUps.current, flushes: self.flushes.current, refreshedRows: self.refreshedRows.current,
+            rowsReadByListener: self.rowsReadByListener.current)
     }
 }

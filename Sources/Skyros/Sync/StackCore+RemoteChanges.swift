@@ -9,9 +9,13 @@ extension StackCore {
     /// this process wrote them, and are marked: when that change commits, the row is evicted rather than
     /// cached (the other process may have committed after it). Reads in flight retry, so they do not put back
     /// what they read before the change.
+    ///
+    /// `readAgain` holds rows read after the entries committed (``readAgain(_:on:)``): each refreshes its row
+    /// like an announced one, if the row is still cached at the version it had when it was read again.
     /// - Returns: the number of rows refreshed.
-    func applyRemote(_ entries: [ChangeLogEntry]) -> Int {
-        let refreshes = self.refreshes(for: entries)
+    func applyRemote(_ entries: [ChangeLogEntry], readAgain: [RowKey: RemoteRefresh] = [:]) -> Int {
+        var refreshes = self.refreshes(for: entries)
+        for (key, refresh) in readAgain where refreshes[key] == nil { refreshes[key] = refresh }
         return self.state.withLock { state -> Int in
             for entry in entries {
                 for change in entry.changes {
@@ -64,6 +68,27 @@ extension StackCore {
         return refreshes
     }
 
+    /// Reads `keys` again through `session` (a change feed's listener, on its thread), for those cached with no
+    /// queued local change: refreshes for ``applyRemote(_:readAgain:)``, based on the version cached now. A row
+    /// that fails to read or decode, or no longer exists, is left out (it is evicted as usual).
+    func readAgain(_ keys: [RowKey], on session: ListenerSession) -> [RowKey: RemoteRefresh] {
+        guard let store = self.store as? PostgresStore else { return [:] }
+        let cached = self.state.withLock { state in
+            keys.compactMap { key -> (key: RowKey, type: any Entity.Type, version: Int64)? in
+                guard state.pending[key] == nil, let entry = state.cache.peek(key) else { return nil }
+                return (key, type(of: entry.value), entry.version)
+            }
+        }
+        guard !cached.isEmpty else { return [:] }
+        let measure = self.measuresBytes
+        var refreshes: [RowKey: RemoteRefresh] = [:]
+        for row in cached {
+            guard let read = row.type.readAgain(id: row.key.id, from: store, on: session, measure: measure) else { continue }
+            refreshes[row.key] = RemoteRefresh(base: row.version, value: read.value, version: read.version, bytes: read.bytes)
+        }
+        return refreshes
+    }
+
     /// Drops every cached row (the change log had a gap); rows with queued local changes stay visible and are
     /// marked like ``applyRemote(_:)`` marks them.
     func flushRemote() {
@@ -106,13 +131,17 @@ final class SaveNotifier: Sendable {
     }
 }
 
-/// A cached row brought up to date from the rows other processes' updates announced.
-private struct RemoteRefresh {
+/// A cached row brought up to date from the rows other processes' updates announced, or read again after them.
+struct RemoteRefresh: Sendable {
     /// The cached version the refresh replaces.
     let base: Int64
     let value: any Entity
     let version: Int64
     let bytes: Int
+
+    init(base: Int64, value: any Entity, version: Int64, bytes: Int) {
+        (self.base, self.value, self.version, self.bytes) = (base, value, version, bytes)
+    }
 
     /// Follows a row's changes from its cached version `base`: each must be an update announcing its row,
     /// made on top of the version the one before produced. `nil` when any is not (the row is evicted).
@@ -132,6 +161,17 @@ private struct RemoteRefresh {
 }
 
 extension Entity {
+    /// This entity's row `id` read through `session` as the store reads it, with its version and its size for
+    /// the cache; `nil` when it does not exist or fails to read or decode.
+    static func readAgain(
+        id: PostgresValue, from store: PostgresStore, on session: ListenerSession, measure: Bool
+    ) -> (value: any Entity, version: Int64, bytes: Int)? {
+        guard let plan = try? EntityPlan<Self>.shared, let rows = try? session.query(store.selectByID(plan, id: id)),
+            let row = try? RowDecoder(plan: plan).decode(rows).first
+        else { return nil }
+        return (row.value, row.version, measure ? approximateSize(of: EntityKind<Self>().encode(row.value)) : 0)
+    }
+
     /// A value of this entity from a row another process's update announced, with its new version and its
     /// size for the cache. `nil` when that process's column layout differs from this one's (a rolling deploy),
     /// or the values do not decode.

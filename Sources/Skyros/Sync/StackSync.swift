@@ -33,6 +33,7 @@ final class StackSync: CommitTransactionHook, Sendable {
         let feed = ChangeFeed(
             log: ChangeLog(schema: schema), origin: self.origin, pool: pool, session: session,
             configuration: self.configuration, logger: logger,
+            readAgain: { [weak self] entry, session in self?.readAgain(entry, on: session) ?? [:] },
             deliver: { [weak self] delivery in self?.apply(delivery) })
         try await feed.start()
         self.feed.withLock { $0 = feed }
@@ -73,11 +74,22 @@ final class StackSync: CommitTransactionHook, Sendable {
 
     // MARK: Remote changes
 
+    /// The rows of another stack's entry to read again as its hint arrives (``ChangeFeed/ReadAgain``): those it
+    /// updated without announcing them whole, that an observer of one row watches, and that are cached and
+    /// have no queued local change.
+    private func readAgain(_ entry: ChangeLogEntry, on session: ListenerSession) -> [RowKey: RemoteRefresh] {
+        let updated = entry.changes.compactMap { $0.k == "u" && $0.r == nil ? $0.key : nil }
+        guard !updated.isEmpty else { return [:] }
+        let observed = self.observers.observedRows(among: updated)
+        guard !observed.isEmpty, let core = self.core.withLock({ $0 }) else { return [:] }
+        return core.readAgain(observed, on: session)
+    }
+
     private func apply(_ delivery: ChangeFeedDelivery) {
         let core = self.core.withLock { $0 }
         switch delivery {
-        case .remote(let entries):
-            let refreshed = core?.applyRemote(entries) ?? 0
+        case .remote(let entries, let readAgain):
+            let refreshed = core?.applyRemote(entries, readAgain: readAgain) ?? 0
             if refreshed > 0 { self.changeFeed?.metrics.refreshedRows.increment(by: refreshed) }
             self.observers.changed(Set(entries.flatMap { $0.changes.map(\.t) }))
         case .flush:

@@ -186,6 +186,46 @@ private struct MPCounted: Entity, Equatable {
         }
     }
 
+    /// Without rows in the hints, a row an observer of one row watches is read again on the listener's
+    /// connection as the hint arrives: the cache is refreshed, and the observer's re-run is served from memory.
+    @Test func anObservedRowIsReadAgainByTheListenerWhenHintsCarryNoRows() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await Self.stack(schema)
+            let b = try await Self.stack(schema)
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 0, title: "")) }
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 0, title: "")) }
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 2 })
+            var observed = b.observe(MPItem.self, id: 1).makeAsyncIterator()
+            #expect(try await observed.next()??.value == 0)
+            #expect(try await b.mainContext.object(MPItem.self, id: 2)?.value == 0)   // cached, not observed
+            let missesBefore = b.cacheStatistics.misses
+            for value in 1...20 {
+                try await Self.update(MPItem.self, id: 1, in: a) {
+                    $0.value = value
+                    $0.title = "value \(value) \"quoted\" ☃"
+                }
+                var seen: MPItem?
+                while (seen?.value ?? -1) < value { seen = try #require(try await observed.next()) }
+                #expect(seen == MPItem(id: 1, owner: 0, value: value, title: "value \(value) \"quoted\" ☃"))
+            }
+            #expect(b.cacheStatistics.misses == missesBefore)
+            #expect(b.changeFeedStatistics.rowsReadByListener == 20)
+            #expect(b.changeFeedStatistics.refreshedRows == 20)
+            // The refreshed version is the stored one: B's guarded update succeeds.
+            try await Self.update(MPItem.self, id: 1, in: b) { $0.value = 100 }
+            #expect(try await Self.storedInteger("SELECT value FROM \(qualified: [schema, "mp_items"]) WHERE id = 1") == 100)
+
+            // A row cached but not observed is evicted as before, and read again when asked for.
+            try await Self.update(MPItem.self, id: 2, in: a) { $0.value = 7 }
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 23 })
+            #expect(try await b.mainContext.object(MPItem.self, id: 2)?.value == 7)
+            #expect(b.cacheStatistics.misses == missesBefore + 1)
+            #expect(b.changeFeedStatistics.rowsReadByListener == 20)
+            await a.shutdown()
+            await b.shutdown()
+        }
+    }
+
     @Test func byDefaultHintsCarryNoRowsAndCachedCopiesAreEvicted() async throws {
         try await ManyProcessHarness.withSchema { schema in
             let a = try await Self.stack(schema)

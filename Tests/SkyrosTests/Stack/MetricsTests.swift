@@ -53,7 +53,7 @@ struct MetricsTests {
         }
     }
 
-    @Test("the change feed reports applied entries, refreshed rows, log reads and catch-ups to swift-metrics")
+    @Test("the change feed reports applied entries, refreshed rows, listener reads, log reads and catch-ups to swift-metrics")
     func changeFeedMetrics() async throws {
         _ = RecordedMetrics.shared
         try await StackTestServer.withQueueStack({ $0.changeFeed.includesRowsInHints = true }) { writer in
@@ -78,6 +78,19 @@ struct MetricsTests {
             try await eventually { RecordedMetrics.total("skyros.feed.refreshed_rows") - refreshed >= 1 }
             try await eventually { reader.changeFeedStatistics.refreshedRows == 1 }
             #expect(try await reader.mainContext.object(StackNote.self, id: 1)?.rank == 10)
+
+            // A stack whose hints carry no rows updates the row an observer of the reader watches: the reader's
+            // listener reads it again.
+            let plain = try await DataStack.start(DataStackConfiguration(
+                store: .postgres(try StackTestServer.configuration, schema: store.schema), entities: [StackNote.self]))
+            let listenerReads = RecordedMetrics.total("skyros.feed.listener_reads")
+            var observed = reader.observe(StackNote.self, id: 1).makeAsyncIterator()
+            #expect(try await observed.next()??.rank == 10)
+            try await plain.write(durability: .committed) { try await $0.update(note(1, rank: 20)) }
+            try await eventually { RecordedMetrics.total("skyros.feed.listener_reads") - listenerReads >= 1 }
+            #expect(reader.changeFeedStatistics.rowsReadByListener == 1)
+            #expect(try await observed.next()??.rank == 20)
+            await plain.shutdown()
 
             // The reader's listener loses its connection: it reconnects and catches up from the log.
             let listener = try #require(reader.changeFeedApplicationName)
