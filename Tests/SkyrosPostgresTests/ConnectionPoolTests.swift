@@ -53,20 +53,20 @@ struct ConnectionPoolTests {
     }
 
     @Test func transactionCommitsOrRollsBack() async throws {
-        let schema = try await TestServer.makeSchema()
-        defer { Task { await TestServer.dropSchema(schema) } }
-        let pool = ConnectionPool(configuration: .init(maximumConnections: 2), postgres: try TestServer.configuration)
-        try await pool.withConnection { try await $0.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).t (n int)") }
-        struct Boom: Error {}
-        await #expect(throws: Boom.self) {
-            try await pool.withTransaction { try await $0.query("INSERT INTO \(qualified: [schema, "t"]) VALUES (1)"); throw Boom() }
+        try await TestServer.withSchema { schema in
+            let pool = ConnectionPool(configuration: .init(maximumConnections: 2), postgres: try TestServer.configuration)
+            try await pool.withConnection { try await $0.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).t (n int)") }
+            struct Boom: Error {}
+            await #expect(throws: Boom.self) {
+                try await pool.withTransaction { try await $0.query("INSERT INTO \(qualified: [schema, "t"]) VALUES (1)"); throw Boom() }
+            }
+            try await pool.withTransaction(isolation: .repeatableRead) {
+                try await $0.query("INSERT INTO \(qualified: [schema, "t"]) VALUES (2)")
+            }
+            let values = try await pool.withConnection { try await $0.query("SELECT n FROM \(qualified: [schema, "t"])") }
+            #expect(try values.map { try $0.decode(Int.self, at: 0) } == [2])
+            await pool.shutdown()
         }
-        try await pool.withTransaction(isolation: .repeatableRead) {
-            try await $0.query("INSERT INTO \(qualified: [schema, "t"]) VALUES (2)")
-        }
-        let values = try await pool.withConnection { try await $0.query("SELECT n FROM \(qualified: [schema, "t"])") }
-        #expect(try values.map { try $0.decode(Int.self, at: 0) } == [2])
-        await pool.shutdown()
     }
 
     @Test func droppedIdleConnectionIsReplacedTransparently() async throws {

@@ -6,19 +6,19 @@ import Testing
 @Suite("Connection: statements, errors, cancellation, pipeline, COPY")
 struct ConnectionTests {
     @Test func boundParametersNeverBecomeSQL() async throws {
-        let schema = try await TestServer.makeSchema()
-        defer { Task { await TestServer.dropSchema(schema) } }
-        let connection = try await TestServer.connect()
-        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).\"odd \"\"name\"\"\" (\"order\" text)")
-        let hostile = ["'; DROP TABLE x; --", "\\", "$1", "\"", "' OR '1'='1", "%_"]
-        for value in hostile {
-            try await connection.query("INSERT INTO \(qualified: [schema, "odd \"name\""]) (\(identifier: "order")) VALUES (\(value))")
+        try await TestServer.withSchema { schema in
+            let connection = try await TestServer.connect()
+            try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).\"odd \"\"name\"\"\" (\"order\" text)")
+            let hostile = ["'; DROP TABLE x; --", "\\", "$1", "\"", "' OR '1'='1", "%_"]
+            for value in hostile {
+                try await connection.query("INSERT INTO \(qualified: [schema, "odd \"name\""]) (\(identifier: "order")) VALUES (\(value))")
+            }
+            let rows = try await connection.query("SELECT \(identifier: "order") FROM \(qualified: [schema, "odd \"name\""]) ORDER BY 1")
+            #expect(Set(try rows.map { try $0.decode(String.self, at: 0) }) == Set(hostile))
+            #expect(quoteIdentifier("odd \"name\"") == "\"odd \"\"name\"\"\"")
+            #expect(quoteIdentifier("naïve 表") == "\"naïve 表\"")
+            await connection.close()
         }
-        let rows = try await connection.query("SELECT \(identifier: "order") FROM \(qualified: [schema, "odd \"name\""]) ORDER BY 1")
-        #expect(Set(try rows.map { try $0.decode(String.self, at: 0) }) == Set(hostile))
-        #expect(quoteIdentifier("odd \"name\"") == "\"odd \"\"name\"\"\"")
-        #expect(quoteIdentifier("naïve 表") == "\"naïve 表\"")
-        await connection.close()
     }
 
     @Test func libpqCallsRunOnTheConnectionsOwnThread() async throws {
@@ -40,51 +40,51 @@ struct ConnectionTests {
     }
 
     @Test func serverErrorsCarrySQLStateAndFields() async throws {
-        let schema = try await TestServer.makeSchema()
-        defer { Task { await TestServer.dropSchema(schema) } }
-        let connection = try await TestServer.connect()
-        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).users (id int PRIMARY KEY, email text CONSTRAINT users_email_key UNIQUE)")
-        try await connection.query("INSERT INTO \(qualified: [schema, "users"]) VALUES (1, \("a@x"))")
-        let duplicate = await #expect(throws: PostgresError.self) {
-            try await connection.query("INSERT INTO \(qualified: [schema, "users"]) VALUES (2, \("a@x"))")
-        }
-        #expect(duplicate?.kind == .uniqueViolation)
-        #expect(duplicate?.sqlState == .uniqueViolation)
-        #expect(duplicate?.constraint == "users_email_key")
-        #expect(duplicate?.table == "users")
-        #expect(duplicate?.schema == schema)
-        #expect(duplicate?.detail?.contains("already exists") == true)
-        #expect(duplicate.map { SQLState.integrityConstraintViolation ~= $0.sqlState } == true)
+        try await TestServer.withSchema { schema in
+            let connection = try await TestServer.connect()
+            try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).users (id int PRIMARY KEY, email text CONSTRAINT users_email_key UNIQUE)")
+            try await connection.query("INSERT INTO \(qualified: [schema, "users"]) VALUES (1, \("a@x"))")
+            let duplicate = await #expect(throws: PostgresError.self) {
+                try await connection.query("INSERT INTO \(qualified: [schema, "users"]) VALUES (2, \("a@x"))")
+            }
+            #expect(duplicate?.kind == .uniqueViolation)
+            #expect(duplicate?.sqlState == .uniqueViolation)
+            #expect(duplicate?.constraint == "users_email_key")
+            #expect(duplicate?.table == "users")
+            #expect(duplicate?.schema == schema)
+            #expect(duplicate?.detail?.contains("already exists") == true)
+            #expect(duplicate.map { SQLState.integrityConstraintViolation ~= $0.sqlState } == true)
 
-        let syntax = await #expect(throws: PostgresError.self) { try await connection.query("SELEC 1") }
-        #expect(syntax?.kind == .syntaxError)
-        #expect(syntax?.position == 1)
-        let missing = await #expect(throws: PostgresError.self) { try await connection.query("SELECT * FROM no_such_table") }
-        #expect(missing?.kind == .undefinedTable)
-        // Still usable after errors.
-        #expect(try await connection.query("SELECT 2")[0].decode(Int.self, at: 0) == 2)
-        await connection.close()
+            let syntax = await #expect(throws: PostgresError.self) { try await connection.query("SELEC 1") }
+            #expect(syntax?.kind == .syntaxError)
+            #expect(syntax?.position == 1)
+            let missing = await #expect(throws: PostgresError.self) { try await connection.query("SELECT * FROM no_such_table") }
+            #expect(missing?.kind == .undefinedTable)
+            // Still usable after errors.
+            #expect(try await connection.query("SELECT 2")[0].decode(Int.self, at: 0) == 2)
+            await connection.close()
+        }
     }
 
     @Test func transactionRollsBackOnThrow() async throws {
-        let schema = try await TestServer.makeSchema()
-        defer { Task { await TestServer.dropSchema(schema) } }
-        let connection = try await TestServer.connect()
-        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).t (n int)")
-        struct Boom: Error {}
-        await #expect(throws: Boom.self) {
-            try await connection.withTransaction(isolation: .serializable) { connection in
-                try await connection.query("INSERT INTO \(qualified: [schema, "t"]) VALUES (1)")
-                throw Boom()
+        try await TestServer.withSchema { schema in
+            let connection = try await TestServer.connect()
+            try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).t (n int)")
+            struct Boom: Error {}
+            await #expect(throws: Boom.self) {
+                try await connection.withTransaction(isolation: .serializable) { connection in
+                    try await connection.query("INSERT INTO \(qualified: [schema, "t"]) VALUES (1)")
+                    throw Boom()
+                }
             }
+            try await connection.withTransaction { connection in
+                try await connection.query("INSERT INTO \(qualified: [schema, "t"]) VALUES (2)")
+            }
+            let rows = try await connection.query("SELECT n FROM \(qualified: [schema, "t"])")
+            #expect(try rows.map { try $0.decode(Int.self, at: 0) } == [2])
+            #expect(await connection.isInTransaction == false)
+            await connection.close()
         }
-        try await connection.withTransaction { connection in
-            try await connection.query("INSERT INTO \(qualified: [schema, "t"]) VALUES (2)")
-        }
-        let rows = try await connection.query("SELECT n FROM \(qualified: [schema, "t"])")
-        #expect(try rows.map { try $0.decode(Int.self, at: 0) } == [2])
-        #expect(await connection.isInTransaction == false)
-        await connection.close()
     }
 
     @Test func cancellingTheTaskCancelsTheQuery() async throws {
@@ -112,111 +112,111 @@ struct ConnectionTests {
     }
 
     @Test func pipelineOfTenThousandInsertsCommitsInOneTransaction() async throws {
-        let schema = try await TestServer.makeSchema()
-        defer { Task { await TestServer.dropSchema(schema) } }
-        let connection = try await TestServer.connect()
-        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int PRIMARY KEY, xid8 xid8 DEFAULT pg_current_xact_id())")
-        var batch: [PostgresQuery] = ["BEGIN"]
-        batch += (0..<10_000).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
-        batch.append("COMMIT")
-        let results = try await connection.pipeline(batch)
-        #expect(results.count == 10_002)
-        #expect(results[1].affectedRows == 1)
-        let rows = try await connection.query("SELECT count(*), count(DISTINCT xid8::text) FROM \(qualified: [schema, "items"])")
-        #expect(try rows[0].decode(Int.self, at: 0) == 10_000)
-        #expect(try rows[0].decode(Int.self, at: 1) == 1, "all rows were written by one transaction")
-        await connection.close()
+        try await TestServer.withSchema { schema in
+            let connection = try await TestServer.connect()
+            try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int PRIMARY KEY, xid8 xid8 DEFAULT pg_current_xact_id())")
+            var batch: [PostgresQuery] = ["BEGIN"]
+            batch += (0..<10_000).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
+            batch.append("COMMIT")
+            let results = try await connection.pipeline(batch)
+            #expect(results.count == 10_002)
+            #expect(results[1].affectedRows == 1)
+            let rows = try await connection.query("SELECT count(*), count(DISTINCT xid8::text) FROM \(qualified: [schema, "items"])")
+            #expect(try rows[0].decode(Int.self, at: 0) == 10_000)
+            #expect(try rows[0].decode(Int.self, at: 1) == 1, "all rows were written by one transaction")
+            await connection.close()
+        }
     }
 
     @Test func pipelineErrorAbortsAndNamesTheStatement() async throws {
-        let schema = try await TestServer.makeSchema()
-        defer { Task { await TestServer.dropSchema(schema) } }
-        let connection = try await TestServer.connect()
-        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int PRIMARY KEY)")
-        var batch: [PostgresQuery] = (0..<100).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
-        batch[57] = "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(3))"  // duplicate key
-        let error = await #expect(throws: PostgresError.self) { try await connection.pipeline(batch) }
-        #expect(error?.kind == .uniqueViolation)
-        #expect(error?.statementIndex == 57)
-        let count = try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0)
-        #expect(count == 0, "the implicit pipeline transaction was rolled back")
-        // The connection left pipeline mode cleanly.
-        #expect(try await connection.query("SELECT \(5)::int8")[0].decode(Int.self, at: 0) == 5)
-        await connection.close()
+        try await TestServer.withSchema { schema in
+            let connection = try await TestServer.connect()
+            try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int PRIMARY KEY)")
+            var batch: [PostgresQuery] = (0..<100).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
+            batch[57] = "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(3))"  // duplicate key
+            let error = await #expect(throws: PostgresError.self) { try await connection.pipeline(batch) }
+            #expect(error?.kind == .uniqueViolation)
+            #expect(error?.statementIndex == 57)
+            let count = try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0)
+            #expect(count == 0, "the implicit pipeline transaction was rolled back")
+            // The connection left pipeline mode cleanly.
+            #expect(try await connection.query("SELECT \(5)::int8")[0].decode(Int.self, at: 0) == 5)
+            await connection.close()
+        }
     }
 
     @Test func pipelinesPrepareTheirStatementsOnceAndReuseThem() async throws {
-        let schema = try await TestServer.makeSchema()
-        defer { Task { await TestServer.dropSchema(schema) } }
-        let connection = try await TestServer.connect()
-        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int8 PRIMARY KEY, label text)")
-        func insert(_ n: Int) -> PostgresQuery { "INSERT INTO \(qualified: [schema, "items"]) (n, label) VALUES (\(n), \("row \(n)"))" }
-        func preparedCount() async throws -> Int {
-            try await connection.query("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO%'")[0].decode(Int.self, at: 0)
-        }
-        // A new statement is prepared inside the pipeline, once, however often it repeats.
-        let first = try await connection.pipeline((0..<20).map(insert) + ["SELECT \(7)::int8 * 6"])
-        #expect(first.count == 21)
-        #expect(try first[20][0].decode(Int.self, at: 0) == 42)
-        #expect(try await preparedCount() == 1)
-        // A pipeline that fails after preparing keeps the statement usable; the failure names the statement.
-        let duplicate = await #expect(throws: PostgresError.self) {
-            try await connection.pipeline([insert(100), insert(5), insert(101)])
-        }
-        #expect(duplicate?.kind == .uniqueViolation)
-        #expect(duplicate?.statementIndex == 1)
-        // A new statement that does not parse fails with its own index, and nothing is cached for it.
-        let syntax = await #expect(throws: PostgresError.self) {
-            try await connection.pipeline([insert(200), "INSERT INTO nowhere_at_all VALUES (\(1))", insert(201)])
-        }
-        #expect(syntax?.kind == .undefinedTable)
-        #expect(syntax?.statementIndex == 1)
-        let again = await #expect(throws: PostgresError.self) {
-            try await connection.pipeline(["INSERT INTO nowhere_at_all VALUES (\(1))"])
-        }
-        #expect(again?.statementIndex == 0)
-        // The same text with other parameter types runs unnamed instead of replacing the cached statement.
-        let mixed = try await connection.pipeline([
-            "INSERT INTO \(qualified: [schema, "items"]) (n, label) VALUES (\(300), \(3.5))", insert(301),
-        ])
-        #expect(mixed.count == 2)
-        #expect(try await preparedCount() == 1)
-        let rows = try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0)
-        #expect(rows == 22)
-        await connection.close()
+        try await TestServer.withSchema { schema in
+            let connection = try await TestServer.connect()
+            try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int8 PRIMARY KEY, label text)")
+            func insert(_ n: Int) -> PostgresQuery { "INSERT INTO \(qualified: [schema, "items"]) (n, label) VALUES (\(n), \("row \(n)"))" }
+            func preparedCount() async throws -> Int {
+                try await connection.query("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO%'")[0].decode(Int.self, at: 0)
+            }
+            // A new statement is prepared inside the pipeline, once, however often it repeats.
+            let first = try await connection.pipeline((0..<20).map(insert) + ["SELECT \(7)::int8 * 6"])
+            #expect(first.count == 21)
+            #expect(try first[20][0].decode(Int.self, at: 0) == 42)
+            #expect(try await preparedCount() == 1)
+            // A pipeline that fails after preparing keeps the statement usable; the failure names the statement.
+            let duplicate = await #expect(throws: PostgresError.self) {
+                try await connection.pipeline([insert(100), insert(5), insert(101)])
+            }
+            #expect(duplicate?.kind == .uniqueViolation)
+            #expect(duplicate?.statementIndex == 1)
+            // A new statement that does not parse fails with its own index, and nothing is cached for it.
+            let syntax = await #expect(throws: PostgresError.self) {
+                try await connection.pipeline([insert(200), "INSERT INTO nowhere_at_all VALUES (\(1))", insert(201)])
+            }
+            #expect(syntax?.kind == .undefinedTable)
+            #expect(syntax?.statementIndex == 1)
+            let again = await #expect(throws: PostgresError.self) {
+                try await connection.pipeline(["INSERT INTO nowhere_at_all VALUES (\(1))"])
+            }
+            #expect(again?.statementIndex == 0)
+            // The same text with other parameter types runs unnamed instead of replacing the cached statement.
+            let mixed = try await connection.pipeline([
+                "INSERT INTO \(qualified: [schema, "items"]) (n, label) VALUES (\(300), \(3.5))", insert(301),
+            ])
+            #expect(mixed.count == 2)
+            #expect(try await preparedCount() == 1)
+            let rows = try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0)
+            #expect(rows == 22)
+            await connection.close()
 
-        // Without prepared statements (PgBouncer in transaction mode) pipelines prepare nothing.
-        let unprepared = try await Connection.connect(to: TestServer.configuration, usePreparedStatements: false)
-        try await unprepared.pipeline([insert(400), insert(401)])
-        #expect(try await unprepared.query("SELECT count(*) FROM pg_prepared_statements")[0].decode(Int.self, at: 0) == 0)
-        await unprepared.close()
+            // Without prepared statements (PgBouncer in transaction mode) pipelines prepare nothing.
+            let unprepared = try await Connection.connect(to: TestServer.configuration, usePreparedStatements: false)
+            try await unprepared.pipeline([insert(400), insert(401)])
+            #expect(try await unprepared.query("SELECT count(*) FROM pg_prepared_statements")[0].decode(Int.self, at: 0) == 0)
+            await unprepared.close()
+        }
     }
 
     @Test func copyFromStdin() async throws {
-        let schema = try await TestServer.makeSchema()
-        defer { Task { await TestServer.dropSchema(schema) } }
-        let connection = try await TestServer.connect()
-        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).docs (id int, body text, blob bytea, at timestamptz)")
-        let tricky = "tab\there\nnew line \\ back \\N not null"
-        var rows: [[PostgresValue]] = []
-        for i in 0..<5_000 {
-            rows.append([
-                try PostgresValue(i), i == 1 ? .null : try PostgresValue(i == 0 ? tricky : "row \(i)"),
-                try PostgresValue(Data([0, UInt8(i % 256)])), try PostgresValue(Date(timeIntervalSince1970: Double(i))),
-            ])
+        try await TestServer.withSchema { schema in
+            let connection = try await TestServer.connect()
+            try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).docs (id int, body text, blob bytea, at timestamptz)")
+            let tricky = "tab\there\nnew line \\ back \\N not null"
+            var rows: [[PostgresValue]] = []
+            for i in 0..<5_000 {
+                rows.append([
+                    try PostgresValue(i), i == 1 ? .null : try PostgresValue(i == 0 ? tricky : "row \(i)"),
+                    try PostgresValue(Data([0, UInt8(i % 256)])), try PostgresValue(Date(timeIntervalSince1970: Double(i))),
+                ])
+            }
+            let copied = try await connection.copyFrom(table: [schema, "docs"], columns: ["id", "body", "blob", "at"], rows: rows)
+            #expect(copied == 5_000)
+            let first = try await connection.query("SELECT body, blob FROM \(qualified: [schema, "docs"]) WHERE id IN (0, 1) ORDER BY id")
+            #expect(try first[0].decode(String.self, at: 0) == tricky)
+            #expect(try first[1].decode(String?.self, at: 0) == nil)
+            #expect(try first[0].decode(Data.self, at: 1) == Data([0, 0]))
+            let bad = await #expect(throws: PostgresError.self) {
+                try await connection.copyFrom(table: [schema, "docs"], columns: ["id"], rows: [[try PostgresValue("not a number")]])
+            }
+            #expect(bad?.sqlState == .invalidTextRepresentation)
+            #expect(try await connection.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
+            await connection.close()
         }
-        let copied = try await connection.copyFrom(table: [schema, "docs"], columns: ["id", "body", "blob", "at"], rows: rows)
-        #expect(copied == 5_000)
-        let first = try await connection.query("SELECT body, blob FROM \(qualified: [schema, "docs"]) WHERE id IN (0, 1) ORDER BY id")
-        #expect(try first[0].decode(String.self, at: 0) == tricky)
-        #expect(try first[1].decode(String?.self, at: 0) == nil)
-        #expect(try first[0].decode(Data.self, at: 1) == Data([0, 0]))
-        let bad = await #expect(throws: PostgresError.self) {
-            try await connection.copyFrom(table: [schema, "docs"], columns: ["id"], rows: [[try PostgresValue("not a number")]])
-        }
-        #expect(bad?.sqlState == .invalidTextRepresentation)
-        #expect(try await connection.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
-        await connection.close()
     }
 
     @Test(arguments: [Duration.zero, .microseconds(100), .milliseconds(20)])
@@ -288,21 +288,21 @@ struct ConnectionTests {
     }
 
     @Test func copyStartedThroughQueryEndsCleanlyAndTheConnectionStaysUsable() async throws {
-        let schema = try await TestServer.makeSchema()
-        defer { Task { await TestServer.dropSchema(schema) } }
-        let connection = try await TestServer.connect()
-        try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).t (n int)")
-        let copyIn = await #expect(throws: PostgresError.self) {
-            try await connection.query("COPY \(qualified: [schema, "t"]) FROM STDIN")
+        try await TestServer.withSchema { schema in
+            let connection = try await TestServer.connect()
+            try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).t (n int)")
+            let copyIn = await #expect(throws: PostgresError.self) {
+                try await connection.query("COPY \(qualified: [schema, "t"]) FROM STDIN")
+            }
+            #expect(copyIn?.message.contains("copyFrom") == true)
+            #expect(await connection.isInTransaction == false)
+            #expect(try await connection.query("SELECT 3")[0].decode(Int.self, at: 0) == 3)
+            try await connection.execute(script: "INSERT INTO \(quoteIdentifier(schema)).t VALUES (1), (2)")
+            let copyOut = try await connection.execute(script: "COPY \(quoteIdentifier(schema)).t TO STDOUT")
+            #expect(copyOut.commandTag == "COPY 2")
+            #expect(try await connection.query("SELECT count(*) FROM \(qualified: [schema, "t"])")[0].decode(Int.self, at: 0) == 2)
+            await connection.close()
         }
-        #expect(copyIn?.message.contains("copyFrom") == true)
-        #expect(await connection.isInTransaction == false)
-        #expect(try await connection.query("SELECT 3")[0].decode(Int.self, at: 0) == 3)
-        try await connection.execute(script: "INSERT INTO \(quoteIdentifier(schema)).t VALUES (1), (2)")
-        let copyOut = try await connection.execute(script: "COPY \(quoteIdentifier(schema)).t TO STDOUT")
-        #expect(copyOut.commandTag == "COPY 2")
-        #expect(try await connection.query("SELECT count(*) FROM \(qualified: [schema, "t"])")[0].decode(Int.self, at: 0) == 2)
-        await connection.close()
     }
 
     @Test func connectionFailuresAreSpecificAndNeverShowThePassword() async throws {

@@ -47,6 +47,20 @@ public enum TestServer {
         return name
     }
 
+    /// Runs `body` with a fresh schema (see ``makeSchema(_:)``) and drops it in line afterwards, whatever `body`
+    /// does (not from a detached task the test does not wait for).
+    public static func withSchema<R>(_ prefix: String = "t", _ body: (String) async throws -> R) async throws -> R {
+        let name = try await self.makeSchema(prefix)
+        do {
+            let result = try await body(name)
+            await self.dropSchema(name)
+            return result
+        } catch {
+            await self.dropSchema(name)
+            throw error
+        }
+    }
+
     public static func dropSchema(_ name: String) async {
         guard let connection = try? await self.connect() else { return }
         _ = try? await connection.execute(script: "DROP SCHEMA IF EXISTS \(quoteIdentifier(name)) CASCADE")

@@ -207,12 +207,17 @@ struct PredicateDifferentialTests {
     @Test func caseMappingAgreesOnNonASCII() async throws {
         let samples = ["straße", "ΌΣΟΣ", "ΣΑΣ Σ", "ǅ", "ﬁé", "ÉCOLE", "naïve", "Ü😀", "日本"]
         let connection = try await QueryTestServer.connect()
-        defer { Task { await connection.close() } }
-        for sample in samples {
-            let rows = try await connection.query(
-                "SELECT lower(\(sample) COLLATE \"und-x-icu\"), upper(\(sample) COLLATE \"und-x-icu\")")
-            #expect(try rows[0].decode(String.self, at: 0) == sample.localizedLowercase, "lower(\(sample))")
-            #expect(try rows[0].decode(String.self, at: 1) == sample.localizedUppercase, "upper(\(sample))")
+        do {
+            for sample in samples {
+                let rows = try await connection.query(
+                    "SELECT lower(\(sample) COLLATE \"und-x-icu\"), upper(\(sample) COLLATE \"und-x-icu\")")
+                #expect(try rows[0].decode(String.self, at: 0) == sample.localizedLowercase, "lower(\(sample))")
+                #expect(try rows[0].decode(String.self, at: 1) == sample.localizedUppercase, "upper(\(sample))")
+            }
+        } catch {
+            await connection.close()
+            throw error
         }
+        await connection.close()
     }
 }
