@@ -214,15 +214,26 @@ package final class ListenerSession {
         self.replyWait = ReplyWait(busyPoll: busyPoll)
     }
 
+    /// Whether this connection's statement and lock timeouts were set (before its first read).
+    private var limited = false
+    /// The longest a read may wait for a lock, or run: every notification behind it waits too (a migration
+    /// holding a table's `ACCESS EXCLUSIVE` lock would otherwise stall the listener for as long).
+    static let timeouts = "SET lock_timeout = '100ms'; SET statement_timeout = '1s'"
+
     /// Runs one statement on the listener's connection and returns its rows, as ``Connection/query(_:)`` does
-    /// (statements with parameters are prepared once per connection). Notifications that arrive meanwhile are
-    /// kept by libpq and handled after the current one.
+    /// (statements with parameters are prepared once per connection), within the ``timeouts`` set on the
+    /// connection before its first read. Notifications that arrive meanwhile are kept by libpq and handled
+    /// after the current one.
     /// - Throws: ``PostgresError``; a failed connection is noticed (and re-established) by the listener's loop.
     package func query(_ query: PostgresQuery) throws -> PostgresRows {
         if let encodingError = query.encodingError {
             throw PostgresError(kind: .encoding, message: encodingError)
         }
         let connection = self.connection
+        if !self.limited {
+            _ = try LibPQ.consume(PQexec(connection, Self.timeouts), connection: connection)
+            self.limited = true
+        }
         return try LibPQ.withParameters(query.binds) { count, types, values in
             var name = self.statements[query.sql]
             if name == nil, !query.binds.isEmpty, self.statements.count < Self.statementLimit {

@@ -98,6 +98,50 @@ struct ListenerTests {
         listener.stop()
     }
 
+    /// A read on the listener's connection waits at most 100 ms for a lock (a migration holding a table's
+    /// `ACCESS EXCLUSIVE` lock must not stall every notification behind it), then fails; the next succeeds
+    /// once the lock is gone.
+    @Test func aReadOnTheListenersConnectionDoesNotWaitLongForALock() async throws {
+        try await TestServer.withSchema { schema in
+            let channel = "skyros_test_\(UUID().uuidString.prefix(8).lowercased())"
+            let table = "\(quoteIdentifier(schema)).locked"
+            let outcomes = Locked<[String: String]>([:])
+            let listener = try await PostgresListener.start(
+                configuration: try TestServer.configuration, channels: [channel], logger: Logger(label: "test"),
+                drops: { note, session in
+                    let started = ContinuousClock.now
+                    let outcome: String
+                    do {
+                        _ = try session.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table) WHERE id = $1", binds: [PostgresValue(1)]))
+                        outcome = "read"
+                    } catch let error as PostgresError {
+                        outcome = "\(error.sqlState?.rawValue ?? "-") after \(ContinuousClock.now - started < .seconds(1) ? "under" : "over") 1 s"
+                    } catch {
+                        outcome = "\(error)"
+                    }
+                    outcomes.withLock { $0[note.payload] = outcome }
+                    return false
+                })
+            var events = listener.events.makeAsyncIterator()
+            #expect(await events.next() == .listening)
+            try await TestServer.withConnection { locker in
+                _ = try await locker.execute(script: "CREATE TABLE \(table) (id int8 PRIMARY KEY)")
+                _ = try await locker.execute(script: "BEGIN; LOCK TABLE \(table) IN ACCESS EXCLUSIVE MODE")
+                try await TestServer.withConnection { _ = try await $0.query("SELECT pg_notify(\(channel), 'locked')") }
+                while let event = await events.next() {
+                    if case .notification(let note) = event, note.payload == "locked" { break }
+                }
+                _ = try await locker.execute(script: "COMMIT")
+                _ = try await locker.query("SELECT pg_notify(\(channel), 'free')")
+            }
+            while let event = await events.next() {
+                if case .notification(let note) = event, note.payload == "free" { break }
+            }
+            #expect(outcomes.withLock { $0 } == ["locked": "55P03 after under 1 s", "free": "read"])
+            listener.stop()
+        }
+    }
+
     /// The handler may read through the listener's own connection (the change feed reads observed rows there):
     /// each read sees the commit that sent the notification, notifications arriving meanwhile keep their order,
     /// the statement is prepared once, and one that fails (its table changed under it) is prepared again.
