@@ -52,14 +52,7 @@ public struct PostgresFixture: Sendable {
         _ kind: String, _ arguments: [String] = [], _ body: (PostgresFixture) async throws -> R
     ) async throws -> R {
         let fixture = try await self.start(kind, arguments)
-        do {
-            let result = try await body(fixture)
-            await fixture.stop()
-            return result
-        } catch {
-            await fixture.stop()
-            throw error
-        }
+        return try await withCleanup { try await body(fixture) } cleanup: { await fixture.stop() }
     }
 
     /// A value the fixture printed; fails the test (by throwing) when it printed no such key.

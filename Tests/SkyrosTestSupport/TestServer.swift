@@ -23,14 +23,7 @@ public enum TestServer {
     /// (not from a detached task the test does not wait for).
     public static func withConnection<R>(_ body: (Connection) async throws -> R) async throws -> R {
         let connection = try await self.connect()
-        do {
-            let result = try await body(connection)
-            await connection.close()
-            return result
-        } catch {
-            await connection.close()
-            throw error
-        }
+        return try await withCleanup { try await body(connection) } cleanup: { await connection.close() }
     }
 
     /// A unique schema name (not created).
@@ -51,14 +44,7 @@ public enum TestServer {
     /// does (not from a detached task the test does not wait for).
     public static func withSchema<R>(_ prefix: String = "t", _ body: (String) async throws -> R) async throws -> R {
         let name = try await self.makeSchema(prefix)
-        do {
-            let result = try await body(name)
-            await self.dropSchema(name)
-            return result
-        } catch {
-            await self.dropSchema(name)
-            throw error
-        }
+        return try await withCleanup { try await body(name) } cleanup: { await self.dropSchema(name) }
     }
 
     public static func dropSchema(_ name: String) async {
@@ -73,5 +59,18 @@ public enum TestServer {
     /// Whether a test may restart the server (scripts/test allows it for the suites it runs alone).
     public static var mayRestartServer: Bool {
         self.pgCtlCommand != nil && ProcessInfo.processInfo.environment["SKYROS_ALLOW_SERVER_RESTART"] == "1"
+    }
+}
+
+/// Runs `body`, then `cleanup` in line, whether `body` returned or threw (an `async` `defer`: a `defer` can only
+/// start a task the test does not wait for).
+public func withCleanup<R>(_ body: () async throws -> R, cleanup: () async -> Void) async throws -> R {
+    do {
+        let result = try await body()
+        await cleanup()
+        return result
+    } catch {
+        await cleanup()
+        throw error
     }
 }

@@ -71,15 +71,12 @@ enum ManyProcessHarness {
     /// Terminates the backend of the listener named `applicationName`; returns how many were terminated.
     static func terminateListener(applicationName: String) async throws -> Int {
         let connection = try await Connection.connect(to: try self.configuration)
-        let rows: PostgresRows
-        do {
-            rows = try await connection.query(
+        return try await withCleanup {
+            let rows = try await connection.query(
                 "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = \(applicationName)")
-        } catch {
+            return try rows.first?.decode(Int.self, at: 0) ?? 0
+        } cleanup: {
             await connection.close()
-            throw error
         }
-        await connection.close()
-        return try rows.first?.decode(Int.self, at: 0) ?? 0
     }
 }

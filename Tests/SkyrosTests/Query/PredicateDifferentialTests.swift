@@ -2,6 +2,7 @@ import Foundation
 @testable import Skyros
 import SkyrosTestFixtures
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// Generated predicates, sorts and windows run both in memory and on PostgreSQL must return the same ordered ids.
@@ -207,17 +208,15 @@ struct PredicateDifferentialTests {
     @Test func caseMappingAgreesOnNonASCII() async throws {
         let samples = ["straße", "ΌΣΟΣ", "ΣΑΣ Σ", "ǅ", "ﬁé", "ÉCOLE", "naïve", "Ü😀", "日本"]
         let connection = try await QueryTestServer.connect()
-        do {
+        try await withCleanup {
             for sample in samples {
                 let rows = try await connection.query(
                     "SELECT lower(\(sample) COLLATE \"und-x-icu\"), upper(\(sample) COLLATE \"und-x-icu\")")
                 #expect(try rows[0].decode(String.self, at: 0) == sample.localizedLowercase, "lower(\(sample))")
                 #expect(try rows[0].decode(String.self, at: 1) == sample.localizedUppercase, "upper(\(sample))")
             }
-        } catch {
+        } cleanup: {
             await connection.close()
-            throw error
         }
-        await connection.close()
     }
 }

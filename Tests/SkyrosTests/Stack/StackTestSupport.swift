@@ -75,14 +75,7 @@ enum StackTestServer {
         switch kind {
         case .inMemory:
             let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory, cacheLimit: cacheLimit))
-            do {
-                let result = try await body(stack)
-                await stack.shutdown()
-                return result
-            } catch {
-                await stack.shutdown()
-                throw error
-            }
+            return try await withCleanup { try await body(stack) } cleanup: { await stack.shutdown() }
         case .postgres:
             return try await withQueueStack({ $0.cacheLimit = cacheLimit }, body)
         }
