@@ -208,7 +208,7 @@ public actor Connection {
             guard PQsendQuery(connection, sql) == 1, LibPQ.flush(connection) else {
                 throw LibPQ.error(result: nil, connection: connection, secrets: self.secrets)
             }
-            while let result = self.nextResult(on: connection) {
+            while let result = self.replyWait.nextResult(on: connection) {
                 do {
                     let rows = try LibPQ.consume(result, connection: connection)
                     last = rows
@@ -243,46 +243,7 @@ public actor Connection {
         guard send() == 1, LibPQ.flush(connection) else {
             throw LibPQ.error(result: nil, connection: connection, secrets: self.secrets)
         }
-        var last: OpaquePointer?
-        while let result = self.nextResult(on: connection) {
-            if let last { PQclear(last) }
-            last = result
-            if PQstatus(connection) == CONNECTION_BAD { break }
-        }
-        return try LibPQ.consume(last, connection: connection)
-    }
-
-    /// The next result of the running statement(s) once it arrives (``ReplyWait``), or `nil` when they are
-    /// done; a `COPY` started this way is ended first (``endCopy(_:on:)``).
-    private func nextResult(on connection: OpaquePointer) -> OpaquePointer? {
-        while true {
-            _ = self.replyWait.awaitReply(connection)
-            guard let result = PQgetResult(connection) else { return nil }
-            if !Self.endCopy(result, on: connection) { return result }
-        }
-    }
-
-    /// A statement run as a query that starts a `COPY` (the COPY API is ``copyFrom(table:columns:rows:)``):
-    /// ends it with an error (`COPY FROM STDIN`) or reads and drops its data (`COPY TO STDOUT`), so the
-    /// statement finishes and the connection stays usable. Frees `result`; `true` when it was such a result.
-    private static func endCopy(_ result: OpaquePointer, on connection: OpaquePointer) -> Bool {
-        switch PQresultStatus(result) {
-        case PGRES_COPY_IN, PGRES_COPY_BOTH:
-            PQclear(result)
-            _ = PQputCopyEnd(
-                connection, "COPY FROM STDIN is not supported by query and execute(script:); use copyFrom(table:columns:rows:)")
-            return true
-        case PGRES_COPY_OUT:
-            PQclear(result)
-            var buffer: UnsafeMutablePointer<CChar>?
-            while PQgetCopyData(connection, &buffer, 0) >= 0 {
-                if let buffer { PQfreemem(buffer) }
-                buffer = nil
-            }
-            return true
-        default:
-            return false
-        }
+        return try LibPQ.consume(self.replyWait.lastResult(on: connection), connection: connection)
     }
 
     /// The cached prepared statement for `query`, prepared now if new; `nil` (send it unnamed) when the cache
@@ -447,3 +408,49 @@ final class IDCounter: Sendable {
     func next() -> Int { self.value.withLock { $0 += 1; return $0 } }
 }
 
+extension ReplyWait {
+    /// The last result of the statement sent on `connection`, as `PQexec` returns it, waiting for each with
+    /// ``awaitReply(_:)`` (busy polling first) instead of libpq's sleeping wait.
+    mutating func lastResult(on connection: OpaquePointer) -> OpaquePointer? {
+        var last: OpaquePointer?
+        while let result = self.nextResult(on: connection) {
+            if let last { PQclear(last) }
+            last = result
+            if PQstatus(connection) == CONNECTION_BAD { break }
+        }
+        return last
+    }
+
+    /// The next result of the running statement(s) once it arrives (``awaitReply(_:)``), or `nil` when they
+    /// are done; a `COPY` started this way is ended first (``endCopy(_:on:)``).
+    mutating func nextResult(on connection: OpaquePointer) -> OpaquePointer? {
+        while true {
+            _ = self.awaitReply(connection)
+            guard let result = PQgetResult(connection) else { return nil }
+            if !Self.endCopy(result, on: connection) { return result }
+        }
+    }
+
+    /// A statement run as a query that starts a `COPY` (the COPY API is ``copyFrom(table:columns:rows:)``):
+    /// ends it with an error (`COPY FROM STDIN`) or reads and drops its data (`COPY TO STDOUT`), so the
+    /// statement finishes and the connection stays usable. Frees `result`; `true` when it was such a result.
+    fileprivate static func endCopy(_ result: OpaquePointer, on connection: OpaquePointer) -> Bool {
+        switch PQresultStatus(result) {
+        case PGRES_COPY_IN, PGRES_COPY_BOTH:
+            PQclear(result)
+            _ = PQputCopyEnd(
+                connection, "COPY FROM STDIN is not supported by query and execute(script:); use copyFrom(table:columns:rows:)")
+            return true
+        case PGRES_COPY_OUT:
+            PQclear(result)
+            var buffer: UnsafeMutablePointer<CChar>?
+            while PQgetCopyData(connection, &buffer, 0) >= 0 {
+                if let buffer { PQfreemem(buffer) }
+                buffer = nil
+            }
+            return true
+        default:
+            return false
+        }
+    }
+}

@@ -204,6 +204,8 @@ package final class ListenerSession {
     private var statements: [String: String] = [:]
     /// Statements prepared per connection at most (later ones are sent unnamed).
     private static let statementLimit = 64
+    /// How many statements this connection prepared.
+    private var madeStatements = 0
     /// How many notifications received with this one wait behind it: a handler that reads may leave the read
     /// out while they do, so a burst is not held up (notifications that arrive during a read are not counted).
     package fileprivate(set) var backlog = 0
@@ -237,7 +239,9 @@ package final class ListenerSession {
         return try LibPQ.withParameters(query.binds) { count, types, values in
             var name = self.statements[query.sql]
             if name == nil, !query.binds.isEmpty, self.statements.count < Self.statementLimit {
-                let made = "skyros_listener_\(self.statements.count + 1)"
+                // Numbered in order made, never reused: a statement prepared again gets a new name.
+                self.madeStatements += 1
+                let made = "skyros_listener_\(self.madeStatements)"
                 _ = try LibPQ.consume(PQprepare(connection, made, query.sql, count, types), connection: connection)
                 self.statements[query.sql] = made
                 name = made
@@ -250,19 +254,11 @@ package final class ListenerSession {
             guard sent == 1, LibPQ.flush(connection) else {
                 throw LibPQ.error(result: nil, connection: connection, secrets: self.secrets)
             }
-            var last: OpaquePointer?
-            while true {
-                _ = self.replyWait.awaitReply(connection)
-                guard let result = PQgetResult(connection) else { break }
-                if let last { PQclear(last) }
-                last = result
-                if PQstatus(connection) == CONNECTION_BAD { break }
-            }
             do {
-                return try LibPQ.consume(last, connection: connection)
-            } catch let error as PostgresError where error.kind == .server && name != nil {
-                // A prepared statement can fail for good once its table changed ("cached plan must not change
-                // result type"): prepare it again next time.
+                return try LibPQ.consume(self.replyWait.lastResult(on: connection), connection: connection)
+            } catch let error as PostgresError where error.sqlState == .featureNotSupported && name != nil {
+                // A prepared statement fails for good once its table's columns changed ("cached plan must not
+                // change result type"): prepare it again next time.
                 self.statements[query.sql] = nil
                 PQclear(PQexec(connection, "DEALLOCATE \(name!)"))
                 throw error

@@ -166,9 +166,16 @@ struct ListenerTests {
                 } catch {
                     failures.withLock { $0.append("\(note.payload): \(error)") }
                 }
+                // A second statement, prepared before the first is prepared again, and a third after: each
+                // keeps a name of its own.
+                if note.payload == "1" {
+                    _ = try? session.query(PostgresQuery(unsafeSQL: "SELECT $1::int8 + 1", binds: [PostgresValue(1)]))
+                }
                 if note.payload == "done" {
+                    let doubled = try? session.query(PostgresQuery(unsafeSQL: "SELECT $1::int8 * 2", binds: [PostgresValue(21)]))
+                        .first?.decode(Int.self, at: 0)
                     let count = try? session.query("SELECT count(*) FROM pg_prepared_statements").first?.decode(Int.self, at: 0)
-                    prepared.withLock { $0 = count }
+                    prepared.withLock { $0 = count.map { $0 * 100 + (doubled ?? -1) } }
                 }
                 return false
             })
@@ -200,7 +207,7 @@ struct ListenerTests {
         #expect(seen.map(\.1) == seen.map(\.1).sorted())
         #expect(seen.count + (values["after alter"] == nil ? 0 : 1) == 40, "\(failed)")
         #expect(values["done"] == "40")
-        #expect(prepared.withLock { $0 } == 1)
+        #expect(prepared.withLock { $0 } == 342, "statements prepared × 100 + the third statement's result")
         listener.stop()
         await TestServer.dropSchema(schema)
     }

@@ -63,6 +63,9 @@ final class ObserverRegistry: Sendable {
 
     var count: Int { self.observers.withLock { $0.byID.count } }
 
+    /// Whether any observer watches one row.
+    var watchesRows: Bool { self.observers.withLock { !$0.rows.isEmpty } }
+
     /// Those of `keys` that an observer of one row watches.
     func observedRows(among keys: [RowKey]) -> [RowKey] {
         self.observers.withLock { observers in

@@ -60,7 +60,9 @@ final class ChangeFeed: Sendable {
     /// observer's next read is served from memory: its event needs no pool connection, no hand-off to that
     /// connection's thread and back, and the listening backend that just sent the notification is the one that
     /// answers.
-    typealias ReadAgain = @Sendable (ChangeLogEntry, ListenerSession) -> [RowKey: RemoteRefresh]
+    /// It is given the entry to decode (`nil` when it does not decode): a stack whose observers watch no
+    /// single row returns without decoding it.
+    typealias ReadAgain = @Sendable (_ entry: () -> ChangeLogEntry?, ListenerSession) -> [RowKey: RemoteRefresh]
 
     let log: ChangeLog
     let origin: UUID
@@ -260,9 +262,9 @@ final class ChangeFeed: Sendable {
     /// behind this one (a burst: its rows are evicted as usual, and read again on demand through the pool).
     private func readAgain(for payload: String, on session: ListenerSession) {
         guard let readAgain = self.readsAgain, session.backlog == 0, let hint = ChangeLog.Hint(payload), hint.inline != nil,
-            !self.state.withLock({ $0.cursor.hasDelivered(hint.position) }), let entry = hint.entry
+            !self.state.withLock({ $0.cursor.hasDelivered(hint.position) })
         else { return }
-        let rows = readAgain(entry, session)
+        let rows = readAgain({ hint.entry }, session)
         guard !rows.isEmpty else { return }
         self.metrics.rowsReadByListener.increment(by: rows.count)
         self.state.withLock { state in
@@ -270,7 +272,7 @@ final class ChangeFeed: Sendable {
             // instead) leaves some: drop them rather than let them grow. An entry delivered without its rows
             // is evicted as usual.
             if state.readAgain.count >= 256 { state.readAgain.removeAll() }
-            state.readAgain[entry.position] = rows
+            state.readAgain[hint.position] = rows
         }
     }
 

@@ -77,7 +77,8 @@ final class StackSync: CommitTransactionHook, Sendable {
     /// The rows of another stack's entry to read again as its hint arrives (``ChangeFeed/ReadAgain``): those it
     /// updated without announcing them whole, that an observer of one row watches, and that are cached and
     /// have no queued local change.
-    private func readAgain(_ entry: ChangeLogEntry, on session: ListenerSession) -> [RowKey: RemoteRefresh] {
+    private func readAgain(_ entry: () -> ChangeLogEntry?, on session: ListenerSession) -> [RowKey: RemoteRefresh] {
+        guard self.observers.watchesRows, let entry = entry() else { return [:] }
         let updated = entry.changes.compactMap { $0.k == "u" && $0.r == nil ? $0.key : nil }
         guard !updated.isEmpty else { return [:] }
         let observed = self.observers.observedRows(among: updated)
