@@ -14,10 +14,7 @@ struct ServerRestartTests {
         #expect(await events.next() == .listening)
 
         // Fill the pool with idle connections.
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<4 { group.addTask { try await pool.withConnection { _ = try await $0.query("SELECT pg_sleep(0.02)") } } }
-            try await group.waitForAll()
-        }
+        try await holdAtOnce(4, connectionsOf: pool)
         #expect(pool.statistics.idle == 4)
 
         try await TestServer.pgCtl("restart -m fast -w -t 60")
