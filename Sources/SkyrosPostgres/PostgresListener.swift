@@ -48,18 +48,18 @@ public final class PostgresListener: Sendable {
     private let channels: [String]
     private let logger: Logger
     private let reconnectDelay: Duration
-    private let drops: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
+    private let handles: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
 
     private init(
         configuration: PostgresConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration,
-        drops: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
+        handles: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
     ) {
         (self.events, self.continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
         self.configuration = configuration
         self.channels = channels
         self.logger = logger
         self.reconnectDelay = reconnectDelay
-        self.drops = drops
+        self.handles = handles
     }
 
     /// Connects, issues `LISTEN` for each channel, and starts delivering notifications.
@@ -73,20 +73,20 @@ public final class PostgresListener: Sendable {
         logger: Logger = Logger(label: "skyros.listener", factory: { _ in SwiftLogNoOpLogHandler() }),
         reconnectDelay: Duration = .milliseconds(50)
     ) async throws -> PostgresListener {
-        try await self.start(configuration: configuration, channels: channels, logger: logger, reconnectDelay: reconnectDelay, drops: nil)
+        try await self.start(configuration: configuration, channels: channels, logger: logger, reconnectDelay: reconnectDelay, handles: nil)
     }
 
-    /// ``start(configuration:channels:logger:reconnectDelay:)``, with `drops` run on the listener's thread for
-    /// each notification as it arrives, before it is yielded: a notification it returns `true` for is not
-    /// yielded (no task wakes up for it). It may read from the database through the ``ListenerSession`` it is
+    /// ``start(configuration:channels:logger:reconnectDelay:)``, with `handles` run on the listener's thread for
+    /// each notification as it arrives, before it is yielded: a notification it returns `true` for (handled
+    /// there) is not yielded (no task wakes up for it). It may read from the database through the ``ListenerSession`` it is
     /// given (the listener's own connection, awake since it just delivered the notification); otherwise it
     /// must be quick and must not block: later notifications wait behind it.
     package static func start(
         configuration: PostgresConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration = .milliseconds(50),
-        drops: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
+        handles: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
     ) async throws -> PostgresListener {
         let listener = PostgresListener(
-            configuration: configuration, channels: channels, logger: logger, reconnectDelay: reconnectDelay, drops: drops)
+            configuration: configuration, channels: channels, logger: logger, reconnectDelay: reconnectDelay, handles: handles)
         try await withCheckedThrowingContinuation { (ready: CheckedContinuation<Void, any Error>) in
             let thread = Thread { listener.loop(ready: ready) }
             thread.name = "skyros-listener"
@@ -181,7 +181,7 @@ public final class PostgresListener: Sendable {
             }
             for (index, notification) in received.enumerated() {
                 currentSession.backlog = received.count - index - 1
-                if let drops = self.drops, drops(notification, currentSession) { continue }
+                if let handles = self.handles, handles(notification, currentSession) { continue }
                 self.continuation.yield(.notification(notification))
             }
         }

@@ -44,14 +44,14 @@ struct ListenerTests {
         await sender.close()
     }
 
-    /// The change feed drops its stack's own hints on the listener's thread: what `drops` keeps arrives in
-    /// order, and nothing it drops is yielded (the drop runs once per notification).
+    /// The change feed handles hints on the listener's thread: what `handles` leaves arrives in order, and
+    /// nothing it handles is yielded (it runs once per notification).
     @Test func notificationsADropFilterRejectsAreNeverYielded() async throws {
         let channel = "skyros_test_\(UUID().uuidString.prefix(8).lowercased())"
         let seen = Locked<[String]>([])
         let listener = try await PostgresListener.start(
             configuration: try TestServer.configuration, channels: [channel], logger: Logger(label: "test"),
-            drops: { note, _ in
+            handles: { note, _ in
                 seen.withLock { $0.append(note.payload) }
                 return note.payload.hasPrefix("own ")
             })
@@ -60,7 +60,7 @@ struct ListenerTests {
         let sent = (0..<60).map { $0 % 3 == 0 ? "remote \($0)" : "own \($0)" }
         try await TestServer.withConnection { sender in
             for payload in sent { try await sender.query("SELECT pg_notify(\(channel), \(payload))") }
-            // A last kept one: once it arrives, every earlier notification went through `drops`.
+            // A last kept one: once it arrives, every earlier notification went through `handles`.
             try await sender.query("SELECT pg_notify(\(channel), 'remote end')")
         }
         var kept: [String] = []
@@ -79,7 +79,7 @@ struct ListenerTests {
         let backlogs = Locked<[String: Int]>([:])
         let listener = try await PostgresListener.start(
             configuration: try TestServer.configuration, channels: [channel], logger: Logger(label: "test"),
-            drops: { note, session in
+            handles: { note, session in
                 backlogs.withLock { $0[note.payload] = session.backlog }
                 return false
             })
@@ -108,7 +108,7 @@ struct ListenerTests {
             let outcomes = Locked<[String: String]>([:])
             let listener = try await PostgresListener.start(
                 configuration: try TestServer.configuration, channels: [channel], logger: Logger(label: "test"),
-                drops: { note, session in
+                handles: { note, session in
                     let started = ContinuousClock.now
                     let outcome: String
                     do {
@@ -157,7 +157,7 @@ struct ListenerTests {
         let prepared = Locked<Int?>(nil)
         let listener = try await PostgresListener.start(
             configuration: try TestServer.configuration, channels: [channel], logger: Logger(label: "test"),
-            drops: { note, session in
+            handles: { note, session in
                 do {
                     let rows = try session.query(PostgresQuery(unsafeSQL: "SELECT n FROM \(table) WHERE id = $1", binds: [PostgresValue(1)]))
                     let value = rows.first.flatMap { try? $0.decode(String.self, at: 0) }

@@ -22,7 +22,7 @@ enum ObserverSignal: Sendable {
     case finished((any Error)?)
 }
 
-/// The active observers of a stack, by table: wakes those whose tables changed.
+/// The active observers of a stack, indexed by the tables and rows they watch: wakes those a change concerns.
 final class ObserverRegistry: Sendable {
     private struct Observer: Sendable {
         let tables: Set<String>
@@ -33,8 +33,47 @@ final class ObserverRegistry: Sendable {
 
     private struct Observers: Sendable {
         var byID: [UUID: Observer] = [:]
-        /// How many observers watch each row (observers of one row).
-        var rows: [RowKey: Int] = [:]
+        /// Observers of queries, by each table they read.
+        var queriesByTable: [String: Set<UUID>] = [:]
+        /// Observers of one row, by that row.
+        var byRow: [RowKey: Set<UUID>] = [:]
+        /// Observers of one row, by its table (woken when any row of it may have changed).
+        var rowsByTable: [String: Set<UUID>] = [:]
+
+        mutating func insert(_ observer: Observer, id: UUID) {
+            self.byID[id] = observer
+            if let row = observer.row {
+                self.byRow[row, default: []].insert(id)
+                self.rowsByTable[row.table, default: []].insert(id)
+            } else {
+                for table in observer.tables { self.queriesByTable[table, default: []].insert(id) }
+            }
+        }
+
+        mutating func remove(_ id: UUID) -> Observer? {
+            guard let observer = self.byID.removeValue(forKey: id) else { return nil }
+            if let row = observer.row {
+                Self.remove(id, from: &self.byRow, at: row)
+                Self.remove(id, from: &self.rowsByTable, at: row.table)
+            } else {
+                for table in observer.tables { Self.remove(id, from: &self.queriesByTable, at: table) }
+            }
+            return observer
+        }
+
+        private static func remove<Key: Hashable>(_ id: UUID, from index: inout [Key: Set<UUID>], at key: Key) {
+            index[key]?.remove(id)
+            if index[key]?.isEmpty == true { index[key] = nil }
+        }
+
+        /// The observers `changes` concerns.
+        func woken(by changes: ObservedChanges) -> [Observer] {
+            var ids: Set<UUID> = []
+            for table in changes.tables { ids.formUnion(self.queriesByTable[table] ?? []) }
+            for table in changes.wholeTables { ids.formUnion(self.rowsByTable[table] ?? []) }
+            for row in changes.rows { ids.formUnion(self.byRow[row] ?? []) }
+            return ids.compactMap { self.byID[$0] }
+        }
     }
 
     private let observers = Locked(Observers())
@@ -44,41 +83,31 @@ final class ObserverRegistry: Sendable {
     func register(tables: Set<String>, row: RowKey? = nil) -> (id: UUID, signals: AsyncStream<ObserverSignal>) {
         let (signals, continuation) = AsyncStream.makeStream(of: ObserverSignal.self, bufferingPolicy: .bufferingNewest(1))
         let id = UUID.random()
-        self.observers.withLock { observers in
-            observers.byID[id] = Observer(tables: tables, row: row, signal: continuation)
-            if let row { observers.rows[row, default: 0] += 1 }
-        }
+        self.observers.withLock { $0.insert(Observer(tables: tables, row: row, signal: continuation), id: id) }
         return (id, signals)
     }
 
     func remove(_ id: UUID) {
-        self.observers.withLock { observers -> Observer? in
-            guard let removed = observers.byID.removeValue(forKey: id) else { return nil }
-            if let row = removed.row {
-                if let count = observers.rows[row], count > 1 { observers.rows[row] = count - 1 } else { observers.rows[row] = nil }
-            }
-            return removed
-        }?.signal.finish()
+        self.observers.withLock { $0.remove(id) }?.signal.finish()
     }
 
     var count: Int { self.observers.withLock { $0.byID.count } }
 
     /// Whether any observer watches one row.
-    var watchesRows: Bool { self.observers.withLock { !$0.rows.isEmpty } }
+    var watchesRows: Bool { self.observers.withLock { !$0.byRow.isEmpty } }
 
     /// Those of `keys` that an observer of one row watches.
     func observedRows(among keys: [RowKey]) -> [RowKey] {
         self.observers.withLock { observers in
-            observers.rows.isEmpty ? [] : keys.filter { observers.rows[$0] != nil }
+            observers.byRow.isEmpty ? [] : keys.filter { observers.byRow[$0] != nil }
         }
     }
 
-    /// Wakes the observers of any of `tables` (worked out only when something is observed: every save calls this).
-    func changed(_ tables: @autoclosure () -> Set<String>) {
+    /// Wakes the observers `changes` concerns (worked out only when something is observed: every save calls this).
+    func changed(_ changes: @autoclosure () -> ObservedChanges) {
         guard self.count > 0 else { return }
-        let tables = tables()
-        let woken = self.observers.withLock { $0.byID.values.filter { !$0.tables.isDisjoint(with: tables) } }
-        for observer in woken { observer.signal.yield(.changed) }
+        let changes = changes()
+        for observer in self.observers.withLock({ $0.woken(by: changes) }) { observer.signal.yield(.changed) }
     }
 
     /// Wakes every observer.

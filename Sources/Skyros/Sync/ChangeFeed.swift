@@ -49,9 +49,9 @@ final class ChangeFeed: Sendable {
         var horizonReadRunning = false
         var horizonRead: Task<Void, Never>?
         var stopped = false
-        /// Rows read again on the listener's thread, by the position of the hint they follow, until the event
-        /// loop delivers that entry.
-        var readAgain: [Int64: [RowKey: RemoteRefresh]] = [:]
+        /// Hints on the log's channel handed to the event loop and not yet handled there: while there are any,
+        /// the listener's thread hands it the next ones too, so hints are handled in the order they arrived.
+        var forwardedHints = 0
     }
 
     /// Reads again, on the listener's connection and thread, the rows of another stack's entry that an observer
@@ -60,9 +60,7 @@ final class ChangeFeed: Sendable {
     /// observer's next read is served from memory: its event needs no pool connection, no hand-off to that
     /// connection's thread and back, and the listening backend that just sent the notification is the one that
     /// answers.
-    /// It is given the entry to decode (`nil` when it does not decode): a stack whose observers watch no
-    /// single row returns without decoding it.
-    typealias ReadAgain = @Sendable (_ entry: () -> ChangeLogEntry?, ListenerSession) -> [RowKey: RemoteRefresh]
+    typealias ReadAgain = @Sendable (ChangeLogEntry, ListenerSession) -> [RowKey: RemoteRefresh]
 
     let log: ChangeLog
     let origin: UUID
@@ -70,7 +68,8 @@ final class ChangeFeed: Sendable {
     private let configuration: ChangeFeedConfiguration
     private let listenerConfiguration: PostgresConfiguration
     private let logger: Logger
-    private let deliver: @Sendable (ChangeFeedDelivery) async -> Void
+    /// Applies a delivery to the stack, on the thread that calls it (the listener's, or the event loop's).
+    private let deliver: @Sendable (ChangeFeedDelivery) -> Void
     private let readsAgain: ReadAgain?
     private let state = Locked(State())
     let metrics = ChangeFeedMetrics()
@@ -80,7 +79,7 @@ final class ChangeFeed: Sendable {
     init(
         log: ChangeLog, origin: UUID, pool: ConnectionPool, session: PostgresConfiguration,
         configuration: ChangeFeedConfiguration, logger: Logger, readAgain: ReadAgain? = nil,
-        deliver: @escaping @Sendable (ChangeFeedDelivery) async -> Void
+        deliver: @escaping @Sendable (ChangeFeedDelivery) -> Void
     ) {
         self.readsAgain = readAgain
         self.log = log
@@ -110,23 +109,15 @@ final class ChangeFeed: Sendable {
         let channel = self.log.channel
         // As this stack writes it into its hints (`<position> <origin> …`: lowercase, see `ChangeLog.recordStatement`).
         let ownOrigin = self.origin.uuidString.lowercased()
-        let dropsOwn: @Sendable (PostgresNotification, ListenerSession) -> Bool = { [weak self] note, session in
-            // This stack's own hints, skipped on the listener's thread: no task wakes up for them. Another
-            // stack's hint is parsed here only when rows of it may be read again for observers; the event loop
-            // parses it anyway, and every observer event waits behind this thread.
-            guard note.channel == channel else { return false }
-            let fields = note.payload.split(separator: " ", maxSplits: 2)
-            guard fields.count >= 2, let self else { return false }
-            if fields[1] != ownOrigin {
-                self.readAgain(for: note.payload, on: session)
-                return false
-            }
-            guard let hint = ChangeLog.Hint(note.payload) else { return false }
-            return self.needsNoRead(hint)
+        let handles: @Sendable (PostgresNotification, ListenerSession) -> Bool = { [weak self] note, session in
+            guard note.channel == channel, let self else { return false }
+            if self.handle(note.payload, ownOrigin: ownOrigin, on: session) { return true }
+            self.state.withLock { $0.forwardedHints += 1 }
+            return false
         }
         let listener = try await PostgresListener.start(
             configuration: self.listenerConfiguration, channels: [channel, probeChannel], logger: self.logger,
-            drops: dropsOwn)
+            handles: handles)
         let (probes, probeArrived) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let events = Task { [weak self] in
             for await event in listener.events {
@@ -136,34 +127,8 @@ final class ChangeFeed: Sendable {
                 case .notification(let note) where note.channel == probeChannel:
                     probeArrived.yield()
                 case .notification(let note):
-                    guard let hint = ChangeLog.Hint(note.payload) else {
-                        await self.readUntilDone()
-                        continue
-                    }
-                    if self.needsNoRead(hint) { continue }
-                    if let entry = hint.entry {
-                        // Hints arrive in commit order while the listener is connected, and a reconnect triggers
-                        // a read that catches up: a small entry is delivered from its hint, and the read that
-                        // comes every so often (to advance the horizon) skips it.
-                        let readAgain = self.state.withLock { $0.readAgain.removeValue(forKey: entry.position) } ?? [:]
-                        switch self.takeFromHint(entry) {
-                        case .deliver(let advanceHorizon):
-                            await self.deliver(.remote([entry], readAgain: readAgain))
-                            // Counted once applied: a reader of the counter then sees the stack's cache updated.
-                            self.metrics.entries.increment()
-                            self.metrics.hintEntries.increment()
-                            if advanceHorizon { self.startHorizonRead() }
-                            continue
-                        case .recordOwn(let advanceHorizon):
-                            if advanceHorizon { self.startHorizonRead() }
-                            continue
-                        case .skip:
-                            continue
-                        case .read:
-                            break
-                        }
-                    }
-                    await self.readUntilDone()
+                    await self.handleForwarded(note.payload)
+                    self.state.withLock { $0.forwardedHints -= 1 }
                 case .reconnected:
                     self.metrics.catchUps.increment()
                     self.logger.debug("change feed listener reconnected; catching up from the change log")
@@ -225,8 +190,6 @@ final class ChangeFeed: Sendable {
 
     /// Creates the change log tables unless they exist.
     func createLog() async throws {
-        // Positions start again in a new log: rows read for the old one's entries must not meet its positions.
-        self.state.withLock { $0.readAgain = [:] }
         try await self.pool.withConnection { try await self.log.createIfNeeded(on: $0) }
     }
 
@@ -257,23 +220,71 @@ final class ChangeFeed: Sendable {
         tasks.forEach { $0.cancel() }
     }
 
-    /// Runs ``ReadAgain`` for another stack's hint carrying its entry (on the listener's thread), keeping what
-    /// it read for the event loop. Skipped for entries delivered already, and while other notifications wait
-    /// behind this one (a burst: its rows are evicted as usual, and read again on demand through the pool).
-    private func readAgain(for payload: String, on session: ListenerSession) {
-        guard let readAgain = self.readsAgain, session.backlog == 0, let hint = ChangeLog.Hint(payload), hint.inline != nil,
-            !self.state.withLock({ $0.cursor.hasDelivered(hint.position) })
-        else { return }
-        let rows = readAgain({ hint.entry }, session)
-        guard !rows.isEmpty else { return }
-        self.metrics.rowsReadByListener.increment(by: rows.count)
-        self.state.withLock { state in
-            // Kept until the event loop takes them; a loop far behind (or entries it reads from the log
-            // instead) leaves some: drop them rather than let them grow. An entry delivered without its rows
-            // is evicted as usual.
-            if state.readAgain.count >= 256 { state.readAgain.removeAll() }
-            state.readAgain[hint.position] = rows
+    /// Handles a hint on the listener's thread as it arrives, unless the event loop must (returns `false`).
+    ///
+    /// - This stack's own hint is skipped: no task wakes up for it while its writer resumes.
+    /// - Another stack's hint carrying its entry is delivered here, unless hints handed to the event loop wait
+    ///   ahead of it. Before delivering, the rows of it that observers of one row watch are read again on the
+    ///   listener's connection (unless other notifications wait behind this one: a burst is not held up, and
+    ///   its rows are evicted as usual). An observer's event then waits for one task to wake, its own, instead
+    ///   of the event loop's first.
+    /// - A hint that needs the log read goes to the event loop, which reads it off this thread.
+    private func handle(_ payload: String, ownOrigin: String, on session: ListenerSession) -> Bool {
+        let fields = payload.split(separator: " ", maxSplits: 2)
+        guard fields.count >= 2, let hint = ChangeLog.Hint(payload) else { return false }
+        if fields[1] == ownOrigin { return self.needsNoRead(hint) }
+        guard self.state.withLock({ $0.forwardedHints == 0 && !$0.stopped }), let entry = hint.entry else { return false }
+        if self.needsNoRead(hint) { return true }
+        switch self.takeFromHint(entry) {
+        case .deliver(let advanceHorizon):
+            let rows = session.backlog == 0 ? self.readsAgain?(entry, session) ?? [:] : [:]
+            if !rows.isEmpty { self.metrics.rowsReadByListener.increment(by: rows.count) }
+            self.deliverFromHint(entry, readAgain: rows, advanceHorizon: advanceHorizon)
+            return true
+        case .recordOwn(let advanceHorizon):
+            if advanceHorizon { self.startHorizonRead() }
+            return true
+        case .skip:
+            return true
+        case .read:
+            return false
         }
+    }
+
+    /// Handles a hint the listener's thread handed on, on the event loop.
+    private func handleForwarded(_ payload: String) async {
+        guard let hint = ChangeLog.Hint(payload) else {
+            await self.readUntilDone()
+            return
+        }
+        if self.needsNoRead(hint) { return }
+        if let entry = hint.entry {
+            // Hints arrive in commit order while the listener is connected, and a reconnect triggers a read that
+            // catches up: a small entry is delivered from its hint, and the read that comes every so often (to
+            // advance the horizon) skips it.
+            switch self.takeFromHint(entry) {
+            case .deliver(let advanceHorizon):
+                self.deliverFromHint(entry, readAgain: [:], advanceHorizon: advanceHorizon)
+                return
+            case .recordOwn(let advanceHorizon):
+                if advanceHorizon { self.startHorizonRead() }
+                return
+            case .skip:
+                return
+            case .read:
+                break
+            }
+        }
+        await self.readUntilDone()
+    }
+
+    /// Delivers an entry that arrived in its hint, with the rows read again for it.
+    private func deliverFromHint(_ entry: ChangeLogEntry, readAgain: [RowKey: RemoteRefresh], advanceHorizon: Bool) {
+        self.deliver(.remote([entry], readAgain: readAgain))
+        // Counted once applied: a reader of the counter then sees the stack's cache updated.
+        self.metrics.entries.increment()
+        self.metrics.hintEntries.increment()
+        if advanceHorizon { self.startHorizonRead() }
     }
 
     /// Whether a hint can be skipped: its entry was delivered already, or it is this stack's own (up to
@@ -375,14 +386,13 @@ final class ChangeFeed: Sendable {
             self.metrics.logReads.increment()
             switch outcome {
             case .gap:
-                self.state.withLock { $0.readAgain = [:] }
                 self.metrics.flushes.increment()
                 self.logger.info("change log entries were pruned before this stack read them, or the log was replaced; flushing the cache")
-                await self.deliver(.flush)
+                self.deliver(.flush)
             case .entries(let fresh):
                 let remote = fresh.filter { $0.origin != self.origin }
                 guard !remote.isEmpty else { return }
-                await self.deliver(.remote(remote))
+                self.deliver(.remote(remote))
                 self.metrics.entries.increment(by: remote.count)
             }
         }

@@ -100,7 +100,7 @@ extension StackCore {
     }
 }
 
-/// Tells the stack's observers that a save made rows of some tables visible in the main context, or that a
+/// Tells the stack's observers that a save made rows visible in the main context, or that a
 /// failed commit reverted them.
 final class SaveNotifier: Sendable {
     /// The closure inside a struct: a bare closure stored in a generic container is reabstracted on every
@@ -114,20 +114,10 @@ final class SaveNotifier: Sendable {
 
     func set(_ handler: @escaping @Sendable ([ResolvedSlot]) -> Void) { self.handler.withLock { $0 = Handler(call: handler) } }
 
-    /// Saved (or reverted) slots: wakes the observers of their tables.
+    /// Saved (or reverted) slots: wakes the observers of their rows and tables.
     func saved(_ slots: [ResolvedSlot]) {
         guard !slots.isEmpty, let handler = self.handler.withLock({ $0 })?.call else { return }
         handler(slots)
-    }
-
-    /// The tables `slots` write.
-    static func tables(of slots: [ResolvedSlot]) -> Set<String> {
-        Set(slots.map { slot in
-            switch slot {
-            case .row(let row): row.key.table
-            case .deleteWhere(let operation): operation.table
-            }
-        })
     }
 }
 

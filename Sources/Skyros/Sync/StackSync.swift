@@ -22,7 +22,7 @@ final class StackSync: CommitTransactionHook, Sendable {
     /// transactions write the change log once the feed runs.
     func attach(_ core: StackCore) {
         self.core.withLock { $0 = core }
-        core.saves.set { [observers] slots in observers.changed(SaveNotifier.tables(of: slots)) }
+        core.saves.set { [observers] slots in observers.changed(ObservedChanges(saved: slots)) }
         if self.changeFeed != nil { core.setCommitHook(self) }
     }
 
@@ -77,8 +77,8 @@ final class StackSync: CommitTransactionHook, Sendable {
     /// The rows of another stack's entry to read again as its hint arrives (``ChangeFeed/ReadAgain``): those it
     /// updated without announcing them whole, that an observer of one row watches, and that are cached and
     /// have no queued local change.
-    private func readAgain(_ entry: () -> ChangeLogEntry?, on session: ListenerSession) -> [RowKey: RemoteRefresh] {
-        guard self.observers.watchesRows, let entry = entry() else { return [:] }
+    private func readAgain(_ entry: ChangeLogEntry, on session: ListenerSession) -> [RowKey: RemoteRefresh] {
+        guard self.observers.watchesRows else { return [:] }
         let updated = entry.changes.compactMap { $0.k == "u" && $0.r == nil ? $0.key : nil }
         guard !updated.isEmpty else { return [:] }
         let observed = self.observers.observedRows(among: updated)
@@ -86,13 +86,15 @@ final class StackSync: CommitTransactionHook, Sendable {
         return core.readAgain(observed, on: session)
     }
 
+    /// Applies other stacks' commits to the main context and wakes the observers they concern (on the listener's
+    /// thread for a hint it delivers, see ``ChangeFeed``; on the event loop otherwise).
     private func apply(_ delivery: ChangeFeedDelivery) {
         let core = self.core.withLock { $0 }
         switch delivery {
         case .remote(let entries, let readAgain):
             let refreshed = core?.applyRemote(entries, readAgain: readAgain) ?? 0
             if refreshed > 0 { self.changeFeed?.metrics.refreshedRows.increment(by: refreshed) }
-            self.observers.changed(Set(entries.flatMap { $0.changes.map(\.t) }))
+            self.observers.changed(ObservedChanges(remote: entries))
         case .flush:
             core?.flushRemote()
             self.observers.changedAll()

@@ -1,0 +1,116 @@
+import Foundation
+@testable import Skyros
+import SkyrosPostgres
+import SkyrosTestFixtures
+import SkyrosTestSupport
+import Testing
+
+/// Which observers a change wakes: an observer of a query for any change to its tables, an observer of one row
+/// only for its row (or a change to any row of its table), on the registry and through real saves and commits.
+@Suite(.timeLimit(.minutes(2)))
+struct ObserverWakeUpTests {
+    /// The observers of `registry` registered as `(name, tables, row)`.
+    struct Registered {
+        let registry: ObserverRegistry
+        let observers: [String: (id: UUID, signals: AsyncStream<ObserverSignal>)]
+
+        init(_ registry: ObserverRegistry, _ observers: [(String, Set<String>, RowKey?)]) {
+            self.registry = registry
+            var registered: [String: (id: UUID, signals: AsyncStream<ObserverSignal>)] = [:]
+            for (name, tables, row) in observers { registered[name] = registry.register(tables: tables, row: row) }
+            self.observers = registered
+        }
+
+        /// Removes every observer and returns the names of those woken before (removing one finishes its
+        /// stream after the wake-up it holds; at most one is held).
+        func woken() async -> Set<String> {
+            var woken: Set<String> = []
+            for (name, observer) in self.observers {
+                self.registry.remove(observer.id)
+                for await signal in observer.signals {
+                    if case .changed = signal { woken.insert(name) }
+                }
+            }
+            return woken
+        }
+    }
+
+    static func key(_ table: String, _ id: Int64) -> RowKey { RowKey(table: table, id: PostgresValue(type: .int8, text: String(id))) }
+
+    @Test func aChangeWakesTheQueriesOfItsTablesAndTheObserversOfItsRowsOnly() async {
+        func observers() -> Registered {
+            Registered(ObserverRegistry(), [
+                ("row 1", ["t"], Self.key("t", 1)), ("row 2", ["t"], Self.key("t", 2)), ("also row 1", ["t"], Self.key("t", 1)),
+                ("query t", ["t"], nil), ("query u", ["u"], nil), ("query t and u", ["t", "u"], nil),
+            ])
+        }
+        var registered = observers()
+        registered.registry.changed(ObservedChanges(rows: [Self.key("t", 1)]))
+        #expect(await registered.woken() == ["row 1", "also row 1", "query t", "query t and u"])
+
+        registered = observers()
+        registered.registry.changed(ObservedChanges(rows: [Self.key("u", 1)]))
+        #expect(await registered.woken() == ["query u", "query t and u"])
+
+        registered = observers()
+        registered.registry.changed(ObservedChanges(wholeTables: ["t"]))
+        #expect(await registered.woken() == ["row 1", "row 2", "also row 1", "query t", "query t and u"])
+
+        registered = observers()
+        registered.registry.changedAll()
+        #expect(await registered.woken() == ["row 1", "row 2", "also row 1", "query t", "query t and u", "query u"])
+    }
+
+    @Test func aRemovedObserverOfARowLeavesTheOthersOfThatRowWatched() async {
+        let registry = ObserverRegistry()
+        let first = registry.register(tables: ["t"], row: Self.key("t", 1))
+        let second = Registered(registry, [("second", ["t"], Self.key("t", 1))])
+        registry.remove(first.id)
+        #expect(registry.observedRows(among: [Self.key("t", 1), Self.key("t", 2)]) == [Self.key("t", 1)])
+        registry.changed(ObservedChanges(rows: [Self.key("t", 1)]))
+        #expect(await second.woken() == ["second"])
+        #expect(!registry.watchesRows)
+        #expect(registry.count == 0)
+    }
+
+    @Test func savesAndAnotherStacksCommitsWakeTheObserversOfTheirRows() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let stack = try await ManyProcessHarness.stack(schema: schema)
+            let other = try await ManyProcessHarness.stack(schema: schema)
+            try await withCleanup {
+                try await stack.write(durability: .committed) { context in
+                    for id: Int64 in 1...3 { try context.insert(MPItem(id: id, owner: 0, value: 0, title: "r\(id)")) }
+                }
+                let table = MPItem.tableName
+                func observers() -> Registered {
+                    Registered(stack.sync.observers, [
+                        ("row 1", [table], try! RowKey(MPItem.self, id: 1)), ("row 2", [table], try! RowKey(MPItem.self, id: 2)),
+                        ("query", [table], nil),
+                    ])
+                }
+
+                // A save in this stack.
+                var registered = observers()
+                try await stack.write(durability: .committed) { try await $0.update(MPItem(id: 1, owner: 0, value: 1, title: "r1")) }
+                #expect(await registered.woken() == ["row 1", "query"])
+
+                // A commit by another stack, once this stack's feed has applied it.
+                registered = observers()
+                let applied = stack.changeFeedStatistics.remoteEntries
+                try await other.write(durability: .committed) { try await $0.update(MPItem(id: 2, owner: 0, value: 2, title: "r2")) }
+                #expect(await ManyProcessHarness.eventually { stack.changeFeedStatistics.remoteEntries > applied })
+                #expect(await registered.woken() == ["row 2", "query"])
+
+                // A delete by predicate may change any row of its table.
+                registered = observers()
+                try await stack.write(durability: .committed) { context in
+                    _ = try await context.delete(where: #Predicate<MPItem> { $0.id == 3 })
+                }
+                #expect(await registered.woken() == ["row 1", "row 2", "query"])
+            } cleanup: {
+                await other.shutdown()
+                await stack.shutdown()
+            }
+        }
+    }
+}
