@@ -111,24 +111,26 @@ struct EntityKind<T: Entity>: AnyEntityKind {
             changes.upsert(value as! T)
         case .updated(let value, let original, let base):
             let value = value as! T
-            let columns = try RowEncoder<T>().changedColumns(from: original as! T, to: value)
+            let encoder = try RowEncoder<T>()
+            let columns = try encoded.map { try encoder.changedColumns(from: original as! T, toEncoded: $0) }
+                ?? encoder.changedColumns(from: original as! T, to: value)
             if columns.isEmpty { return }
             let expected = resolve(row.key, base)
             switch policy {
             case .error:
-                changes.update(value, changedColumns: columns, expectedVersion: expected)
+                changes.update(value, changedColumns: columns, expectedVersion: expected, encoded: encoded)
             case .storeWins:
-                changes.update(value, changedColumns: columns, expectedVersion: expected, resolution: .skip)
+                changes.update(value, changedColumns: columns, expectedVersion: expected, resolution: .skip, encoded: encoded)
             case .contextWins:
-                changes.update(value, changedColumns: columns, expectedVersion: nil)
+                changes.update(value, changedColumns: columns, expectedVersion: nil, encoded: encoded)
             case .mergeByProperty:
                 let plan = try EntityPlan<T>.shared
-                let encoded = try RowEncoder(plan: plan).encode(original as! T)
+                let read = try RowEncoder(plan: plan).encode(original as! T)
                 var originals: [String: PostgresValue] = [:]
-                for name in columns { if let index = plan.columnIndex[name] { originals[name] = encoded[index] } }
+                for name in columns { if let index = plan.columnIndex[name] { originals[name] = read[index] } }
                 changes.update(
                     value, changedColumns: columns, expectedVersion: expected,
-                    resolution: .compareColumns(originals: originals))
+                    resolution: .compareColumns(originals: originals), encoded: encoded)
             }
         case .deleted(let base, let emit):
             guard emit else { return }

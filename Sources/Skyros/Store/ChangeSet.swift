@@ -78,9 +78,12 @@ public struct ChangeSet: Sendable {
     /// An update whose version conflict is resolved as `resolution` says (the commit queue's merge policies).
     @discardableResult
     mutating func update<T: Entity>(
-        _ value: T, changedColumns: [String], expectedVersion: Int64?, resolution: ConflictResolution
+        _ value: T, changedColumns: [String], expectedVersion: Int64?, resolution: ConflictResolution = .fail,
+        encoded: [PostgresValue]? = nil
     ) -> Int {
-        self.add(.update, EntityChange<T>.Payload.update(value, changedColumns, expectedVersion), resolution: resolution)
+        self.add(
+            .update, EntityChange<T>.Payload.update(value, changedColumns, expectedVersion), resolution: resolution,
+            encodedRows: encoded.map { [$0] })
     }
 
     /// A delete whose version conflict is resolved as `resolution` says.
@@ -220,7 +223,8 @@ struct EntityChange<T: Entity>: EntityOperation {
     let payload: Payload
     /// What a guarded update or delete does when its guard does not hold.
     var resolution: ConflictResolution = .fail
-    /// An insert's rows as ``RowEncoder`` encodes them, when the commit queue encoded them already.
+    /// An insert's (or an update's) rows as ``RowEncoder`` encodes them, when the commit queue encoded them
+    /// already.
     var encodedRows: [[PostgresValue]]?
 
     /// Column indices for an update, validated against the entity.

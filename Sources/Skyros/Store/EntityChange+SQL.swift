@@ -3,37 +3,32 @@ import SkyrosPostgres
 extension EntityChange {
     /// `UPDATE … SET <changed columns>[, version + 1] WHERE id = … [AND <guard>] RETURNING <version>`, and the
     /// row's key; `nil` when no column changes. The guard is the expected version, or with
-    /// ``ConflictResolution/compareColumns(originals:)`` the changed columns' values as read.
+    /// ``ConflictResolution/compareColumns(originals:)`` the changed columns' values as read. `encoded`: the
+    /// row's values as ``RowEncoder`` encodes them, when the caller has them.
     static func updateQuery(
-        _ value: T, _ columns: [String], expected: Int64?, resolution: ConflictResolution, schema: String?
+        _ value: T, _ columns: [String], expected: Int64?, resolution: ConflictResolution, schema: String?,
+        encoded: [PostgresValue]? = nil
     ) throws -> (query: PostgresQuery, key: PostgresValue, values: [PostgresValue])? {
         let plan = try EntityPlan<T>.shared
         let indices = try Self.columnIndices(columns, plan: plan)
         if indices.isEmpty { return nil }
         let key = try plan.idValue(value.id)
-        let values = try RowEncoder(plan: plan).encode(value)
+        let values = try encoded ?? RowEncoder(plan: plan).encode(value)
         var binds: [PostgresValue] = []
-        var assignments: [String] = []
-        for index in indices {
-            binds.append(values[index])
-            assignments.append("\(quoteIdentifier(plan.columnNames[index])) = $\(binds.count)")
-        }
-        if let versionColumn = plan.versionColumn {
-            assignments.append("\(quoteIdentifier(versionColumn)) = \(quoteIdentifier(versionColumn)) + 1")
-        }
+        binds.reserveCapacity(indices.count + 2)
+        for index in indices { binds.append(values[index]) }
         binds.append(key)
-        var sql = "UPDATE \(plan.quotedTable(schema: schema)) SET \(assignments.joined(separator: ", ")) "
-            + "WHERE \(quoteIdentifier(plan.idColumn)) = $\(binds.count)"
-        if case .compareColumns(let originals) = resolution {
-            // Merge by property: only the columns this update changes must still hold what was read.
-            for index in indices {
-                guard let original = originals[plan.columnNames[index]] else { continue }
-                binds.append(original)
-                sql += " AND \(quoteIdentifier(plan.columnNames[index])) IS NOT DISTINCT FROM $\(binds.count)"
-            }
-        } else if let expected {
-            binds.append(PostgresValue(type: .int8, text: String(expected)))
-            sql += " AND \(plan.versionExpression) = $\(binds.count)"
+        guard case .compareColumns(let originals) = resolution else {
+            if let expected { binds.append(PostgresValue(type: .int8, text: String(expected))) }
+            let sql = plan.updateSQL(schema: schema, columns: indices, guardedByVersion: expected != nil)
+            return (PostgresQuery(unsafeSQL: sql, binds: binds), key, values)
+        }
+        // Merge by property: only the columns this update changes must still hold what was read.
+        var sql = plan.updateHead(schema: schema, columns: indices)
+        for index in indices {
+            guard let original = originals[plan.columnNames[index]] else { continue }
+            binds.append(original)
+            sql += " AND \(quoteIdentifier(plan.columnNames[index])) IS NOT DISTINCT FROM $\(binds.count)"
         }
         sql += " RETURNING \(plan.versionExpression)"
         return (PostgresQuery(unsafeSQL: sql, binds: binds), key, values)

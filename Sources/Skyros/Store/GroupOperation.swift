@@ -43,7 +43,8 @@ extension EntityChange {
             return nil
 
         case .update(let value, let columns, let expected):
-            guard let update = try Self.updateQuery(value, columns, expected: expected, resolution: self.resolution, schema: schema)
+            guard let update = try Self.updateQuery(
+                value, columns, expected: expected, resolution: self.resolution, schema: schema, encoded: self.encodedRows?.first)
             else { return .nothing }
             var query = update.query
             let key = update.key

@@ -265,7 +265,9 @@ extension EntityChange {
             return try await self.bulkInsert(encoded, plan: plan, context: context)
 
         case .update(let value, let columns, let expected):
-            guard let (query, key, _) = try Self.updateQuery(value, columns, expected: expected, resolution: self.resolution, schema: context.schema) else {
+            guard let (query, key, _) = try Self.updateQuery(
+                value, columns, expected: expected, resolution: self.resolution, schema: context.schema, encoded: self.encodedRows?.first)
+            else {
                 return []
             }
             let rows = try await connection.query(query)

@@ -43,9 +43,13 @@ package struct RowEncoder<T: Entity>: Sendable {
     /// let columns = try RowEncoder<User>().changedColumns(from: before, to: after)   // ["name"]
     /// ```
     package func changedColumns(from old: T, to new: T) throws -> [String] {
+        try self.changedColumns(from: old, toEncoded: self.encode(new))
+    }
+
+    /// ``changedColumns(from:to:)`` with the new row encoded already (by ``encode(_:)``).
+    package func changedColumns(from old: T, toEncoded new: [PostgresValue]) throws -> [String] {
         let a = try self.encode(old)
-        let b = try self.encode(new)
-        return a.indices.filter { a[$0] != b[$0] }.map { self.plan.columnNames[$0] }
+        return a.indices.filter { a[$0] != new[$0] }.map { self.plan.columnNames[$0] }
     }
 }
 

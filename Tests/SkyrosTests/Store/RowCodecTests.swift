@@ -67,6 +67,31 @@ struct RowCodecTests {
         #expect(try RowEncoder<StoreUser>().changedColumns(from: before, to: before).isEmpty)
     }
 
+    /// Update statements are built once per schema, column set and guard, and reused: each key gets its own
+    /// text, binds follow it, and merge-by-property guards are added to the shared head.
+    @Test func updateStatementsAreKeptPerSchemaColumnsAndGuard() throws {
+        let row = StoreQuoted(id: UUID(), order: 3, select: "x", mixedCase: "y")
+        func update(_ columns: [String], expected: Int64?, schema: String?, resolution: ConflictResolution = .fail) throws
+            -> PostgresQuery
+        {
+            try #require(try EntityChange<StoreQuoted>.updateQuery(row, columns, expected: expected, resolution: resolution, schema: schema)).query
+        }
+        let guarded = try update(["order", "select"], expected: 7, schema: "a")
+        #expect(guarded.sql == #"UPDATE "a"."user data" SET "order" = $1, "select" = $2 WHERE "id" = $3 AND xmin::text::int8 = $4 RETURNING xmin::text::int8"#)
+        #expect(guarded.binds.map(\.text) == ["3", "x", row.id.uuidString.lowercased(), "7"])
+        #expect(try update(["order", "select"], expected: 7, schema: "a").sql == guarded.sql)
+        #expect(try update(["order", "select"], expected: 7, schema: "b").sql.hasPrefix(#"UPDATE "b"."user data" SET"#))
+        #expect(try update(["order", "select"], expected: nil, schema: "a").sql
+            == #"UPDATE "a"."user data" SET "order" = $1, "select" = $2 WHERE "id" = $3 RETURNING xmin::text::int8"#)
+        #expect(try update(["Mixed \"Case\""], expected: nil, schema: nil).sql
+            == #"UPDATE "user data" SET "Mixed ""Case""" = $1 WHERE "id" = $2 RETURNING xmin::text::int8"#)
+        let merged = try update(
+            ["select"], expected: 7, schema: "a", resolution: .compareColumns(originals: ["select": PostgresValue(type: .text, text: "w")]))
+        #expect(merged.sql == #"UPDATE "a"."user data" SET "select" = $1 WHERE "id" = $2 AND "select" IS NOT DISTINCT FROM $3 RETURNING xmin::text::int8"#)
+        #expect(merged.binds.map(\.text) == ["x", row.id.uuidString.lowercased(), "w"])
+        #expect(try EntityChange<StoreQuoted>.updateQuery(row, [], expected: 7, resolution: .fail, schema: "a") == nil)
+    }
+
     @Test func snakeCaseMatchesFoundationsRule() {
         let strategy = ColumnKeyStrategy.convertToSnakeCase
         #expect(strategy.columnName(forKey: "createdAt") == "created_at")
