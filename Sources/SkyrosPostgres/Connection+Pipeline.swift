@@ -34,9 +34,16 @@ extension Connection {
         }
         var replyWait = self.replyWait
         defer { self.replyWait = replyWait }
-        return try await self.withHandle { connection in
-            try Self.runPipeline(
-                queries, steps: steps, on: connection, secrets: secrets, prepared: &prepared, replyWait: &replyWait)
+        do {
+            return try await self.withHandle { connection in
+                try Self.runPipeline(
+                    queries, steps: steps, on: connection, secrets: secrets, prepared: &prepared, replyWait: &replyWait)
+            }
+        } catch let error as PostgresError where error.sqlState == .featureNotSupported {
+            // A cached statement whose table changed since it was prepared ("cached plan must not change result
+            // type"): forget it, so the next pipeline prepares it again (this one's transaction is aborted).
+            if let index = error.statementIndex, case .prepared = steps[index] { self.forgetPrepared(queries[index].sql) }
+            throw error
         }
     }
 

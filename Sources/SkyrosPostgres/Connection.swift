@@ -233,7 +233,29 @@ public actor Connection {
                     PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0)
                 }
             }
-            return try self.exec(on: connection) { PQsendQueryPrepared(connection, name, count, values, nil, nil, 0) }
+            do {
+                return try self.exec(on: connection) { PQsendQueryPrepared(connection, name, count, values, nil, nil, 0) }
+            } catch let error as PostgresError where error.sqlState == .featureNotSupported {
+                // "cached plan must not change result type": the statement's table changed since it was prepared
+                // (`ALTER TABLE … TYPE`, a table dropped and created again by a migration), and the statement
+                // now fails for good on this connection. Forget it; outside a transaction the failed statement
+                // did nothing, so prepare it again and run it once more. In a transaction the error stands (the
+                // transaction is aborted), and the next use prepares it again.
+                self.forgetPrepared(query.sql, name: name, on: connection)
+                guard PQtransactionStatus(connection) == PQTRANS_IDLE,
+                    let again = try self.preparedStatement(for: query, types: types, count: count, on: connection)
+                else { throw error }
+                return try self.exec(on: connection) { PQsendQueryPrepared(connection, again, count, values, nil, nil, 0) }
+            }
+        }
+    }
+
+    /// Drops a cached statement that no longer works, and deallocates it on the server when `connection` has no
+    /// transaction open (in an aborted transaction the server refuses; its name is never reused either way).
+    func forgetPrepared(_ sql: String, name: String? = nil, on connection: OpaquePointer? = nil) {
+        self.statements[sql] = nil
+        if let name, let connection, PQtransactionStatus(connection) == PQTRANS_IDLE {
+            PQclear(PQexec(connection, "DEALLOCATE \(name)"))
         }
     }
 

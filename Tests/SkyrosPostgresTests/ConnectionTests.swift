@@ -39,6 +39,46 @@ struct ConnectionTests {
         await connection.close()
     }
 
+    /// A migration that changes a column's type makes statements prepared before it fail with "cached plan must
+    /// not change result type" (0A000) on every later use. Outside a transaction the statement is prepared
+    /// again and runs; in a transaction, and in a pipeline, it fails once and the next use prepares it again.
+    @Test func statementsPreparedBeforeTheirTableChangedArePreparedAgain() async throws {
+        try await TestServer.withSchema { schema in
+            try await TestServer.withConnection { admin in
+                try await TestServer.withConnection { connection in
+                    let table = "\(quoteIdentifier(schema)).t"
+                    try await admin.execute(script: "CREATE TABLE \(table) (id int8 PRIMARY KEY, n int4 NOT NULL); INSERT INTO \(table) VALUES (1, 10)")
+                    func read() async throws -> Int {
+                        try await connection.query("SELECT n FROM \(qualified: [schema, "t"]) WHERE id = \(1)")[0].decode(Int.self, at: 0)
+                    }
+                    func cached() async throws -> Int {
+                        try await connection.query("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'SELECT n FROM%'")[0]
+                            .decode(Int.self, at: 0)
+                    }
+                    #expect(try await read() == 10)
+                    try await admin.execute(script: "ALTER TABLE \(table) ALTER COLUMN n TYPE int8")
+                    #expect(try await read() == 10)
+                    #expect(try await cached() == 1, "the stale statement is deallocated")
+
+                    try await admin.execute(script: "ALTER TABLE \(table) ALTER COLUMN n TYPE int2")
+                    let inTransaction = await #expect(throws: PostgresError.self) {
+                        try await connection.withTransaction { _ in try await read() }
+                    }
+                    #expect(inTransaction?.sqlState == .featureNotSupported)
+                    #expect(try await read() == 10)
+
+                    let bump = PostgresQuery("UPDATE \(qualified: [schema, "t"]) SET n = n + \(1) WHERE id = 1 RETURNING n")
+                    #expect(try await connection.pipeline([bump])[0][0].decode(Int.self, at: 0) == 11)
+                    try await admin.execute(script: "ALTER TABLE \(table) ALTER COLUMN n TYPE int4")
+                    let inPipeline = await #expect(throws: PostgresError.self) { try await connection.pipeline([bump]) }
+                    #expect(inPipeline?.sqlState == .featureNotSupported)
+                    #expect(inPipeline?.statementIndex == 0)
+                    #expect(try await connection.pipeline([bump])[0][0].decode(Int.self, at: 0) == 12)
+                }
+            }
+        }
+    }
+
     @Test func serverErrorsCarrySQLStateAndFields() async throws {
         try await TestServer.withSchema { schema in
             let connection = try await TestServer.connect()
