@@ -209,6 +209,10 @@ struct SyncBenchmarks {
         }
         guard raw_observe_prepare(rawWriter, rawObserver) == 0 else { throw BenchmarkFailure(description: "raw observer setup failed") }
         let samples = max(200, self.iterations / 4)
+        // Rounds run first and not counted, in each phase: the first events after a start pay one-time costs on
+        // every side (statements prepared, caches and maps filled), 0.6-4 ms each for the first five, and with
+        // 500 samples those five alone would be the p99.
+        let warmUp = max(20, samples / 10)
         var sample = 0
 
         /// One phase: `writer` updates row `id`, observed in the observer process, interleaved with the baselines.
@@ -217,8 +221,15 @@ struct SyncBenchmarks {
             var rawLatencies: [Duration] = []
             var stackLatencies: [Duration] = []
             var writeLatencies: [Duration] = []
-            let cacheBefore = writer.cacheStatistics
-            for i in 1...samples {
+            var warmUpLatencies: [Duration] = []
+            var cacheBefore = writer.cacheStatistics
+            for i in 1...(warmUp + samples) {
+                if i == warmUp + 1 {
+                    // Counting starts here.
+                    warmUpLatencies = stackLatencies
+                    (sameWorkLatencies, rawLatencies, stackLatencies, writeLatencies) = ([], [], [], [])
+                    cacheBefore = writer.cacheStatistics
+                }
                 sample += 1
                 let t0 = clock.now
                 try await notifier.query("SELECT pg_notify('skyros_bench', \(String(sample)))")
@@ -260,6 +271,7 @@ struct SyncBenchmarks {
                 FileHandle.standardError.write(Data("""
                     [\(label)] write p50 \(writes[writes.count / 2]) tail: \(writes.suffix(12))
                     stack tail: \(sorted.suffix(12))
+                    stack warm-up rounds (not counted), slowest: \(warmUpLatencies.sorted().suffix(8).map { Int(percentileMicroseconds($0)) })
                     raw tail: \(rawSorted.suffix(12))
                     writer's cache: \(cache.hits - cacheBefore.hits) hits, \(cache.misses - cacheBefore.misses) misses
 

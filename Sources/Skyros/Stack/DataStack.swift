@@ -218,6 +218,7 @@ public final class DataStack: DataStackProtocol, Service {
         durability: WriteDurability, policy mergePolicy: MergePolicy?, _ body: (DataContext) async throws -> R
     ) async throws -> R {
         try await self.core.waitForRoom()
+        if durability == .committed { self.core.startDrainAhead() }
         let context = self.newBackgroundContext()
         let result = try await context.perform(body)
         let ticket = try context.push(policy: mergePolicy)

@@ -299,6 +299,22 @@ final class StackCore: Sendable {
         Task { await self.drain() }
     }
 
+    /// Starts a drain before a durable write's set is queued, when none runs (PostgreSQL only): it leases its
+    /// connection and moves to that connection's thread while the caller's body runs, then waits there a moment
+    /// for the set (``drainLinger``), which goes out as soon as it is queued. Without it, the lease and the
+    /// hand-off to the connection's thread came after the set was queued, on the write's path. A body that
+    /// takes longer than the wait, or queues nothing, costs that lease and wait (the set then starts its own
+    /// drain, as before).
+    func startDrainAhead() {
+        guard self.store is PostgresStore else { return }
+        let start = self.state.withLock { state -> Bool in
+            guard !state.draining, !state.held, state.accepting else { return false }
+            state.draining = true
+            return true
+        }
+        if start { self.startDrain() }
+    }
+
     /// Sends queued commits in order, as group-commit transactions of up to
     /// ``CommitQueueConfiguration/maximumBatchCount`` sets, until the queue is empty or held.
     ///

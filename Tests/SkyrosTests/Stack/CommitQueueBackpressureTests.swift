@@ -72,6 +72,28 @@ struct CommitQueueBackpressureTests {
         }
     }
 
+    @Test("With a pool of one connection, a durable write whose body reads through the pool, queues nothing or throws completes: the drain started ahead of it gives the connection back")
+    func drainStartedAheadGivesTheConnectionBack() async throws {
+        try await StackTestServer.withQueueStack({ $0.pool = .init(maximumConnections: 1, leaseTimeout: .seconds(5)) }) { stack in
+            let pool = try #require(stack.store as? PostgresStore).pool
+            for id in 1...100 {
+                // The body needs the only connection while the drain started ahead of the write may hold it.
+                try await stack.write(durability: .committed) { context in
+                    let stored = try await context.count(FetchDescriptor<StackNote>())
+                    #expect(stored == id - 1)
+                    try context.insert(note(id))
+                }
+                try await stack.write(durability: .committed) { _ in }
+                await #expect(throws: CancellationError.self) {
+                    try await stack.write(durability: .committed) { _ in throw CancellationError() }
+                }
+            }
+            // Each drain ends once its wait for a set is over: the connection goes back to the pool.
+            try await eventually { pool.statistics.inUse == 0 && pool.statistics.idle == 1 }
+            #expect(try await stack.store.count(FetchDescriptor<StackNote>()) == 100)
+        }
+    }
+
     @Test("Writers wait while the queued sets hold the maximum number of bytes")
     func boundedByBytes() async throws {
         try await StackTestServer.withQueueStack({ $0.commitQueue.maximumQueuedBytes = 100_000 }) { stack in
