@@ -92,13 +92,13 @@ package final class EntityPlan<T: Entity>: Sendable {
     /// (``AnnouncedRow``); another process refreshes its cached copy only when its own plan has the same
     /// fingerprint (during a rolling deploy that adds a column, it reads the row again instead).
     package let layout: String
-    /// `UPDATE` statements by schema, changed columns and guard (see ``updateSQL(schema:columns:guardedByVersion:)``).
-    private let updateStatements = Locked<[UpdateStatementKey: String]>([:])
+    /// Statement texts built once: they were built (identifiers quoted, text joined) for every row read or
+    /// written.
+    private let statements = Locked<[StatementKey: String]>([:])
 
-    private struct UpdateStatementKey: Hashable {
-        let schema: String?
-        let columns: [Int]
-        let guardedByVersion: Bool
+    private enum StatementKey: Hashable {
+        case update(schema: String?, columns: [Int], guardedByVersion: Bool)
+        case selectByID(schema: String?)
     }
 
     init() throws {
@@ -156,16 +156,29 @@ package final class EntityPlan<T: Entity>: Sendable {
     }
 
     /// `UPDATE <table> SET <columns> = $1…[, version + 1] WHERE <id> = $n [AND <version> = $n+1]
-    /// RETURNING <version>`, built once per schema, column set and guard: an update's statement used to be
-    /// built (identifiers quoted, text joined) for every row written.
+    /// RETURNING <version>`, built once per schema, column set and guard.
     package func updateSQL(schema: String?, columns: [Int], guardedByVersion: Bool) -> String {
-        let key = UpdateStatementKey(schema: schema, columns: columns, guardedByVersion: guardedByVersion)
-        if let sql = self.updateStatements.withLock({ $0[key] }) { return sql }
-        var sql = self.updateHead(schema: schema, columns: columns)
-        if guardedByVersion { sql += " AND \(self.versionExpression) = $\(columns.count + 2)" }
-        sql += " RETURNING \(self.versionExpression)"
-        self.updateStatements.withLock { statements in
-            // Bounded: an application writes a handful of column sets per entity.
+        self.statement(.update(schema: schema, columns: columns, guardedByVersion: guardedByVersion)) {
+            var sql = self.updateHead(schema: schema, columns: columns)
+            if guardedByVersion { sql += " AND \(self.versionExpression) = $\(columns.count + 2)" }
+            return sql + " RETURNING \(self.versionExpression)"
+        }
+    }
+
+    /// `SELECT <columns>, <version> AS <alias> FROM <table> WHERE <id> = $1`, built once per schema.
+    func selectByIDSQL(schema: String?) -> String {
+        self.statement(.selectByID(schema: schema)) {
+            "SELECT \(self.quotedColumns), \(SQLQueryBuilder.versionSelection(self.versionColumn)) AS "
+                + "\(quoteIdentifier(SQLQueryBuilder.versionAlias)) FROM \(self.quotedTable(schema: schema)) "
+                + "WHERE \(quoteIdentifier(self.idColumn)) = $1"
+        }
+    }
+
+    private func statement(_ key: StatementKey, build: () -> String) -> String {
+        if let sql = self.statements.withLock({ $0[key] }) { return sql }
+        let sql = build()
+        self.statements.withLock { statements in
+            // Bounded: an application uses a handful of schemas and column sets per entity.
             if statements.count >= 256 { statements.removeAll() }
             statements[key] = sql
         }

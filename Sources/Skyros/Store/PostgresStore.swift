@@ -201,9 +201,7 @@ public final class PostgresStore: Store {
     /// The query reading row `id` with its version (``object(_:id:)``; a change feed's listener reads observed
     /// rows again with it).
     func selectByID<T>(_ plan: EntityPlan<T>, id: PostgresValue) -> PostgresQuery {
-        PostgresQuery(
-            unsafeSQL: "SELECT \(self.selectList(plan)) FROM \(plan.quotedTable(schema: self.schema)) WHERE \(quoteIdentifier(plan.idColumn)) = $1",
-            binds: [id])
+        PostgresQuery(unsafeSQL: plan.selectByIDSQL(schema: self.schema), binds: [id])
     }
 }
 

@@ -68,8 +68,9 @@ struct RowCodecTests {
     }
 
     /// Update statements are built once per schema, column set and guard, and reused: each key gets its own
-    /// text, binds follow it, and merge-by-property guards are added to the shared head.
-    @Test func updateStatementsAreKeptPerSchemaColumnsAndGuard() throws {
+    /// text, binds follow it, and merge-by-property guards are added to the shared head. The read by id is kept
+    /// per schema.
+    @Test func statementsAreKeptPerSchemaColumnsAndGuard() throws {
         let row = StoreQuoted(id: UUID(), order: 3, select: "x", mixedCase: "y")
         func update(_ columns: [String], expected: Int64?, schema: String?, resolution: ConflictResolution = .fail) throws
             -> PostgresQuery
@@ -90,6 +91,12 @@ struct RowCodecTests {
         #expect(merged.sql == #"UPDATE "a"."user data" SET "select" = $1 WHERE "id" = $2 AND "select" IS NOT DISTINCT FROM $3 RETURNING xmin::text::int8"#)
         #expect(merged.binds.map(\.text) == ["x", row.id.uuidString.lowercased(), "w"])
         #expect(try EntityChange<StoreQuoted>.updateQuery(row, [], expected: 7, resolution: .fail, schema: "a") == nil)
+
+        let plan = try EntityPlan<StoreQuoted>.shared
+        #expect(plan.selectByIDSQL(schema: "a")
+            == #"SELECT "id", "order", "select", "Mixed ""Case""", xmin AS "__version" FROM "a"."user data" WHERE "id" = $1"#)
+        #expect(plan.selectByIDSQL(schema: nil).hasSuffix(#"FROM "user data" WHERE "id" = $1"#))
+        #expect(plan.selectByIDSQL(schema: "a") == plan.selectByIDSQL(schema: "a"))
     }
 
     @Test func snakeCaseMatchesFoundationsRule() {
