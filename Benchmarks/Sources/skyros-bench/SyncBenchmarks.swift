@@ -210,7 +210,7 @@ struct SyncBenchmarks {
         guard raw_observe_prepare(rawWriter, rawObserver) == 0 else { throw BenchmarkFailure(description: "raw observer setup failed") }
         let samples = max(200, self.iterations / 4)
         // Rounds run first and not counted, in each phase: the first events after a start pay one-time costs on
-        // every side (statements prepared, caches and maps filled), 0.6-4 ms each for the first five, and with
+        // every side (statements prepared, caches and maps filled), 0.5-5 ms each for the first five, and with
         // 500 samples those five alone would be the p99.
         let warmUp = max(20, samples / 10)
         var sample = 0

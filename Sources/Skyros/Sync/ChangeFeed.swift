@@ -234,21 +234,7 @@ final class ChangeFeed: Sendable {
         guard fields.count >= 2, let hint = ChangeLog.Hint(payload) else { return false }
         if fields[1] == ownOrigin { return self.needsNoRead(hint) }
         guard self.state.withLock({ $0.forwardedHints == 0 && !$0.stopped }), let entry = hint.entry else { return false }
-        if self.needsNoRead(hint) { return true }
-        switch self.takeFromHint(entry) {
-        case .deliver(let advanceHorizon):
-            let rows = session.backlog == 0 ? self.readsAgain?(entry, session) ?? [:] : [:]
-            if !rows.isEmpty { self.metrics.rowsReadByListener.increment(by: rows.count) }
-            self.deliverFromHint(entry, readAgain: rows, advanceHorizon: advanceHorizon)
-            return true
-        case .recordOwn(let advanceHorizon):
-            if advanceHorizon { self.startHorizonRead() }
-            return true
-        case .skip:
-            return true
-        case .read:
-            return false
-        }
+        return self.needsNoRead(hint) || self.take(entry, readingAgainOn: session)
     }
 
     /// Handles a hint the listener's thread handed on, on the event loop.
@@ -258,33 +244,38 @@ final class ChangeFeed: Sendable {
             return
         }
         if self.needsNoRead(hint) { return }
-        if let entry = hint.entry {
-            // Hints arrive in commit order while the listener is connected, and a reconnect triggers a read that
-            // catches up: a small entry is delivered from its hint, and the read that comes every so often (to
-            // advance the horizon) skips it.
-            switch self.takeFromHint(entry) {
-            case .deliver(let advanceHorizon):
-                self.deliverFromHint(entry, readAgain: [:], advanceHorizon: advanceHorizon)
-                return
-            case .recordOwn(let advanceHorizon):
-                if advanceHorizon { self.startHorizonRead() }
-                return
-            case .skip:
-                return
-            case .read:
-                break
-            }
-        }
+        if let entry = hint.entry, self.take(entry, readingAgainOn: nil) { return }
         await self.readUntilDone()
     }
 
-    /// Delivers an entry that arrived in its hint, with the rows read again for it.
-    private func deliverFromHint(_ entry: ChangeLogEntry, readAgain: [RowKey: RemoteRefresh], advanceHorizon: Bool) {
-        self.deliver(.remote([entry], readAgain: readAgain))
-        // Counted once applied: a reader of the counter then sees the stack's cache updated.
-        self.metrics.entries.increment()
-        self.metrics.hintEntries.increment()
-        if advanceHorizon { self.startHorizonRead() }
+    /// Acts on an entry that arrived in its hint: delivers another stack's (with the rows read again for it on
+    /// `session`, when given and no notification waits behind it), records this stack's own, skips one
+    /// delivered already. Hints arrive in commit order while the listener is connected, and a reconnect
+    /// triggers a read that catches up; the read that comes every so often (to advance the horizon) skips what
+    /// hints delivered.
+    /// - Returns: `false` when the log must be read instead (too many hints without a read).
+    private func take(_ entry: ChangeLogEntry, readingAgainOn session: ListenerSession?) -> Bool {
+        switch self.takeFromHint(entry) {
+        case .deliver(let advanceHorizon):
+            var rows: [RowKey: RemoteRefresh] = [:]
+            if let session, session.backlog == 0, let readAgain = self.readsAgain {
+                rows = readAgain(entry, session)
+                if !rows.isEmpty { self.metrics.rowsReadByListener.increment(by: rows.count) }
+            }
+            self.deliver(.remote([entry], readAgain: rows))
+            // Counted once applied: a reader of the counter then sees the stack's cache updated.
+            self.metrics.entries.increment()
+            self.metrics.hintEntries.increment()
+            if advanceHorizon { self.startHorizonRead() }
+            return true
+        case .recordOwn(let advanceHorizon):
+            if advanceHorizon { self.startHorizonRead() }
+            return true
+        case .skip:
+            return true
+        case .read:
+            return false
+        }
     }
 
     /// Whether a hint can be skipped: its entry was delivered already, or it is this stack's own (up to
