@@ -31,6 +31,8 @@ public enum IsolationLevel: String, Sendable, Hashable {
 public actor Connection {
     private let executor: ThreadExecutor
     public nonisolated var unownedExecutor: UnownedSerialExecutor { self.executor.asUnownedSerialExecutor() }
+    /// The connection's thread, as a task executor (a task started on it runs there from its first step).
+    package nonisolated var taskExecutor: any TaskExecutor { self.executor }
 
     /// A process-unique number for logs.
     public nonisolated let id: Int

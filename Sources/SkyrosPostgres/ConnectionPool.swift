@@ -279,20 +279,44 @@ public final class ConnectionPool: Service, Sendable {
     public func withConnection<R>(_ body: (Connection) async throws -> R) async throws -> R {
         while true {
             let (connection, wasIdle) = try await self.leaseCandidate()
-            // The health check, the body and the release all run on the connection's thread: one hop there
-            // and one back per lease.
-            let outcome: Result<R, any Error>? = await connection.withOwnExecutor {
-                if wasIdle, !(await self.keepIfHealthy(connection)) { return nil }
-                do {
-                    let value = try await body(connection)
-                    await self.release(connection)
-                    return .success(value)
-                } catch {
-                    await self.release(connection)
-                    return .failure(error)
-                }
+            if let outcome = await self.run(body, on: connection, checkingHealth: wasIdle) { return try outcome.get() }
+        }
+    }
+
+    /// An idle connection, leased now without waiting (no health check yet), or `nil` when none is idle. Pass
+    /// it to ``withConnection(leased:_:)``, for instance from a task started on its thread
+    /// (``Connection/taskExecutor``).
+    package func leaseIdleNow() -> Connection? {
+        self.state.withLock { state in
+            guard !state.shutDown, let idle = state.idle.popLast() else { return nil }
+            state.leased += 1
+            return idle.connection
+        }
+    }
+
+    /// ``withConnection(_:)`` with a connection ``leaseIdleNow()`` leased: its health is checked first, and if it
+    /// was dropped, another is leased as usual.
+    package func withConnection<R>(leased connection: Connection, _ body: (Connection) async throws -> R) async throws -> R {
+        if let outcome = await self.run(body, on: connection, checkingHealth: true) { return try outcome.get() }
+        return try await self.withConnection(body)
+    }
+
+    /// Runs `body` on a leased connection and releases it. The health check, the body and the release all run
+    /// on the connection's thread: one hop there and one back per lease. `nil`: the idle connection was dropped
+    /// (and is discarded); lease another.
+    private func run<R>(
+        _ body: (Connection) async throws -> R, on connection: Connection, checkingHealth: Bool
+    ) async -> Result<R, any Error>? {
+        await connection.withOwnExecutor {
+            if checkingHealth, !(await self.keepIfHealthy(connection)) { return nil }
+            do {
+                let value = try await body(connection)
+                await self.release(connection)
+                return .success(value)
+            } catch {
+                await self.release(connection)
+                return .failure(error)
             }
-            if let outcome { return try outcome.get() }
         }
     }
 

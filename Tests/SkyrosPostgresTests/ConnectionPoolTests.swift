@@ -86,6 +86,34 @@ struct ConnectionPoolTests {
         await pool.shutdown()
     }
 
+    /// An idle connection leased at once (the commit queue's drain starts on its thread) is checked before use:
+    /// a dropped one is discarded and another leased; with none idle there is nothing to lease at once.
+    @Test func anIdleConnectionLeasedAtOnceIsCheckedAndReturned() async throws {
+        let pool = ConnectionPool(configuration: .init(maximumConnections: 2), postgres: try TestServer.configuration)
+        #expect(pool.leaseIdleNow() == nil, "nothing is idle before the first lease")
+        let pid = try await pool.withConnection { await $0.backendPID }
+        let leased = try #require(pool.leaseIdleNow())
+        #expect(pool.statistics.inUse == 1 && pool.statistics.idle == 0)
+        #expect(try await pool.withConnection(leased: leased) { await $0.backendPID } == pid)
+        #expect(pool.statistics.inUse == 0 && pool.statistics.idle == 1)
+
+        // Dropped while idle: the check finds it closed, and the body runs on a new connection.
+        try await TestServer.withConnection { admin in
+            try await admin.query("SELECT pg_terminate_backend(\(pid))")
+            #expect(try await eventually {
+                try await admin.query("SELECT count(*) FROM pg_stat_activity WHERE pid = \(Int(pid))")[0].decode(Int.self, at: 0) == 0
+            })
+        }
+        let dropped = try #require(pool.leaseIdleNow())
+        let other = try await pool.withConnection(leased: dropped) { connection in
+            try await connection.query("SELECT pg_backend_pid()")[0].decode(Int.self, at: 0)
+        }
+        #expect(other != Int(pid))
+        #expect(pool.statistics.closed == 1 && pool.statistics.inUse == 0 && pool.statistics.idle == 1)
+        await pool.shutdown()
+        #expect(pool.leaseIdleNow() == nil, "a shut pool leases nothing")
+    }
+
     @Test func idleConnectionsAboveMinimumAreClosedByRun() async throws {
         let pool = ConnectionPool(
             configuration: .init(minimumConnections: 1, maximumConnections: 4, idleTimeout: .milliseconds(100), healthCheckInterval: .milliseconds(50)),

@@ -305,14 +305,22 @@ final class StackCore: Sendable {
     /// hand-off to the connection's thread came after the set was queued, on the write's path. A body that
     /// takes longer than the wait, or queues nothing, costs that lease and wait (the set then starts its own
     /// drain, as before).
+    ///
+    /// An idle connection is leased at once, and the drain's task starts on that connection's thread: one thread
+    /// woken (the connection's) instead of two (one of the shared pool's, then the connection's).
     func startDrainAhead() {
-        guard self.store is PostgresStore else { return }
+        guard let postgres = self.store as? PostgresStore else { return }
         let start = self.state.withLock { state -> Bool in
             guard !state.draining, !state.held, state.accepting else { return false }
             state.draining = true
             return true
         }
-        if start { self.startDrain() }
+        guard start else { return }
+        guard let connection = postgres.pool.leaseIdleNow() else {
+            self.startDrain()
+            return
+        }
+        Task(executorPreference: connection.taskExecutor) { await self.drain(startingOn: connection) }
     }
 
     /// Sends queued commits in order, as group-commit transactions of up to
@@ -328,18 +336,21 @@ final class StackCore: Sendable {
     ///
     /// The drain gives its connection back when another task waits for one (with a pool of one connection,
     /// readers would otherwise wait while writes keep coming), leases again behind it, and carries on.
-    private func drain() async {
+    /// `startingOn`: a connection leased for the drain already (see ``startDrainAhead()``), used first.
+    private func drain(startingOn leased: Connection? = nil) async {
         var progress = DrainProgress()
         guard let postgres = self.store as? PostgresStore else {
             _ = await self.drainGroups(&progress, handOver: { false })
             return
         }
+        var leased = leased
         while true {
             var finished = true
-            await postgres.withCommitConnection {
+            await postgres.withCommitConnection(leased: leased) {
                 finished = await self.drainGroups(
                     &progress, handOver: { postgres.commitConnectionIsWanted }, lingers: PostgresStore.commitConnection != nil)
             }
+            leased = nil
             if finished { return }
         }
     }

@@ -12,12 +12,18 @@ extension PostgresStore {
     /// the queue, and on a busy machine those two hand-offs took longer than the group's work on the server.
     /// If no connection can be leased (the server is down, the pool shut), `body` runs without one: every
     /// group then leases its own and fails or retries as usual.
-    func withCommitConnection(_ body: () async -> Void) async {
+    /// `leased`: a connection ``ConnectionPool/leaseIdleNow()`` leased for it (the drain started on its thread).
+    func withCommitConnection(leased: Connection? = nil, _ body: () async -> Void) async {
         var ran = false
+        let run = { (connection: Connection) in
+            ran = true
+            await Self.$commitConnection.withValue(connection) { await body() }
+        }
         do {
-            try await self.pool.withConnection { connection in
-                ran = true
-                await Self.$commitConnection.withValue(connection) { await body() }
+            if let leased {
+                try await self.pool.withConnection(leased: leased, run)
+            } else {
+                try await self.pool.withConnection(run)
             }
         } catch {
             // Not leased, so `body` has not run.
