@@ -107,11 +107,9 @@ final class ChangeFeed: Sendable {
         try await self.read()
         let probeChannel = "skyros_probe_\(self.origin.uuidString.lowercased())"
         let channel = self.log.channel
-        // As this stack writes it into its hints (`<position> <origin> …`: lowercase, see `ChangeLog.recordStatement`).
-        let ownOrigin = self.origin.uuidString.lowercased()
         let handles: @Sendable (PostgresNotification, ListenerSession) -> Bool = { [weak self] note, session in
             guard note.channel == channel, let self else { return false }
-            if self.handle(note.payload, ownOrigin: ownOrigin, on: session) { return true }
+            if self.handle(note.payload, on: session) { return true }
             self.state.withLock { $0.forwardedHints += 1 }
             return false
         }
@@ -229,10 +227,9 @@ final class ChangeFeed: Sendable {
     ///   its rows are evicted as usual). An observer's event then waits for one task to wake, its own, instead
     ///   of the event loop's first.
     /// - A hint that needs the log read goes to the event loop, which reads it off this thread.
-    private func handle(_ payload: String, ownOrigin: String, on session: ListenerSession) -> Bool {
-        let fields = payload.split(separator: " ", maxSplits: 2)
-        guard fields.count >= 2, let hint = ChangeLog.Hint(payload) else { return false }
-        if fields[1] == ownOrigin { return self.needsNoRead(hint) }
+    private func handle(_ payload: String, on session: ListenerSession) -> Bool {
+        guard let hint = ChangeLog.Hint(payload) else { return false }
+        if hint.origin == self.origin { return self.needsNoRead(hint) }
         guard self.state.withLock({ $0.forwardedHints == 0 && !$0.stopped }), let entry = hint.entry else { return false }
         return self.needsNoRead(hint) || self.take(entry, readingAgainOn: session)
     }
