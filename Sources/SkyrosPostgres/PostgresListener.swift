@@ -223,9 +223,9 @@ package final class ListenerSession {
     static let timeouts = "SET lock_timeout = '100ms'; SET statement_timeout = '1s'"
 
     /// Runs one statement on the listener's connection and returns its rows, as ``Connection/query(_:)`` does
-    /// (statements with parameters are prepared once per connection), within the ``timeouts`` set on the
-    /// connection before its first read. Notifications that arrive meanwhile are kept by libpq and handled
-    /// after the current one.
+    /// (statements with parameters are prepared once per connection; one that a migration outdated is prepared
+    /// again and run once more), within the ``timeouts`` set on the connection before its first read.
+    /// Notifications that arrive meanwhile are kept by libpq and handled after the current one.
     /// - Throws: ``PostgresError``; a failed connection is noticed (and re-established) by the listener's loop.
     package func query(_ query: PostgresQuery) throws -> PostgresRows {
         if let encodingError = query.encodingError {
@@ -237,32 +237,43 @@ package final class ListenerSession {
             self.limited = true
         }
         return try LibPQ.withParameters(query.binds) { count, types, values in
-            var name = self.statements[query.sql]
-            if name == nil, !query.binds.isEmpty, self.statements.count < Self.statementLimit {
-                // Numbered in order made, never reused: a statement prepared again gets a new name.
-                self.madeStatements += 1
-                let made = "skyros_listener_\(self.madeStatements)"
-                _ = try LibPQ.consume(PQprepare(connection, made, query.sql, count, types), connection: connection)
-                self.statements[query.sql] = made
-                name = made
-            }
-            let sent = if let name {
-                PQsendQueryPrepared(connection, name, count, values, nil, nil, 0)
-            } else {
-                PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0)
-            }
-            guard sent == 1, LibPQ.flush(connection) else {
-                throw LibPQ.error(result: nil, connection: connection, secrets: self.secrets)
+            guard let name = try self.preparedStatement(for: query, types: types, count: count) else {
+                return try self.exec { PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0) }
             }
             do {
-                return try LibPQ.consume(self.replyWait.lastResult(on: connection), connection: connection)
-            } catch let error as PostgresError where error.sqlState == .featureNotSupported && name != nil {
-                // A prepared statement fails for good once its table's columns changed ("cached plan must not
-                // change result type"): prepare it again next time.
+                return try self.exec { PQsendQueryPrepared(connection, name, count, values, nil, nil, 0) }
+            } catch let error as PostgresError where error.sqlState == .featureNotSupported {
+                // "cached plan must not change result type": the statement's table changed since it was prepared,
+                // and it now fails for good on this connection. Forget it, prepare it again and run it once more
+                // (the listener's reads are never in a transaction, so the failed one did nothing).
                 self.statements[query.sql] = nil
-                PQclear(PQexec(connection, "DEALLOCATE \(name!)"))
-                throw error
+                PQclear(PQexec(connection, "DEALLOCATE \(name)"))
+                guard let again = try self.preparedStatement(for: query, types: types, count: count) else { throw error }
+                return try self.exec { PQsendQueryPrepared(connection, again, count, values, nil, nil, 0) }
             }
         }
+    }
+
+    /// The name of `query`'s statement on this connection, prepared now if needed; `nil` for a statement
+    /// without parameters, or past ``statementLimit`` (sent unnamed).
+    private func preparedStatement(
+        for query: PostgresQuery, types: UnsafePointer<Oid>?, count: Int32
+    ) throws -> String? {
+        if let name = self.statements[query.sql] { return name }
+        guard !query.binds.isEmpty, self.statements.count < Self.statementLimit else { return nil }
+        // Numbered in order made, never reused: a statement prepared again gets a new name.
+        self.madeStatements += 1
+        let made = "skyros_listener_\(self.madeStatements)"
+        _ = try LibPQ.consume(PQprepare(self.connection, made, query.sql, count, types), connection: self.connection)
+        self.statements[query.sql] = made
+        return made
+    }
+
+    /// Sends one statement with `send` and reads its result, waiting with ``ReplyWait``.
+    private func exec(_ send: () -> Int32) throws -> PostgresRows {
+        guard send() == 1, LibPQ.flush(self.connection) else {
+            throw LibPQ.error(result: nil, connection: self.connection, secrets: self.secrets)
+        }
+        return try LibPQ.consume(self.replyWait.lastResult(on: self.connection), connection: self.connection)
     }
 }

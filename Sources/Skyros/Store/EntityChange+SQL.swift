@@ -7,7 +7,7 @@ extension EntityChange {
     /// row's values as ``RowEncoder`` encodes them, when the caller has them.
     static func updateQuery(
         _ value: T, _ columns: [String], expected: Int64?, resolution: ConflictResolution, schema: String?,
-        encoded: [PostgresValue]? = nil
+        encoded: [PostgresValue]? = nil, mustAffectRow: Bool = false
     ) throws -> (query: PostgresQuery, key: PostgresValue, values: [PostgresValue])? {
         let plan = try EntityPlan<T>.shared
         let indices = try Self.columnIndices(columns, plan: plan)
@@ -20,7 +20,7 @@ extension EntityChange {
         binds.append(key)
         guard case .compareColumns(let originals) = resolution else {
             if let expected { binds.append(PostgresValue(type: .int8, text: String(expected))) }
-            let sql = plan.updateSQL(schema: schema, columns: indices, guardedByVersion: expected != nil)
+            let sql = plan.updateSQL(schema: schema, columns: indices, guardedByVersion: expected != nil, mustAffectRow: mustAffectRow)
             return (PostgresQuery(unsafeSQL: sql, binds: binds), key, values)
         }
         // Merge by property: only the columns this update changes must still hold what was read.
@@ -31,6 +31,7 @@ extension EntityChange {
             sql += " AND \(quoteIdentifier(plan.columnNames[index])) IS NOT DISTINCT FROM $\(binds.count)"
         }
         sql += " RETURNING \(plan.versionExpression)"
+        if mustAffectRow { sql = EntityPlan<T>.mustAffectRow(sql + " AS v") }
         return (PostgresQuery(unsafeSQL: sql, binds: binds), key, values)
     }
 

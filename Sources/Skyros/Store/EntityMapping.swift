@@ -97,7 +97,7 @@ package final class EntityPlan<T: Entity>: Sendable {
     private let statements = Locked<[StatementKey: String]>([:])
 
     private enum StatementKey: Hashable {
-        case update(schema: String?, columns: [Int], guardedByVersion: Bool)
+        case update(schema: String?, columns: [Int], guardedByVersion: Bool, mustAffectRow: Bool)
         case selectByID(schema: String?)
     }
 
@@ -156,13 +156,23 @@ package final class EntityPlan<T: Entity>: Sendable {
     }
 
     /// `UPDATE <table> SET <columns> = $1…[, version + 1] WHERE <id> = $n [AND <version> = $n+1]
-    /// RETURNING <version>`, built once per schema, column set and guard.
-    package func updateSQL(schema: String?, columns: [Int], guardedByVersion: Bool) -> String {
-        self.statement(.update(schema: schema, columns: columns, guardedByVersion: guardedByVersion)) {
+    /// RETURNING <version>`, built once per schema, column set, guard and `mustAffectRow` (then wrapped by
+    /// ``mustAffectRow(_:)``).
+    package func updateSQL(schema: String?, columns: [Int], guardedByVersion: Bool, mustAffectRow: Bool = false) -> String {
+        let key = StatementKey.update(schema: schema, columns: columns, guardedByVersion: guardedByVersion, mustAffectRow: mustAffectRow)
+        return self.statement(key) {
             var sql = self.updateHead(schema: schema, columns: columns)
             if guardedByVersion { sql += " AND \(self.versionExpression) = $\(columns.count + 2)" }
-            return sql + " RETURNING \(self.versionExpression)"
+            sql += " RETURNING \(self.versionExpression)"
+            return mustAffectRow ? Self.mustAffectRow(sql + " AS v") : sql
         }
+    }
+
+    /// `write` (whose one returned column is `v`) as a statement that fails (a division by zero) when it affects
+    /// no row, and otherwise returns the largest `v`: for a pipelined group, where a guard that does not hold
+    /// must abort the transaction.
+    static func mustAffectRow(_ write: String) -> String {
+        "WITH skyros_write AS (\(write)) SELECT max(skyros_write.v), 1 / count(*) FROM skyros_write"
     }
 
     /// `SELECT <columns>, <version> AS <alias> FROM <table> WHERE <id> = $1`, built once per schema.

@@ -30,10 +30,6 @@ extension EntityChange {
         @Sendable func change(_ key: PostgresValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
             RowChange(entity: plan.entityName, table: plan.tableName, id: key, kind: kind, version: version)
         }
-        /// A guarded write: no row affected fails the statement (and the pipeline).
-        func mustMatch(_ write: String) -> String {
-            "WITH skyros_write AS (\(write)) SELECT max(skyros_write.v), 1 / count(*) FROM skyros_write"
-        }
         switch self.payload {
         case .insert(let value):
             return .insert(try MergeableInsert(plan: plan, values: [value], encoded: self.encodedRows, schema: schema))
@@ -43,20 +39,23 @@ extension EntityChange {
             return nil
 
         case .update(let value, let columns, let expected):
+            var skipsWhenGuardFails = false
+            if case .skip = self.resolution, expected != nil { skipsWhenGuardFails = true }
+            // Unless the guard may fail, no row affected fails the statement (and the pipeline).
             guard let update = try Self.updateQuery(
-                value, columns, expected: expected, resolution: self.resolution, schema: schema, encoded: self.encodedRows?.first)
+                value, columns, expected: expected, resolution: self.resolution, schema: schema, encoded: self.encodedRows?.first,
+                mustAffectRow: !skipsWhenGuardFails)
             else { return .nothing }
-            var query = update.query
+            let query = update.query
             let key = update.key
             let announced = [change(key, .updated, nil)]
-            if case .skip = self.resolution, expected != nil {
+            if skipsWhenGuardFails {
                 // The guard may fail: the row is kept as the store has it, and nothing is reported.
                 return .statement(
                     PipelinedStatement(query: query) { rows in
                         try rows.first.map { [change(key, .updated, try $0.decode(Int64.self, at: 0))] } ?? []
                     }, announced: announced)
             }
-            query.sql = mustMatch(query.sql + " AS v")
             // Guarded by the version read (`.fail`): the stored row will be exactly this value, announced whole.
             // Its new version: the version column's next value, or (for `xmin`) the transaction's id, which the
             // hint carries (no savepoints in a pipelined group).
@@ -78,7 +77,7 @@ extension EntityChange {
             var guarded = expected != nil
             if case .skip = self.resolution { guarded = false }
             if guarded {
-                query.sql = mustMatch(query.sql + " RETURNING 1 AS v")
+                query.sql = EntityPlan<T>.mustAffectRow(query.sql + " RETURNING 1 AS v")
                 return .statement(PipelinedStatement(query: query) { _ in announced }, announced: announced)
             }
             return .statement(

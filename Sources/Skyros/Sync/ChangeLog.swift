@@ -157,9 +157,18 @@ struct ChangeLog: Sendable {
     /// The NOTIFY channel (at most 63 bytes).
     let channel: String
 
+    /// The statement texts of ``recordStatement(_:origin:includingRows:)``: the hint without and with the entry
+    /// (built once: the commit queue runs one per group).
+    private let recordSQL: String
+    private let recordWithEntrySQL: String
+
     init(schema: String?) {
         self.schema = schema
         self.channel = Self.channelName(schema: schema)
+        let insert = "WITH entry AS (INSERT INTO \(Self.qualified("skyros_change_log", in: schema)) (origin, changes) VALUES ($1::uuid, $2) "
+        self.recordSQL = insert + "RETURNING position) SELECT position, pg_notify($3, position::text || ' ' || $1) FROM entry"
+        self.recordWithEntrySQL = insert
+            + "RETURNING position, xid) SELECT position, pg_notify($3, position::text || ' ' || $1 || ' ' || xid::text || ' ' || $4) FROM entry"
     }
 
     /// `skyros_changes_<schema>`, or a hash of the schema when that would be longer than an identifier.
@@ -172,7 +181,9 @@ struct ChangeLog: Sendable {
         return base + String(hash, radix: 16)
     }
 
-    private func qualified(_ name: String) -> String {
+    private func qualified(_ name: String) -> String { Self.qualified(name, in: self.schema) }
+
+    private static func qualified(_ name: String, in schema: String?) -> String {
         if let schema { return "\(quoteIdentifier(schema)).\(quoteIdentifier(name))" }
         return quoteIdentifier(name)
     }
@@ -235,7 +246,7 @@ struct ChangeLog: Sendable {
     /// - Returns: the entry's position, or `nil` when `changes` is empty (nothing is written or sent).
     @discardableResult
     func record(_ changes: [RowChange], origin: UUID, on connection: Connection) async throws -> Int64? {
-        guard let statement = try self.recordStatement(changes, origin: origin) else { return nil }
+        guard let statement = self.recordStatement(changes, origin: origin.uuidString.lowercased()) else { return nil }
         return try await connection.query(statement).first?.decode(Int64.self, at: 0)
     }
 
@@ -253,32 +264,22 @@ struct ChangeLog: Sendable {
     /// `includingRows` (``ChangeFeedConfiguration/includesRowsInHints``), updates that announce their row
     /// (``RowChange/row``) travel with it in the hint, up to ``announcedRowsHintLimit`` bytes: other stacks
     /// then refresh their cached copy instead of reading the row again.
-    func recordStatement(_ changes: [RowChange], origin: UUID, includingRows: Bool = false) throws -> PostgresQuery? {
+    /// - Parameter origin: the writing stack's id, as lowercase text.
+    func recordStatement(_ changes: [RowChange], origin: String, includingRows: Bool = false) -> PostgresQuery? {
         if changes.isEmpty { return nil }
         let payload = LoggedRowChange.json(changes)
         // Bound without a type, so the server reads it as the column's: `text` since the column was converted
         // (``upgradeChangesColumn(on:)``), `jsonb` in a log an earlier version created (after a store rebuild).
         let stored = PostgresValue(type: .unspecified, text: payload)
-        let origin = origin.uuidString.lowercased()
+        let binds = [PostgresValue(type: .text, text: origin), stored, PostgresValue(type: .text, text: self.channel)]
         var hinted: String?
         if includingRows, Self.mayFitWithRows(changes, payload: payload) {
             let withRows = LoggedRowChange.json(changes, rows: true)
             if withRows.utf8.count <= Self.announcedRowsHintLimit { hinted = withRows }
         }
         if hinted == nil, payload.utf8.count <= Self.inlineHintLimit { hinted = payload }
-        if let hinted {
-            return """
-                WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin)::uuid, \(stored))
-                               RETURNING position, xid)
-                SELECT position, pg_notify(\(self.channel), position::text || ' ' || \(origin) || ' ' || xid::text || ' ' || \(hinted))
-                FROM entry
-                """
-        }
-        return """
-            WITH entry AS (INSERT INTO \(unsafeRaw: self.logTable) (origin, changes) VALUES (\(origin)::uuid, \(stored))
-                           RETURNING position)
-            SELECT position, pg_notify(\(self.channel), position::text || ' ' || \(origin)) FROM entry
-            """
+        guard let hinted else { return PostgresQuery(unsafeSQL: self.recordSQL, binds: binds) }
+        return PostgresQuery(unsafeSQL: self.recordWithEntrySQL, binds: binds + [PostgresValue(type: .text, text: hinted)])
     }
 
     /// Whether `changes` with their rows may fit in ``announcedRowsHintLimit`` bytes of JSON (a lower bound
@@ -306,7 +307,9 @@ struct ChangeLog: Sendable {
 
         /// Parses `<position> <origin> [<xid> <changes>]` (or a bare position).
         init?(_ payload: String) {
-            let parts = payload.split(separator: " ", maxSplits: 3)
+            // Split on the UTF-8 bytes: splitting the `String` compared grapheme clusters, a visible cost on the
+            // path from another process's commit to an observer.
+            let parts = payload.utf8.split(separator: UInt8(ascii: " "), maxSplits: 3).map { Substring($0) }
             guard let first = parts.first, let position = Int64(first) else { return nil }
             self.position = position
             self.origin = parts.count > 1 ? UUID(uuidString: String(parts[1])) : nil

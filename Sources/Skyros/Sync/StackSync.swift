@@ -8,6 +8,8 @@ import SkyrosPostgres
 final class StackSync: CommitTransactionHook, Sendable {
     /// This stack's id in the change log (its own entries are ignored when read back).
     let origin = UUID()
+    /// ``origin`` as the change log's statements bind it.
+    private let originText: String
     let observers = ObserverRegistry()
     let configuration: ChangeFeedConfiguration
     private let feed = Locked<ChangeFeed?>(nil)
@@ -16,6 +18,7 @@ final class StackSync: CommitTransactionHook, Sendable {
 
     init(configuration: ChangeFeedConfiguration) {
         self.configuration = configuration
+        self.originText = self.origin.uuidString.lowercased()
     }
 
     /// Points the sync at the stack's current core: its local saves wake the observers, and its commit
@@ -69,7 +72,7 @@ final class StackSync: CommitTransactionHook, Sendable {
     }
 
     func pipelinedStatement(announcing changes: [RowChange]) throws -> PostgresQuery? {
-        try self.changeFeed?.log.recordStatement(changes, origin: self.origin, includingRows: self.configuration.includesRowsInHints)
+        self.changeFeed?.log.recordStatement(changes, origin: self.originText, includingRows: self.configuration.includesRowsInHints)
     }
 
     // MARK: Remote changes

@@ -266,7 +266,7 @@ private struct MPCounted: Entity, Equatable {
         }
         let log = ChangeLog(schema: "s")
         func hint(_ change: RowChange) throws -> String {
-            let statement = try #require(try log.recordStatement([change], origin: UUID(), includingRows: true))
+            let statement = try #require(log.recordStatement([change], origin: UUID().uuidString.lowercased(), includingRows: true))
             return try #require(statement.binds.compactMap(\.text).last)
         }
         let small = try hint(change(title: "short, \"quoted\""))
