@@ -118,12 +118,8 @@ public final class DataContext: Sendable {
             case .deleted:
                 throw StoreError.notFound(entity: String(describing: T.self), id: key.id.text ?? "NULL")
             case .updated(_, let original, let base):
-                if try RowEncoder<T>().changedColumns(from: original as! T, to: value).isEmpty {
-                    self.tracker.withLock { $0.discard(key) }
-                } else {
-                    let change = try self.change(value, .updated(value, original: original, base: base))
-                    self.tracker.withLock { $0.record(change) }
-                }
+                let (change, changed) = try self.update(value, key: key, original: original as! T, base: base)
+                self.tracker.withLock { changed ? $0.record(change) : $0.discard(key) }
             case .inserted, .upserted:
                 try self.record(value, .updated(value, original: value, base: .none))
             }
@@ -138,8 +134,20 @@ public final class DataContext: Sendable {
         guard let read, let original = read.value as? T else {
             throw StoreError.notFound(entity: String(describing: T.self), id: key.id.text ?? "NULL")
         }
-        if try RowEncoder<T>().changedColumns(from: original, to: value).isEmpty { return }
-        try self.record(value, .updated(value, original: original, base: read.base))
+        let (change, changed) = try self.update(value, key: key, original: original, base: read.base)
+        if changed { self.tracker.withLock { $0.record(change) } }
+    }
+
+    /// The change recording `value` as an update of `original`, and whether any column differs. The row's
+    /// encodings travel with it: the commit queue binds them instead of encoding the row again.
+    private func update<T: Entity>(
+        _ value: T, key: RowKey, original: T, base: BaseVersion
+    ) throws -> (change: PendingRow, changed: Bool) {
+        let encoder = try RowEncoder<T>()
+        let encoded = (value: try encoder.encode(value), original: try encoder.encode(original))
+        let change = PendingRow(
+            key: key, kind: EntityKind<T>(), id: value.id, updated: value, original: original, base: base, encoded: encoded)
+        return (change, !encoder.changedColumns(fromEncoded: encoded.original, toEncoded: encoded.value).isEmpty)
     }
 
     /// Deletes a row (nothing when it does not exist).

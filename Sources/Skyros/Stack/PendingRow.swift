@@ -17,7 +17,25 @@ struct PendingRow: Sendable {
     let kind: any AnyEntityKind
     /// The primary key as `T.ID`.
     let id: any Sendable
-    var state: State
+    /// Setting it drops ``encoded`` (made for the state before).
+    var state: State {
+        didSet { self.encoded = nil }
+    }
+    /// For an update, its value's and its original's column values (``RowEncoder``), as `update` encoded them
+    /// to find what changed: the commit queue binds and compares these instead of encoding both again. Only
+    /// ever for the state they were made with: any new ``state`` drops them.
+    private(set) var encoded: (value: [PostgresValue], original: [PostgresValue])?
+
+    init(key: RowKey, kind: any AnyEntityKind, id: any Sendable, state: State) {
+        (self.key, self.kind, self.id, self.state) = (key, kind, id, state)
+    }
+
+    /// An update, with its value's and its original's encodings.
+    init(key: RowKey, kind: any AnyEntityKind, id: any Sendable, updated value: any Entity, original: any Entity,
+         base: BaseVersion, encoded: (value: [PostgresValue], original: [PostgresValue])) {
+        self.init(key: key, kind: kind, id: id, state: .updated(value, original: original, base: base))
+        self.encoded = encoded
+    }
 
     /// The row's value after the change, or `nil` when it is deleted.
     var value: (any Entity)? {
@@ -42,7 +60,11 @@ struct PendingRow: Sendable {
         case (.inserted, .deleted):
             return nil
         case (.updated(_, let original, let base), .updated(let value, _, _)):
+            let encodedOriginal = merged.encoded?.original
             merged.state = .updated(value, original: original, base: base)
+            if let encodedOriginal, let encodedValue = child.encoded?.value {
+                merged.encoded = (encodedValue, encodedOriginal)
+            }
         case (.updated, .inserted(let value)), (.updated, .upserted(let value)):
             merged.state = .upserted(value)
         case (.updated(_, _, let base), .deleted(_, let emit)):
@@ -112,8 +134,9 @@ struct EntityKind<T: Entity>: AnyEntityKind {
         case .updated(let value, let original, let base):
             let value = value as! T
             let encoder = try RowEncoder<T>()
-            let columns = try encoded.map { try encoder.changedColumns(from: original as! T, toEncoded: $0) }
-                ?? encoder.changedColumns(from: original as! T, to: value)
+            let encodedOriginal = try row.encoded?.original ?? encoder.encode(original as! T)
+            let encoded = try encoded ?? encoder.encode(value)
+            let columns = encoder.changedColumns(fromEncoded: encodedOriginal, toEncoded: encoded)
             if columns.isEmpty { return }
             let expected = resolve(row.key, base)
             switch policy {
@@ -124,10 +147,9 @@ struct EntityKind<T: Entity>: AnyEntityKind {
             case .contextWins:
                 changes.update(value, changedColumns: columns, expectedVersion: nil, encoded: encoded)
             case .mergeByProperty:
-                let plan = try EntityPlan<T>.shared
-                let read = try RowEncoder(plan: plan).encode(original as! T)
+                let plan = encoder.plan
                 var originals: [String: PostgresValue] = [:]
-                for name in columns { if let index = plan.columnIndex[name] { originals[name] = read[index] } }
+                for name in columns { if let index = plan.columnIndex[name] { originals[name] = encodedOriginal[index] } }
                 changes.update(
                     value, changedColumns: columns, expectedVersion: expected,
                     resolution: .compareColumns(originals: originals), encoded: encoded)

@@ -250,7 +250,7 @@ final class StackCore: Sendable {
                 bytes += 64
                 continue
             }
-            let values = row.kind.encode(value)
+            let values = row.encoded?.value ?? row.kind.encode(value)
             let size = approximateSize(of: values)
             slotBytes.append(size)
             slotValues.append(values)

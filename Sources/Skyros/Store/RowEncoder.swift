@@ -48,8 +48,12 @@ package struct RowEncoder<T: Entity>: Sendable {
 
     /// ``changedColumns(from:to:)`` with the new row encoded already (by ``encode(_:)``).
     package func changedColumns(from old: T, toEncoded new: [PostgresValue]) throws -> [String] {
-        let a = try self.encode(old)
-        return a.indices.filter { a[$0] != new[$0] }.map { self.plan.columnNames[$0] }
+        self.changedColumns(fromEncoded: try self.encode(old), toEncoded: new)
+    }
+
+    /// ``changedColumns(from:to:)`` with both rows encoded already (by ``encode(_:)``).
+    package func changedColumns(fromEncoded old: [PostgresValue], toEncoded new: [PostgresValue]) -> [String] {
+        old.indices.filter { old[$0] != new[$0] }.map { self.plan.columnNames[$0] }
     }
 }
 
