@@ -36,7 +36,8 @@ extension Connection {
         defer { self.replyWait = replyWait }
         do {
             return try await self.withHandle { connection in
-                try Self.runPipeline(
+                self.deallocateStaleStatements(on: connection)
+                return try Self.runPipeline(
                     queries, steps: steps, on: connection, secrets: secrets, prepared: &prepared, replyWait: &replyWait)
             }
         } catch let error as PostgresError where error.sqlState == .featureNotSupported {

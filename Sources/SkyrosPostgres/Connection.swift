@@ -52,6 +52,8 @@ public actor Connection {
         let types: [Oid]
     }
     private var statements: [String: PreparedStatement] = [:]
+    /// Statements forgotten while a transaction was open, still allocated on the server.
+    private var staleStatements: [String] = []
     private var statementCounter = 0
     /// Whether named prepared statements are used (disable behind PgBouncer < 1.21 in transaction mode).
     private let usePreparedStatements: Bool
@@ -224,7 +226,8 @@ public actor Connection {
     }
 
     private func run(_ query: PostgresQuery, on connection: OpaquePointer) throws -> PostgresRows {
-        try LibPQ.withParameters(query.binds) { count, types, values in
+        self.deallocateStaleStatements(on: connection)
+        return try LibPQ.withParameters(query.binds) { count, types, values in
             if !self.usePreparedStatements || query.binds.isEmpty {
                 return try self.exec(on: connection) {
                     PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0)
@@ -252,13 +255,25 @@ public actor Connection {
         }
     }
 
-    /// Drops a cached statement that no longer works, and deallocates it on the server when `connection` has no
-    /// transaction open (in an aborted transaction the server refuses; its name is never reused either way).
+    /// Drops a cached statement that no longer works, and deallocates it on the server: at once when
+    /// `connection` is given and has no transaction open, otherwise before this connection's next statement
+    /// outside a transaction (an aborted transaction refuses `DEALLOCATE`). Its name is never reused.
     func forgetPrepared(_ sql: String, name: String? = nil, on connection: OpaquePointer? = nil) {
+        guard let name = name ?? self.statements[sql]?.name else { return }
         self.statements[sql] = nil
-        if let name, let connection, PQtransactionStatus(connection) == PQTRANS_IDLE {
+        if let connection, PQtransactionStatus(connection) == PQTRANS_IDLE {
             PQclear(PQexec(connection, "DEALLOCATE \(name)"))
+        } else {
+            self.staleStatements.append(name)
         }
+    }
+
+    /// Deallocates the statements ``forgetPrepared(_:name:on:)`` could not, once `connection` has no transaction
+    /// open (on the connection's thread, before a statement is sent).
+    func deallocateStaleStatements(on connection: OpaquePointer) {
+        guard !self.staleStatements.isEmpty, PQtransactionStatus(connection) == PQTRANS_IDLE else { return }
+        for name in self.staleStatements { PQclear(PQexec(connection, "DEALLOCATE \(name)")) }
+        self.staleStatements.removeAll()
     }
 
     /// Sends one statement with `send` and returns its result, as `PQexec` does, but waiting for the reply

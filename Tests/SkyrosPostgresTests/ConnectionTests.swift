@@ -42,6 +42,8 @@ struct ConnectionTests {
     /// A migration that changes a column's type makes statements prepared before it fail with "cached plan must
     /// not change result type" (0A000) on every later use. Outside a transaction the statement is prepared
     /// again and runs; in a transaction, and in a pipeline, it fails once and the next use prepares it again.
+    /// Either way the outdated statement is deallocated on the server (after the transaction, when it failed in
+    /// one).
     @Test func statementsPreparedBeforeTheirTableChangedArePreparedAgain() async throws {
         try await TestServer.withSchema { schema in
             try await TestServer.withConnection { admin in
@@ -66,6 +68,7 @@ struct ConnectionTests {
                     }
                     #expect(inTransaction?.sqlState == .featureNotSupported)
                     #expect(try await read() == 10)
+                    #expect(try await cached() == 1, "the statement that failed in the transaction is deallocated after it")
 
                     let bump = PostgresQuery("UPDATE \(qualified: [schema, "t"]) SET n = n + \(1) WHERE id = 1 RETURNING n")
                     #expect(try await connection.pipeline([bump])[0][0].decode(Int.self, at: 0) == 11)
@@ -74,6 +77,8 @@ struct ConnectionTests {
                     #expect(inPipeline?.sqlState == .featureNotSupported)
                     #expect(inPipeline?.statementIndex == 0)
                     #expect(try await connection.pipeline([bump])[0][0].decode(Int.self, at: 0) == 12)
+                    let updates = try await connection.query("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'UPDATE %'")
+                    #expect(try updates[0].decode(Int.self, at: 0) == 1, "the statement that failed in the pipeline is deallocated after it")
                 }
             }
         }
