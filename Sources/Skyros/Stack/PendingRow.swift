@@ -31,8 +31,10 @@ struct PendingRow: Sendable {
     }
 
     /// An update, with its value's and its original's encodings.
-    init(key: RowKey, kind: any AnyEntityKind, id: any Sendable, updated value: any Entity, original: any Entity,
-         base: BaseVersion, encoded: (value: [PostgresValue], original: [PostgresValue])) {
+    init(
+        key: RowKey, kind: any AnyEntityKind, id: any Sendable, updated value: any Entity, original: any Entity,
+        base: BaseVersion, encoded: (value: [PostgresValue], original: [PostgresValue])
+    ) {
         self.init(key: key, kind: kind, id: id, state: .updated(value, original: original, base: base))
         self.encoded = encoded
     }
