@@ -243,10 +243,11 @@ struct ChangeLog: Sendable {
 
     /// Appends one entry for the transaction running on `connection` and sends the hint on ``channel``: both
     /// take effect at COMMIT, so hints exist only for committed data, in commit order.
+    /// - Parameter origin: the writing stack's id, as lowercase text (as ``recordStatement(_:origin:includingRows:)``).
     /// - Returns: the entry's position, or `nil` when `changes` is empty (nothing is written or sent).
     @discardableResult
-    func record(_ changes: [RowChange], origin: UUID, on connection: Connection) async throws -> Int64? {
-        guard let statement = self.recordStatement(changes, origin: origin.uuidString.lowercased()) else { return nil }
+    func record(_ changes: [RowChange], origin: String, on connection: Connection) async throws -> Int64? {
+        guard let statement = self.recordStatement(changes, origin: origin) else { return nil }
         return try await connection.query(statement).first?.decode(Int64.self, at: 0)
     }
 

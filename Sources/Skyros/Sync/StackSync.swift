@@ -68,7 +68,7 @@ final class StackSync: CommitTransactionHook, Sendable {
 
     func willCommit(batch: [ChangeSetResult], on connection: Connection) async throws {
         guard let feed = self.changeFeed else { return }
-        try await feed.log.record(batch.flatMap(\.changes), origin: self.origin, on: connection)
+        try await feed.log.record(batch.flatMap(\.changes), origin: self.originText, on: connection)
     }
 
     func pipelinedStatement(announcing changes: [RowChange]) throws -> PostgresQuery? {

@@ -51,8 +51,8 @@ struct ChangeLogTests {
 
             let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(1)), kind: .updated, version: 7)
             _ = try await early.execute(script: "BEGIN")
-            let first = try #require(try await log.record([change], origin: UUID(), on: early))      // position 1, still open
-            let second = try await late.withTransaction { try #require(try await log.record([change], origin: UUID(), on: $0)) }
+            let first = try #require(try await log.record([change], origin: UUID().uuidString.lowercased(), on: early))      // position 1, still open
+            let second = try await late.withTransaction { try #require(try await log.record([change], origin: UUID().uuidString.lowercased(), on: $0)) }
             #expect(first < second)
 
             let read1 = try await log.read(from: cursor.horizonText, on: reader)
@@ -79,7 +79,7 @@ struct ChangeLogTests {
             let start = try await log.read(from: nil, on: connection)
             _ = cursor.advance(entries: start.entries, xmin: start.xmin, prunedThrough: start.prunedThrough)
             let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(1)), kind: .deleted, version: nil)
-            for _ in 0..<3 { try await log.record([change], origin: UUID(), on: connection) }
+            for _ in 0..<3 { try await log.record([change], origin: UUID().uuidString.lowercased(), on: connection) }
             #expect(try await log.prune(olderThan: .zero, keepingAtMost: 0, on: connection) == 3)
             let read = try await log.read(from: cursor.horizonText, on: connection)
             #expect(cursor.advance(entries: read.entries, xmin: read.xmin, prunedThrough: read.prunedThrough) == .gap)
@@ -266,7 +266,7 @@ struct ChangeLogTests {
             // The log as earlier versions made it: `changes jsonb`, holding an entry in jsonb's text form.
             _ = try await connection.execute(script: "ALTER TABLE \(log.logTable) ALTER COLUMN changes TYPE jsonb USING changes::jsonb")
             let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(42)), kind: .updated, version: 9)
-            let old = try #require(try await log.record([change], origin: Self.origin, on: connection))
+            let old = try #require(try await log.record([change], origin: Self.origin.uuidString.lowercased(), on: connection))
 
             try await log.createIfNeeded(on: connection)
             let column = try await connection.query("""
@@ -275,7 +275,7 @@ struct ChangeLogTests {
                 """)[0]
             #expect(try column.decode(String.self, at: 0) == "text")
             #expect(try column.decode(String.self, at: 1) == "l")   // this server is built with lz4
-            let new = try #require(try await log.record([change], origin: Self.origin, on: connection))
+            let new = try #require(try await log.record([change], origin: Self.origin.uuidString.lowercased(), on: connection))
             let read = try await log.read(from: start.xmin, on: connection)
             #expect(read.entries.map(\.position) == [old, new])
             #expect(read.entries.map(\.changes) == [[LoggedRowChange(change)], [LoggedRowChange(change)]])
