@@ -6,7 +6,8 @@ extension Connection {
     ///
     /// The statements run in one implicit transaction unless they contain their own `BEGIN`/`COMMIT`: if one
     /// fails, PostgreSQL aborts the rest up to the sync, nothing commits, and the thrown error's
-    /// ``PostgresError/statementIndex`` names the failing statement. Statements with parameters use this
+    /// ``PostgresError/statementIndex`` names the failing statement. When they all succeed but the commit at the
+    /// sync fails (a deferred constraint), the error has no statement index. Statements with parameters use this
     /// connection's prepared statements; a new one is prepared inside the same pipeline, once however often it
     /// repeats (unless prepared statements are disabled or the cache is full: then it is sent unnamed).
     ///
@@ -186,18 +187,21 @@ private struct PipelineReader {
             self.current = try LibPQ.consume(result, connection: connection)
         } catch var error as PostgresError {
             if self.failure == nil, error.kind != .pipelineAborted {
-                error.statementIndex = self.results.count
+                // After every statement's result: the implicit transaction's commit failed (a deferred constraint).
+                error.statementIndex = self.item < self.prepareItems.count ? self.results.count : nil
                 self.failure = error
             }
             self.currentError = error
         } catch {}
     }
 
-    /// The end of one statement's results.
+    /// The end of one statement's results (or of the implicit commit's error, after them all).
     mutating func nullResult() {
-        if self.current == nil && self.currentError == nil {
-            // Two NULLs in a row only happen when the connection broke.
-            if self.item >= self.prepareItems.count { return }
+        if self.item >= self.prepareItems.count {
+            // The commit's error (already the failure), or a second NULL in a row: the connection broke.
+            self.current = nil
+            self.currentError = nil
+            return
         }
         defer { self.item += 1 }
         if self.item < self.prepareItems.count, self.prepareItems[self.item] {

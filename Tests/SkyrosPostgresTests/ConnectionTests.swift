@@ -190,6 +190,33 @@ struct ConnectionTests {
         }
     }
 
+    /// A deferred constraint is checked when the implicit transaction commits, at the sync, after every statement
+    /// succeeded: libpq reports that error as one more result. It fails the pipeline with no statement index.
+    @Test func pipelineWhoseImplicitCommitFailsReportsTheConstraint() async throws {
+        try await TestServer.withSchema { schema in
+            let connection = try await TestServer.connect()
+            try await connection.execute(script: """
+                CREATE TABLE \(quoteIdentifier(schema)).items (
+                    n int, CONSTRAINT items_n_once UNIQUE (n) DEFERRABLE INITIALLY DEFERRED)
+                """)
+            let insert = { (n: Int) -> PostgresQuery in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(n))" }
+            for _ in 0..<2 {  // the second time with the statement prepared
+                let error = await #expect(throws: PostgresError.self) {
+                    try await connection.pipeline([insert(1), insert(2), insert(1)])
+                }
+                #expect(error?.kind == .uniqueViolation)
+                #expect(error?.constraint == "items_n_once")
+                #expect(error?.statementIndex == nil, "no statement failed: the commit did")
+                #expect(await !connection.isInTransaction)
+            }
+            let count = try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0)
+            #expect(count == 0, "nothing was committed")
+            let results = try await connection.pipeline([insert(1), insert(2)])
+            #expect(results.count == 2)
+            await connection.close()
+        }
+    }
+
     @Test func pipelinesPrepareTheirStatementsOnceAndReuseThem() async throws {
         try await TestServer.withSchema { schema in
             let connection = try await TestServer.connect()

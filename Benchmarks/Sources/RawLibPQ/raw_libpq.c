@@ -178,22 +178,20 @@ int64_t raw_fetch_100(raw_conn *conn, int n) {
     return now_ns() - start;
 }
 
-/* Queues, in pipeline mode, the transaction a durable Skyros write sends: BEGIN, the prepared write, the
-   commit-id row, the change-log row with its pg_notify (none when log is NULL: a stack without the change
-   feed), COMMIT, then a sync (statements prepared by the caller). */
+/* Queues, in pipeline mode, the transaction a durable Skyros write sends: the prepared write, the commit-id
+   row, the change-log row with its pg_notify (none when log is NULL: a stack without the change feed), then a
+   sync, which commits them as one implicit transaction (statements prepared by the caller). */
 static int send_durable_transaction(PGconn *pg, const char *write, int n, const char *const *write_values,
                                     const char *commit, const char *log, const char *const *log_values) {
     if (!PQenterPipelineMode(pg)) return 0;
-    PQsendQueryParams(pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
     PQsendQueryPrepared(pg, write, n, write_values, NULL, NULL, 0);
     PQsendQueryPrepared(pg, commit, 0, NULL, NULL, NULL, 0);
     if (log != NULL) PQsendQueryPrepared(pg, log, 1, log_values, NULL, NULL, 0);
-    PQsendQueryParams(pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
     return PQpipelineSync(pg);
 }
 
-/* What a durable one-row write sends, as raw libpq: one pipeline per write holding BEGIN, the INSERT, the
-   commit-id row, the change-log row (its JSON text as Skyros writes it) with its pg_notify, COMMIT (the
+/* What a durable one-row write sends, as raw libpq: one pipeline per write holding the INSERT, the commit-id
+   row, the change-log row (its JSON text as Skyros writes it) with its pg_notify, then the sync (the
    statements Skyros's group commit sends for a group of one), the three writes as prepared statements. The server-side floor of a durable write with
    idempotency and change announcements. */
 int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id, int announced) {
@@ -222,8 +220,8 @@ int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id, int an
 }
 
 /* The work behind one observer event, by hand. A writer connection sends the transaction Skyros's durable
-   update sends (BEGIN, the UPDATE returning the row's version, the commit-id row, the change-log row with its
-   pg_notify, COMMIT) as one pipeline; an observer connection that LISTENs waits for the notification and
+   update sends (the UPDATE returning the row's version, the commit-id row, the change-log row with its
+   pg_notify, then the sync) as one pipeline; an observer connection that LISTENs waits for the notification and
    reads the row again. One thread drives both connections, so there is no hand-off between threads: the
    floor for the same work. Its own table (bench_observe_raw) keeps the stacks' observers out of it. */
 int raw_observe_prepare(raw_conn *writer, raw_conn *observer) {

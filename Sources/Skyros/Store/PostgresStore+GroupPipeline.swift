@@ -30,9 +30,11 @@ extension PostgresStore {
     /// `RETURNING xmin` on every inserted row.
     static let transactionIDQuery = PostgresQuery(unsafeSQL: "SELECT txid_current() % 4294967296")
 
-    /// Builds a group to be sent as one pipeline — `BEGIN`, its writes (consecutive inserts into the same table
-    /// merged into multi-row `INSERT`s, across sets), the commit-log row, the hook's statement, `COMMIT` — so
-    /// the whole group costs one round trip (see ``GroupOperation``). Built apart from sending: the commit queue
+    /// Builds a group to be sent as one pipeline — its writes (consecutive inserts into the same table merged
+    /// into multi-row `INSERT`s, across sets), the commit-log row, the hook's statement — so the whole group
+    /// costs one round trip (see ``GroupOperation``). No `BEGIN` or `COMMIT`: a pipeline's statements up to its
+    /// sync are one implicit transaction, which commits at the sync only if every statement succeeded (an error
+    /// at that commit, such as a deferred constraint, fails the pipeline like a statement's). Built apart from sending: the commit queue
     /// builds the next group while the current one is on the server.
     /// - Parameters:
     ///   - operations: a set's operations when its writer can make them directly (`nil`: built from the set's
@@ -77,9 +79,8 @@ extension PostgresStore {
         } catch {
             return nil
         }
-        var queries: [PostgresQuery] = [PostgresQuery(unsafeSQL: "BEGIN")]
-        queries.reserveCapacity(statements.count + 5)
-        queries += statements.map(\.query)
+        var queries = statements.map(\.query)
+        queries.reserveCapacity(statements.count + 3)
         var xidQuery: Int?
         if statements.contains(where: \.needsTransactionID) {
             xidQuery = queries.count
@@ -87,7 +88,6 @@ extension PostgresStore {
         }
         if let record { queries.append(record) }
         if let hookStatement { queries.append(hookStatement) }
-        queries.append(PostgresQuery(unsafeSQL: "COMMIT"))
         return PreparedGroup(sets: sets, statements: statements, queries: queries, xidQuery: xidQuery)
     }
 
@@ -103,8 +103,8 @@ extension PostgresStore {
                 do {
                     return try await connection.pipeline(prepared.queries)
                 } catch {
-                    // The transaction is aborted (or the connection gone): end it before the pool takes it back.
-                    _ = try? await connection.execute(script: "ROLLBACK")
+                    // The pipeline's sync ended its implicit transaction, unless the connection broke first.
+                    if await connection.isInTransaction { _ = try? await connection.execute(script: "ROLLBACK") }
                     throw error
                 }
             }
@@ -134,13 +134,13 @@ extension PostgresStore {
                 case .merged(let members, let version):
                     // A version column starts at 1; otherwise the version is the transaction's id (`xmin`), shared
                     // by every row it inserted (no savepoints here).
-                    let returned = version == .returned ? (try? rows[1 + offset].first?.decode(Int64.self, at: 0)) ?? nil : nil
+                    let returned = version == .returned ? (try? rows[offset].first?.decode(Int64.self, at: 0)) ?? nil : nil
                     for (set, operation) in members {
                         guard case .insert(let insert) = sets[set][operation] else { continue }
                         changes[set][operation] = insert.changes(version: insert.fixedVersion ?? returned ?? xmin)
                     }
                 case .single(let set, let operation, let decode):
-                    changes[set][operation] = (try? decode(rows[1 + offset])) ?? sets[set][operation].announced
+                    changes[set][operation] = (try? decode(rows[offset])) ?? sets[set][operation].announced
                 }
             }
             return changes.map { .success(ChangeSetResult(operations: $0)) }

@@ -267,6 +267,39 @@ struct GroupPipelineTests {
         }
     }
 
+    /// A deferred constraint is checked when the transaction commits, after every statement succeeded: on the
+    /// pipeline that is its sync. The savepoint path cannot isolate such a failure either (its savepoints are
+    /// released before the check), so the group's sets fail together, with the constraint named, and nothing of
+    /// them is committed.
+    @Test("A deferred constraint failing at the group's commit: the group runs again on the savepoint path, and its sets fail together")
+    func deferredConstraintFailsAtCommit() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            let store = try #require(stack.store as? PostgresStore)
+            try await StackTestServer.execute(
+                stack, "ALTER TABLE stack_notes ADD CONSTRAINT stack_notes_title_once UNIQUE (title) DEFERRABLE INITIALLY DEFERRED")
+            let pathsBefore = store.groupCommitPaths.withLock { $0 }
+            stack.holdCommits()
+            var tasks: [Task<Void, any Error>] = []
+            for (id, title) in [(20, "a"), (21, "a"), (22, "b")] {
+                tasks.append(Task { try await stack.write(durability: .committed) { try $0.insert(StackNote(id: id, title: title, rank: id)) } })
+                try await eventually { stack.queuedCommits == tasks.count }
+            }
+            stack.releaseCommits()
+            for task in tasks {
+                let error = await thrownError { try await task.value } as? PostgresError
+                #expect(error?.kind == .uniqueViolation)
+                #expect(error?.constraint == "stack_notes_title_once")
+            }
+            let paths = store.groupCommitPaths.withLock { $0 }
+            #expect(paths.onePipeline == pathsBefore.onePipeline)
+            #expect(paths.savepoints == pathsBefore.savepoints + 1)
+            #expect(try await store.fetch(StackNote.self).isEmpty)
+            // The stack carries on.
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 23, title: "a", rank: 23)) }
+            #expect(try await store.fetch(StackNote.self).map(\.value.id) == [23])
+        }
+    }
+
     /// The change log's entries (`changes` as text), oldest first.
     static func changeLogEntries(_ store: PostgresStore) async throws -> [String] {
         let table = ChangeLog(schema: store.schema).logTable
