@@ -34,8 +34,8 @@ extension PostgresStore {
     /// into multi-row `INSERT`s, across sets), the commit-log row, the hook's statement — so the whole group
     /// costs one round trip (see ``GroupOperation``). No `BEGIN` or `COMMIT`: a pipeline's statements up to its
     /// sync are one implicit transaction, which commits at the sync only if every statement succeeded (an error
-    /// at that commit, such as a deferred constraint, fails the pipeline like a statement's). Built apart from sending: the commit queue
-    /// builds the next group while the current one is on the server.
+    /// at that commit, such as a deferred constraint, fails the pipeline like a statement's). Built apart from
+    /// sending: the commit queue builds the next group while the current one is on the server.
     /// - Parameters:
     ///   - operations: a set's operations when its writer can make them directly (`nil`: built from the set's
     ///     ``ChangeSet``, as `build` makes it). The commit queue does so for sets of plain inserts.
