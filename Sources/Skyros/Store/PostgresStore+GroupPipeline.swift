@@ -79,8 +79,9 @@ extension PostgresStore {
         } catch {
             return nil
         }
-        var queries = statements.map(\.query)
+        var queries: [PostgresQuery] = []
         queries.reserveCapacity(statements.count + 3)
+        for statement in statements { queries.append(statement.query) }
         var xidQuery: Int?
         if statements.contains(where: \.needsTransactionID) {
             xidQuery = queries.count
