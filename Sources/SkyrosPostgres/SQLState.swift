@@ -1,10 +1,17 @@
 /// A PostgreSQL SQLSTATE error code, such as `23505` (unique violation).
 ///
-/// Match a whole class with the `~=` operator on a class constant:
+/// Match a whole class with the `~=` operator and a class constant (a code ending in `000`), on either side, or
+/// in a `switch`:
 ///
 /// ```swift
 /// do { try await connection.query("INSERT …") }
 /// catch let error as PostgresError where error.sqlState ~= .integrityConstraintViolation { … }
+///
+/// switch error.sqlState {
+/// case .uniqueViolation: …                 // this code only
+/// case .integrityConstraintViolation: …    // any other code of class 23
+/// default: …
+/// }
 /// ```
 public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     /// The five-character code.
@@ -20,7 +27,19 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     /// True when `pattern` is a class code (ends in `000`) containing `value`, or equals it.
     public static func ~= (pattern: SQLState, value: SQLState?) -> Bool {
         guard let value else { return false }
-        if pattern.rawValue.hasSuffix("000") { return value.errorClass == pattern.errorClass }
+        return pattern ~= value
+    }
+
+    /// The same match with the code first (`error.sqlState ~= .integrityConstraintViolation`). Without it that
+    /// spelling compiled to the standard library's `~=` for `Equatable` values: plain equality, never a class.
+    public static func ~= (value: SQLState?, pattern: SQLState) -> Bool {
+        pattern ~= value
+    }
+
+    /// True when either code is a class code (ends in `000`) and both are of its class, or they are equal. (For
+    /// two non-optional codes, the standard library's `~=` would otherwise compare them for equality only.)
+    public static func ~= (pattern: SQLState, value: SQLState) -> Bool {
+        if pattern.rawValue.hasSuffix("000") || value.rawValue.hasSuffix("000") { return value.errorClass == pattern.errorClass }
         return pattern == value
     }
 

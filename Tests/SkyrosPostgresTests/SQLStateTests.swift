@@ -1,0 +1,42 @@
+import SkyrosPostgres
+import Testing
+
+/// SQLSTATE matching: a class constant (a code ending in `000`) matches every code of its class, whichever side of
+/// `~=` it is on, optional or not, and in a `switch`.
+@Suite("SQLSTATE classes")
+struct SQLStateTests {
+    @Test("A class constant matches the codes of its class in every spelling; other codes match only themselves")
+    func classMatching() {
+        let unique: SQLState? = .uniqueViolation
+        let plain = SQLState("23505")
+        let missing: SQLState? = nil
+        #expect(SQLState.integrityConstraintViolation ~= unique)
+        #expect(unique ~= .integrityConstraintViolation)
+        #expect(SQLState.integrityConstraintViolation ~= plain)
+        #expect(plain ~= .integrityConstraintViolation)
+        #expect(!(missing ~= .integrityConstraintViolation))
+        #expect(!(SQLState.integrityConstraintViolation ~= missing))
+        #expect(!(unique ~= .connectionException))
+        #expect(!(SQLState.uniqueViolation ~= SQLState.foreignKeyViolation))
+        #expect(SQLState.uniqueViolation ~= plain)
+
+        func kind(_ state: SQLState?) -> String {
+            switch state {
+            case .uniqueViolation: "unique"
+            case .integrityConstraintViolation: "integrity"
+            default: "other"
+            }
+        }
+        #expect(kind(.uniqueViolation) == "unique")
+        #expect(kind(.foreignKeyViolation) == "integrity")
+        #expect(kind(.serializationFailure) == "other")
+        #expect(kind(nil) == "other")
+    }
+
+    @Test("A server error of class 08 (connection exception) is transient; other server errors are not")
+    func connectionExceptionClassIsTransient() {
+        #expect(PostgresError(kind: .server, sqlState: SQLState("08P01"), message: "protocol violation").isTransient)
+        #expect(PostgresError(kind: .server, sqlState: .connectionFailure, message: "connection failure").isTransient)
+        #expect(!PostgresError(kind: .server, sqlState: .invalidTextRepresentation, message: "bad input").isTransient)
+    }
+}
