@@ -549,11 +549,15 @@ final class StackCore: Sendable {
     }
 
     /// Commits one group, retrying transient failures with backoff; never applies a set twice (after an
-    /// ambiguous failure the commit log says which sets of the failed attempt committed).
+    /// ambiguous failure the commit log says which sets of the failed attempt committed). When a deferred
+    /// constraint fails the group's commit, its sets are committed again one by one, in order, so that only the
+    /// sets that break the constraint fail (``PostgresStore/failedAtCommit(_:)``).
     /// - Returns: one outcome per commit, in order (a group committed whole by one pipeline is mapped to them
-    ///   when settled). `prepared`: the group built ahead, sent on the first attempt.
+    ///   when settled). `prepared`: the group built ahead, sent on the first attempt. `prior`: the outcomes of
+    ///   the sets queued before `batch` that are not settled yet (a set may need a version one of them wrote).
     private func commitGroup(
-        _ batch: [QueuedCommit], prepared: PostgresStore.PreparedGroup? = nil
+        _ batch: [QueuedCommit], prepared: PostgresStore.PreparedGroup? = nil,
+        prior: [Result<ChangeSetResult, any Error>] = []
     ) async -> GroupOutcome {
         var outcomes = [Result<ChangeSetResult, any Error>?](repeating: nil, count: batch.count)
         let started = ContinuousClock.now
@@ -573,12 +577,22 @@ final class StackCore: Sendable {
                 }
                 if remaining.isEmpty { break }
                 let outcome = try await self.apply(
-                    remaining.map { batch[$0] }, prepared: attempt == 0 ? prepared : nil)
+                    remaining.map { batch[$0] }, prepared: attempt == 0 ? prepared : nil, prior: prior)
                 if remaining.count == batch.count { return outcome }
                 for (index, result) in zip(remaining, outcome.results) { outcomes[index] = result }
                 break
             } catch {
                 let abandoned = self.state.withLock { $0.abandoned }
+                if remaining.count > 1, !abandoned, PostgresStore.failedAtCommit(error) {
+                    self.logger.info(
+                        "a deferred constraint failed the group's commit; committing its sets one by one",
+                        metadata: ["skyros.stack.sets": "\(remaining.count)", "skyros.error": "\(error)"])
+                    for index in remaining {
+                        let earlier = prior + outcomes[..<index].compactMap { $0 }
+                        outcomes[index] = await self.commitGroup([batch[index]], prior: earlier).results[0]
+                    }
+                    break
+                }
                 guard Self.isTransient(error), !abandoned,
                     ContinuousClock.now - started < self.queueConfiguration.maximumRetryDuration
                 else {
@@ -610,11 +624,13 @@ final class StackCore: Sendable {
     }
 
     /// One attempt: PostgreSQL gets one transaction with a savepoint per set; other stores apply set by set.
+    /// `earlier`: the outcomes of unsettled sets queued before these, which a set's versions may come from.
     private func apply(
-        _ commits: [QueuedCommit], prepared: PostgresStore.PreparedGroup?
+        _ commits: [QueuedCommit], prepared: PostgresStore.PreparedGroup?, prior earlier: [Result<ChangeSetResult, any Error>]
     ) async throws -> GroupOutcome {
         let build = { (index: Int, prior: [Result<ChangeSetResult, any Error>]) throws -> ChangeSet in
-            try self.state.withLock { try self.changeSet(for: commits[index], state: $0, prior: prior) }
+            let prior = earlier.isEmpty ? prior : earlier + prior
+            return try self.state.withLock { try self.changeSet(for: commits[index], state: $0, prior: prior) }
         }
         if let postgres = self.store as? PostgresStore {
             let hook = self.state.withLock { $0.hook }

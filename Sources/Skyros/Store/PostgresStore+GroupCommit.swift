@@ -74,7 +74,9 @@ extension PostgresStore {
     /// - Returns: one result per set (a group sent as one pipeline maps its rows to them when they are read); a
     ///   failed set was rolled back alone.
     /// - Throws: errors that stop the whole group (connection lost, a failing hook, `COMMIT` failing); then
-    ///   nothing of the group is known to be committed: ask ``committedIDs(_:since:)``.
+    ///   nothing of the group is known to be committed: ask ``committedIDs(_:since:)``. A deferred constraint
+    ///   failing at the commit (``failedAtCommit(_:)``) is thrown straight from the pipeline: the savepoint path
+    ///   cannot isolate it.
     func applyGroup(
         ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
         operations: (Int) -> [GroupOperation]? = { _ in nil }, hook: (any CommitTransactionHook)?,
@@ -220,6 +222,15 @@ extension PostgresStore {
                     binds: [try PostgresValue(ids), try PostgresValue(first)]))
         }
         return Set(try rows.map { try $0.decode(UUID.self, at: 0) })
+    }
+
+    /// Whether a group's transaction failed at its commit, after every statement succeeded: a
+    /// `DEFERRABLE INITIALLY DEFERRED` constraint (SQLSTATE class 23), checked only then. Nothing of the group was
+    /// committed, and no savepoint tells which set broke it (they were all released): the commit queue commits
+    /// the group's sets one by one instead, so that only the sets that break it fail.
+    static func failedAtCommit(_ error: any Error) -> Bool {
+        guard let error = error as? PostgresError else { return false }
+        return error.statementIndex == nil && error.sqlState ~= .integrityConstraintViolation
     }
 
     /// Whether an error inside a set stops the whole group (the transaction is unusable or the failure is

@@ -96,7 +96,9 @@ extension PostgresStore {
     /// - Returns: the committed group, its rows not yet mapped to results (see ``SentGroup``); `nil` when the
     ///   pipeline failed for a reason confined to a set (a constraint, a guard): nothing was committed, and the
     ///   savepoint path (``applyGroup(ids:build:hook:prepared:)``) runs the group again, isolating the failing set.
-    /// - Throws: errors that stop the group (``stopsGroup(_:)``): nothing of it is known to be committed.
+    /// - Throws: errors that stop the group (``stopsGroup(_:)``): nothing of it is known to be committed; and a
+    ///   constraint that failed at the commit (``failedAtCommit(_:)``): nothing was committed, and the savepoint
+    ///   path would fail at its own `COMMIT` the same way.
     func send(_ prepared: PreparedGroup) async throws -> SentGroup? {
         let rows: [PostgresRows]
         do {
@@ -110,7 +112,7 @@ extension PostgresStore {
                 }
             }
         } catch {
-            if Self.stopsGroup(error) { throw error }
+            if Self.stopsGroup(error) || Self.failedAtCommit(error) { throw error }
             return nil
         }
         self.groupCommitPaths.withLock { $0.onePipeline += 1 }

@@ -268,35 +268,83 @@ struct GroupPipelineTests {
     }
 
     /// A deferred constraint is checked when the transaction commits, after every statement succeeded: on the
-    /// pipeline that is its sync. The savepoint path cannot isolate such a failure either (its savepoints are
-    /// released before the check), so the group's sets fail together, with the constraint named, and nothing of
-    /// them is committed.
-    @Test("A deferred constraint failing at the group's commit: the group runs again on the savepoint path, and its sets fail together")
+    /// pipeline that is its sync. No savepoint can tell which set broke it (they were all released before the
+    /// check), so the queue commits the group's sets again one by one, in order: only the set that breaks the
+    /// constraint fails, with the constraint named, and a set that updates a row an earlier set of the group
+    /// updated is guarded by the version that set wrote.
+    @Test("A deferred constraint failing at the group's commit: the sets commit one by one, and only the one that breaks it fails")
     func deferredConstraintFailsAtCommit() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            let store = try #require(stack.store as? PostgresStore)
+            try await StackTestServer.execute(
+                stack, "ALTER TABLE stack_notes ADD CONSTRAINT stack_notes_title_once UNIQUE (title) DEFERRABLE INITIALLY DEFERRED")
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 20, title: "a", rank: 20)) }
+            let logBefore = try await Self.changeLogEntries(store)
+            let pathsBefore = store.groupCommitPaths.withLock { $0 }
+            let groupsBefore = stack.commitQueueStatistics.groups
+            stack.holdCommits()
+            var writes = HeldWrites(stack: stack)
+            // The second update's guard is the version the first one writes (not settled when it is built).
+            for rank in [50, 99] {
+                try await writes.queue { context in
+                    var note = try #require(try await context.object(StackNote.self, id: 20))
+                    note.rank = rank
+                    try await context.update(note)
+                }
+            }
+            try await writes.queue { try $0.insert(StackNote(id: 21, title: "a", rank: 21)) }
+            try await writes.queue { try $0.insert(StackNote(id: 22, title: "b", rank: 22)) }
+            stack.releaseCommits()
+            try await writes.tasks[0].value
+            try await writes.tasks[1].value
+            let error = await thrownError { try await writes.tasks[2].value } as? PostgresError
+            #expect(error?.kind == .uniqueViolation)
+            #expect(error?.constraint == "stack_notes_title_once")
+            try await writes.tasks[3].value
+
+            // One group taken from the queue, on the savepoint path (a guard needs a version written in the same
+            // group), which failed at its COMMIT; then each set alone, as one pipeline, the failing one included.
+            #expect(stack.commitQueueStatistics.groups == groupsBefore + 1)
+            let paths = store.groupCommitPaths.withLock { $0 }
+            #expect(paths.savepoints == pathsBefore.savepoints + 1)
+            #expect(paths.onePipeline == pathsBefore.onePipeline + 3)
+            let stored = try await store.fetch(StackNote.self).map(\.value)
+            #expect(stored.map(\.id).sorted() == [20, 22])
+            #expect(stored.first { $0.id == 20 }?.rank == 99)
+            // Each committed set announced itself in its own transaction.
+            #expect(try await Self.changeLogEntries(store).count == logBefore.count + 3)
+            // The main context reverted the failed set and holds the committed ones.
+            let cached = try await stack.read { try await $0.fetch(FetchDescriptor<StackNote>()) }
+            #expect(cached.map(\.id).sorted() == [20, 22])
+            // The stack carries on.
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 23, title: "c", rank: 23)) }
+            #expect(try await store.fetch(StackNote.self).map(\.value.id).sorted() == [20, 22, 23])
+        }
+    }
+
+    /// The same failure on a group sent as one pipeline: it fails at the pipeline's sync, and goes straight to the
+    /// sets one by one (the savepoint path would only fail again at its own `COMMIT`).
+    @Test("A deferred constraint failing at a pipelined group's sync: no savepoint path, the sets commit one by one")
+    func deferredConstraintFailsAtPipelineSync() async throws {
         try await StackTestServer.withStack(.postgres) { stack in
             let store = try #require(stack.store as? PostgresStore)
             try await StackTestServer.execute(
                 stack, "ALTER TABLE stack_notes ADD CONSTRAINT stack_notes_title_once UNIQUE (title) DEFERRABLE INITIALLY DEFERRED")
             let pathsBefore = store.groupCommitPaths.withLock { $0 }
             stack.holdCommits()
-            var tasks: [Task<Void, any Error>] = []
-            for (id, title) in [(20, "a"), (21, "a"), (22, "b")] {
-                tasks.append(Task { try await stack.write(durability: .committed) { try $0.insert(StackNote(id: id, title: title, rank: id)) } })
-                try await eventually { stack.queuedCommits == tasks.count }
+            var writes = HeldWrites(stack: stack)
+            for (id, title) in [(30, "a"), (31, "a"), (32, "b")] {
+                try await writes.queue { try $0.insert(StackNote(id: id, title: title, rank: id)) }
             }
             stack.releaseCommits()
-            for task in tasks {
-                let error = await thrownError { try await task.value } as? PostgresError
-                #expect(error?.kind == .uniqueViolation)
-                #expect(error?.constraint == "stack_notes_title_once")
-            }
+            try await writes.tasks[0].value
+            let error = await thrownError { try await writes.tasks[1].value } as? PostgresError
+            #expect(error?.constraint == "stack_notes_title_once")
+            try await writes.tasks[2].value
             let paths = store.groupCommitPaths.withLock { $0 }
-            #expect(paths.onePipeline == pathsBefore.onePipeline)
-            #expect(paths.savepoints == pathsBefore.savepoints + 1)
-            #expect(try await store.fetch(StackNote.self).isEmpty)
-            // The stack carries on.
-            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 23, title: "a", rank: 23)) }
-            #expect(try await store.fetch(StackNote.self).map(\.value.id) == [23])
+            #expect(paths.savepoints == pathsBefore.savepoints)
+            #expect(paths.onePipeline == pathsBefore.onePipeline + 2)
+            #expect(try await store.fetch(StackNote.self).map(\.value.id).sorted() == [30, 32])
         }
     }
 
