@@ -1,7 +1,7 @@
 /// A PostgreSQL SQLSTATE error code, such as `23505` (unique violation).
 ///
-/// Match a whole class with the `~=` operator and a class constant (a code ending in `000`), on either side, or
-/// in a `switch`:
+/// Match a whole class with the `~=` operator and a class constant (a code ending in `000`), on either side of
+/// an optional code (as ``PostgresError/sqlState`` is), or in a `switch`:
 ///
 /// ```swift
 /// do { try await connection.query("INSERT …") }
@@ -36,10 +36,11 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
         pattern ~= value
     }
 
-    /// True when either code is a class code (ends in `000`) and both are of its class, or they are equal. (For
-    /// two non-optional codes, the standard library's `~=` would otherwise compare them for equality only.)
+    /// The same match for a non-optional code (in a `switch` over one, the standard library's `~=` for
+    /// `Equatable` values would otherwise compare for equality only). The pattern comes first: a server that
+    /// sends a class's generic code (`23000`) matches `.integrityConstraintViolation`, never `.uniqueViolation`.
     public static func ~= (pattern: SQLState, value: SQLState) -> Bool {
-        if pattern.rawValue.hasSuffix("000") || value.rawValue.hasSuffix("000") { return value.errorClass == pattern.errorClass }
+        if pattern.rawValue.hasSuffix("000") { return value.errorClass == pattern.errorClass }
         return pattern == value
     }
 

@@ -1,4 +1,4 @@
-import SkyrosPostgres
+@testable import SkyrosPostgres
 import Testing
 
 /// SQLSTATE matching: a class constant (a code ending in `000`) matches every code of its class, whichever side of
@@ -13,7 +13,8 @@ struct SQLStateTests {
         #expect(SQLState.integrityConstraintViolation ~= unique)
         #expect(unique ~= .integrityConstraintViolation)
         #expect(SQLState.integrityConstraintViolation ~= plain)
-        #expect(plain ~= .integrityConstraintViolation)
+        // Two non-optional codes: the pattern comes first, as in a `switch`.
+        #expect(!(SQLState.uniqueViolation ~= SQLState.integrityConstraintViolation))
         #expect(!(missing ~= .integrityConstraintViolation))
         #expect(!(SQLState.integrityConstraintViolation ~= missing))
         #expect(!(unique ~= .connectionException))
@@ -31,6 +32,20 @@ struct SQLStateTests {
         #expect(kind(.foreignKeyViolation) == "integrity")
         #expect(kind(.serializationFailure) == "other")
         #expect(kind(nil) == "other")
+        // A server may send a class's generic code: it is that class, not one of its specific codes.
+        #expect(kind(.integrityConstraintViolation) == "integrity")
+        #expect(!(SQLState.uniqueViolation ~= Optional(SQLState.integrityConstraintViolation)))
+        #expect(!(Optional(SQLState.integrityConstraintViolation) ~= .uniqueViolation))
+    }
+
+    @Test("Errors are classified by their exact code: a class's generic code is not one of its specific codes")
+    func classificationUsesExactCodes() {
+        let generic = [("23000", PostgresError.Kind.server), ("40000", .server), ("42000", .server), ("57000", .server),
+                       ("23505", .uniqueViolation), ("40001", .serializationFailure), ("08006", .connectionLost)]
+        for (code, kind) in generic {
+            #expect(PostgresError.kind(for: SQLState(code)) == kind, "\(code)")
+        }
+        #expect(!PostgresError(kind: PostgresError.kind(for: SQLState("40000")), sqlState: SQLState("40000"), message: "").isTransient)
     }
 
     @Test("A server error of class 08 (connection exception) is transient; other server errors are not")
