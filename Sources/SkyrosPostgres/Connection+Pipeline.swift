@@ -78,7 +78,7 @@ extension Connection {
                 PQsetnonblocking(connection, 0)
                 while !reader.finished {
                     guard let result = PQgetResult(connection) else {
-                        reader.nullResult()
+                        _ = reader.nullResult()
                         if PQstatus(connection) != CONNECTION_OK { break }
                         continue
                     }
@@ -101,11 +101,14 @@ extension Connection {
                 }
             }
         }
+        /// Takes the results libpq has, until it needs more input. Before the sync is sent, libpq may also run
+        /// out of statements to report on: after a failure it answers every statement queued so far as aborted
+        /// at once, then returns NULL again and again without being busy (a NULL with no result before it).
         func drainReady() throws {
             while !reader.finished, PQisBusy(connection) == 0 {
                 guard let result = PQgetResult(connection) else {
-                    reader.nullResult()
-                    continue
+                    if reader.nullResult() { continue }
+                    return
                 }
                 reader.take(result, connection: connection)
             }
@@ -129,6 +132,8 @@ extension Connection {
                     throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
                 }
                 try pump(untilFlushed: false)
+                // A statement failed: the server skips the rest up to the sync, so they are not sent.
+                if PQpipelineStatus(connection) == PQ_PIPELINE_ABORTED { break }
             }
         }
         guard PQpipelineSync(connection) == 1 else {
@@ -171,6 +176,8 @@ private struct PipelineReader {
     var currentError: PostgresError?
     var failure: PostgresError?
     var finished = false
+    /// A result was taken since the last NULL (each item ends with one NULL after its results).
+    var tookResult = false
 
     init(prepareItems: [Bool]) {
         self.prepareItems = prepareItems
@@ -178,6 +185,7 @@ private struct PipelineReader {
     }
 
     mutating func take(_ result: OpaquePointer, connection: OpaquePointer) {
+        self.tookResult = true
         if PQresultStatus(result) == PGRES_PIPELINE_SYNC {
             PQclear(result)
             self.finished = true
@@ -196,12 +204,16 @@ private struct PipelineReader {
     }
 
     /// The end of one statement's results (or of the implicit commit's error, after them all).
-    mutating func nullResult() {
+    /// - Returns: `false` for a NULL with no result before it, which ends no item: libpq has nothing to report
+    ///   until more statements (or the sync) are sent, or the connection broke.
+    mutating func nullResult() -> Bool {
+        guard self.tookResult else { return false }
+        self.tookResult = false
         if self.item >= self.prepareItems.count {
-            // The commit's error (already the failure), or a second NULL in a row: the connection broke.
+            // The implicit commit's error, after every statement (already the failure).
             self.current = nil
             self.currentError = nil
-            return
+            return true
         }
         defer { self.item += 1 }
         if self.item < self.prepareItems.count, self.prepareItems[self.item] {
@@ -209,12 +221,13 @@ private struct PipelineReader {
             if self.current != nil, self.currentError == nil { self.prepared.append(self.results.count) }
             self.current = nil
             self.currentError = nil
-            return
+            return true
         }
         self.results.append(
             self.current
                 ?? PostgresRows(columns: [], commandTag: "", affectedRows: 0, storage: [], cells: [], rowCount: 0))
         self.current = nil
         self.currentError = nil
+        return true
     }
 }

@@ -190,6 +190,32 @@ struct ConnectionTests {
         }
     }
 
+    /// A long pipeline whose early statement fails: PostgreSQL skips everything up to the sync, and libpq
+    /// answers every statement already queued as aborted without waiting for the server, then has nothing left
+    /// to report. The pipeline must notice that (and stop sending what would be skipped) instead of waiting for
+    /// results that never come: it used to spin on its connection's thread forever.
+    @Test(.timeLimit(.minutes(1))) func longPipelineWithAnEarlyFailureEndsWithTheError() async throws {
+        try await TestServer.withSchema { schema in
+            let connection = try await TestServer.connect()
+            try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int PRIMARY KEY)")
+            for (count, failing) in [(600, 10), (3_000, 10), (10_000, 10), (3_000, 1_000), (3_000, 2_995)] {
+                var batch: [PostgresQuery] = (0..<count).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
+                batch[failing] = "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(0))"  // duplicate key
+                let error = await #expect(throws: PostgresError.self) { try await connection.pipeline(batch) }
+                #expect(error?.kind == .uniqueViolation)
+                #expect(error?.statementIndex == failing, "\(count) statements, failing at \(failing)")
+                let stored = try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0)
+                #expect(stored == 0, "the implicit pipeline transaction was rolled back")
+                #expect(await !connection.isInTransaction)
+            }
+            // The connection left pipeline mode cleanly, and a long pipeline still commits whole.
+            let batch: [PostgresQuery] = (0..<3_000).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
+            #expect(try await connection.pipeline(batch).count == 3_000)
+            #expect(try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0) == 3_000)
+            await connection.close()
+        }
+    }
+
     /// A deferred constraint is checked when the implicit transaction commits, at the sync, after every statement
     /// succeeded: libpq reports that error as one more result. It fails the pipeline with no statement index.
     @Test func pipelineWhoseImplicitCommitFailsReportsTheConstraint() async throws {
