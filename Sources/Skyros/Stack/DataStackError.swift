@@ -19,6 +19,7 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
             case stackShutDown = "stack shut down"
             case commitFailed = "commit failed"
             case changeFeedUnavailable = "change feed unavailable"
+            case commitOutcomeUnknown = "commit outcome unknown"
         }
 
         private let base: Base
@@ -40,6 +41,11 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
         /// At start, a notification sent through the pool did not reach the change feed's listener (typically
         /// a listener behind a transaction-pooling proxy: set ``DataStackConfiguration/directConnection``).
         public static let changeFeedUnavailable = Code(.changeFeedUnavailable)
+        /// A queued commit's connection was lost while it committed, and retrying stopped (its
+        /// ``CommitQueueConfiguration/maximumRetryDuration`` passed, or a shutdown deadline) before the commit
+        /// log could say whether it committed. It was reverted from the main context; it may be in PostgreSQL:
+        /// look up its commit id in the `skyros_commit_groups` table (see the CommitQueue article).
+        public static let commitOutcomeUnknown = Code(.commitOutcomeUnknown)
 
         public var description: String { self.base.rawValue }
     }

@@ -596,7 +596,8 @@ final class StackCore: Sendable {
                 guard Self.isTransient(error), !abandoned,
                     ContinuousClock.now - started < self.queueConfiguration.maximumRetryDuration
                 else {
-                    for index in remaining { outcomes[index] = .failure(error) }
+                    let failure = await self.settleAbandonedAttempt(batch, remaining: remaining, error: error, into: &outcomes)
+                    for index in remaining where outcomes[index] == nil { outcomes[index] = .failure(failure) }
                     break
                 }
                 attempt += 1
@@ -609,6 +610,31 @@ final class StackCore: Sendable {
             }
         }
         return .results(outcomes.map { $0 ?? .failure(DataStackError(code: .commitFailed, message: "the write was not committed")) })
+    }
+
+    /// Before the sets of a group that failed transiently are given up (its retries ran out, or a shutdown
+    /// deadline abandoned it): the failed attempt may have committed (the connection broke after `COMMIT` was
+    /// sent), so the commit log is asked once which of them did; those succeed. When the log cannot be read
+    /// either, the others fail with ``DataStackError/Code/commitOutcomeUnknown`` (not the plain error, which
+    /// would claim they were not committed).
+    /// - Returns: the error for the sets that did not commit.
+    private func settleAbandonedAttempt(
+        _ batch: [QueuedCommit], remaining: [Int], error: any Error, into outcomes: inout [Result<ChangeSetResult, any Error>?]
+    ) async -> any Error {
+        guard Self.isTransient(error), let postgres = self.store as? PostgresStore else { return error }
+        do {
+            let committed = try await postgres.committedIDs(remaining.map { batch[$0].commitID }, since: batch[0].commitID)
+            for index in remaining where committed.contains(batch[index].commitID) {
+                outcomes[index] = .success(ChangeSetResult(operations: []))
+            }
+            return error
+        } catch {
+            return DataStackError(
+                code: .commitOutcomeUnknown,
+                message: "the connection was lost while this write was being committed, and the commit log could not be read "
+                    + "before retrying stopped: look up its commit id in skyros_commit_groups",
+                underlying: error)
+        }
     }
 
     private func retryDelay(attempt: Int) -> Duration {

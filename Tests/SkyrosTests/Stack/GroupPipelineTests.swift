@@ -348,6 +348,41 @@ struct GroupPipelineTests {
         }
     }
 
+    /// A group whose connection breaks after its transaction committed, when retrying stops at once
+    /// (`maximumRetryDuration` zero, like a retry budget or a shutdown deadline running out): the commit log is
+    /// asked before its sets are given up, so a committed write is reported committed, not failed and reverted;
+    /// and when the log cannot be read either, the write fails as `commitOutcomeUnknown`, not as uncommitted.
+    @Test("A commit whose reply is lost as retrying stops: the commit log decides; when it cannot, the outcome is reported unknown")
+    func lostReplyWhenRetryingStops() async throws {
+        try await StackTestServer.withQueueStack({ $0.commitQueue.maximumRetryDuration = .zero }) { stack in
+            let store = try #require(stack.store as? PostgresStore)
+            let lost = PostgresError(kind: .connectionLost, message: "server closed the connection unexpectedly")
+            store.afterNextGroupCommitted.withLock { $0 = { throw lost } }
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 40, title: "committed", rank: 40)) }
+            #expect(try await store.fetch(StackNote.self).map(\.value.id) == [40])
+
+            // The log unreadable too (renamed away by the time it is asked).
+            let log = store.quotedCommitLog
+            store.afterNextGroupCommitted.withLock {
+                $0 = {
+                    try await store.pool.withConnection { _ = try await $0.execute(script: "ALTER TABLE \(log) RENAME TO skyros_commit_groups_away") }
+                    throw lost
+                }
+            }
+            let error = await thrownError {
+                try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 41, title: "unknown", rank: 41)) }
+            }
+            #expect((error as? DataStackError)?.code == .commitOutcomeUnknown)
+            #expect((error as? DataStackError)?.underlying is PostgresError)
+            let away = store.schema.map { "\(quoteIdentifier($0)).skyros_commit_groups_away" } ?? "skyros_commit_groups_away"
+            try await store.pool.withConnection { _ = try await $0.execute(script: "ALTER TABLE \(away) RENAME TO skyros_commit_groups") }
+            // It did commit; the stack carries on.
+            #expect(try await store.fetch(StackNote.self).map(\.value.id).sorted() == [40, 41])
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 42, title: "after", rank: 42)) }
+            #expect(try await store.fetch(StackNote.self).map(\.value.id).sorted() == [40, 41, 42])
+        }
+    }
+
     /// The change log's entries (`changes` as text), oldest first.
     static func changeLogEntries(_ store: PostgresStore) async throws -> [String] {
         let table = ChangeLog(schema: store.schema).logTable
