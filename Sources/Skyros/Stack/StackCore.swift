@@ -213,12 +213,15 @@ final class StackCore: Sendable {
     }
 
     /// Creates the row unless it exists, in the store at once (race-free across processes), and caches it.
+    /// The row is cached only if no commit of this stack settled while it was read (as ``lookup(_:id:key:)``
+    /// does): one that changed it would otherwise be overwritten in the cache by the older row.
     func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
+        let before = self.state.withLock { $0.finishedCommits }
         let (row, created) = try await self.store.findOrCreate(value)
         let key = try RowKey(row.value)
         let bytes = try self.size(of: row.value)
         self.state.withLock { state in
-            if state.pending[key] == nil {
+            if state.finishedCommits == before, state.pending[key] == nil {
                 state.cache.put(key, value: row.value, version: row.version, bytes: bytes)
             }
         }
@@ -516,10 +519,12 @@ final class StackCore: Sendable {
     /// whole group, so 64 writers waiting to enqueue do not contend with 64 separate updates — then reports
     /// failures, completes the tickets in order, and frees the group's room in the queue.
     private func settle(_ batch: [QueuedCommit], _ outcomes: [Result<ChangeSetResult, any Error>], clearRunning: Bool = true) {
+        // Committed rows whose stored value may differ from the one observers were shown (see `succeed`).
+        var reread: [ResolvedSlot] = []
         let waiters = self.state.withLock { state -> [CheckedContinuation<Void, Never>] in
             for (commit, outcome) in zip(batch, outcomes) {
                 switch outcome {
-                case .success(let result): self.succeed(commit, result: result, state: &state)
+                case .success(let result): self.succeed(commit, result: result, state: &state, reread: &reread)
                 case .failure: self.fail(commit, state: &state)
                 }
             }
@@ -545,6 +550,8 @@ final class StackCore: Sendable {
                 commit.ticket.complete(.failure(error))
             }
         }
+        // Their observers were shown the value as written (from the queue); they look again.
+        self.saves.saved(reread)
         for waiter in waiters { waiter.resume() }
     }
 
@@ -781,6 +788,9 @@ final class StackCore: Sendable {
         while true {
             let (accepting, proceed) = self.state.withLock { ($0.accepting, mayProceed($0)) }
             if !accepting {
+                if self.invalidatedFlag.load(ordering: .acquiring) {
+                    throw DataStackError(code: .contextInvalidated, message: "the store was destroyed and rebuilt; the write was not saved")
+                }
                 throw DataStackError(code: .stackShutDown, message: "the stack was shut down; the write was not saved")
             }
             if proceed { return }
@@ -798,9 +808,11 @@ final class StackCore: Sendable {
     /// Registers the work added to every group-commit transaction (PostgreSQL only).
     func setCommitHook(_ hook: (any CommitTransactionHook)?) { self.state.withLock { $0.hook = hook } }
 
-    /// The approximate size of each row a commit writes (when the cache bounds bytes).
     /// A committed set: its rows leave the queue and enter the cache with the versions PostgreSQL gave them.
-    private func succeed(_ commit: QueuedCommit, result: ChangeSetResult, state: inout State) {
+    /// `reread`: gets the slots of rows evicted instead because the stored row may not be the value written
+    /// (the store won a conflict, a merge, another process's change, or no version known), which observers
+    /// were shown while the set was queued.
+    private func succeed(_ commit: QueuedCommit, result: ChangeSetResult, state: inout State, reread: inout [ResolvedSlot]) {
         let changes = result.changes
         // Most sets write a row or two: a linear search beats building a dictionary for them.
         let written: [RowKey: RowChange]? =
@@ -821,6 +833,7 @@ final class StackCore: Sendable {
                     // hold another writer's columns (merged), or another process changed it meanwhile
                     // (before or after this commit: no telling): read it again.
                     state.cache.remove(row.key)
+                    reread.append(slot)
                 }
             } else {
                 state.cache.remove(row.key)
@@ -943,10 +956,11 @@ final class StackCore: Sendable {
         return ShutdownReport(uncommitted: queued.map(UncommittedWrite.init), inFlight: running.map(UncommittedWrite.init))
     }
 
-    /// Invalidates the core (after a destroy): queued commits fail, contexts refuse to work.
+    /// Invalidates the core (after a destroy): queued commits fail, contexts refuse to work, and writers waiting
+    /// for room in the queue stop waiting (they find it no longer accepting and throw).
     func invalidate() {
         self.invalidatedFlag.store(true, ordering: .releasing)
-        let queued = self.state.withLock { state -> [QueuedCommit] in
+        let (queued, waiters) = self.state.withLock { state -> ([QueuedCommit], [CheckedContinuation<Void, Never>]) in
             state.accepting = false
             let queued = Array(state.queue[state.queueHead...])
             state.queue = []
@@ -954,8 +968,10 @@ final class StackCore: Sendable {
             state.pending = [:]
             state.pendingCountByTable = TableCounts()
             state.cache.removeAll()
-            return queued
+            defer { state.roomWaiters = [] }
+            return (queued, state.roomWaiters)
         }
+        for waiter in waiters { waiter.resume() }
         for commit in queued {
             commit.ticket.complete(.failure(DataStackError(
                 code: .contextInvalidated, message: "the store was destroyed before this write was committed")))

@@ -113,4 +113,46 @@ struct ObserverWakeUpTests {
             }
         }
     }
+
+    /// A committed write whose stored row is not the value it wrote (here the store won a conflict; a merge or
+    /// another process's change meanwhile are the same) was shown to observers while it was queued: once it
+    /// settles, they are woken and see the stored row.
+    @Test func observersSeeTheStoredRowWhenTheStoreWinsAConflict() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 50, title: "first", rank: 1)) }
+            let observed = Locked(stack.observe(StackNote.self, id: 50).makeAsyncIterator())
+            /// The next element's title, or "(none)" when none comes within five seconds.
+            func nextTitle() async throws -> String {
+                try await withThrowingTaskGroup(of: String.self) { group in
+                    group.addTask {
+                        var iterator = observed.withLock { $0 }
+                        let value = try await iterator.next()
+                        observed.withLock { $0 = iterator }
+                        return value??.title ?? "(deleted)"
+                    }
+                    group.addTask {
+                        try await Task.sleep(for: .seconds(5))
+                        return "(none)"
+                    }
+                    defer { group.cancelAll() }
+                    return try await group.next() ?? "(none)"
+                }
+            }
+            #expect(try await nextTitle() == "first")
+            // Another writer changes the row without announcing it: the stack's cache keeps "first".
+            try await StackTestServer.execute(stack, "UPDATE stack_notes SET title = 'stored' WHERE id = 50")
+            // The write is visible at once and held in the queue: the observer is shown the value written.
+            stack.holdCommits()
+            try await stack.write(mergePolicy: .storeWins) { context in
+                var note = try #require(try await context.object(StackNote.self, id: 50))
+                note.title = "discarded"
+                try await context.update(note)
+            }
+            #expect(try await nextTitle() == "discarded")
+            // It commits: the store wins, the write is dropped, and the observer must be told.
+            stack.releaseCommits()
+            try await eventually { stack.queuedCommits == 0 }
+            #expect(try await nextTitle() == "stored")
+        }
+    }
 }

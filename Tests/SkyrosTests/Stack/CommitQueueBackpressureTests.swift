@@ -32,6 +32,32 @@ struct CommitQueueBackpressureTests {
         }
     }
 
+    @Test("A writer waiting for room when the store is destroyed and rebuilt stops waiting, with a clear error")
+    func writerWaitingForRoomWhenTheStoreIsRebuilt() async throws {
+        try await StackTestServer.withQueueStack({ $0.commitQueue.maximumQueuedCommits = 5 }) { stack in
+            stack.holdCommits()
+            let outcome = Locked<(any Error)?>(nil)
+            let finished = Locked(false)
+            let writer = Task {
+                do {
+                    for id in 1...10 { try await stack.write { try $0.insert(note(id)) } }
+                } catch {
+                    outcome.withLock { $0 = error }
+                }
+                finished.withLock { $0 = true }
+            }
+            try await eventually { stack.queuedCommits == 5 }
+            try await stack.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
+            try await eventually { finished.withLock { $0 } }
+            let error = outcome.withLock { $0 } as? DataStackError
+            #expect(error?.code == .contextInvalidated)
+            writer.cancel()
+            // The rebuilt store takes writes.
+            try await stack.write(durability: .committed) { try $0.insert(note(11)) }
+            #expect(try await stack.store.count(FetchDescriptor<StackNote>()) == 1)
+        }
+    }
+
     @Test("With a pool of one connection, a read gets it between two groups while writes keep coming")
     func drainHandsItsConnectionToAWaitingReader() async throws {
         try await StackTestServer.withQueueStack({ $0.pool = .init(maximumConnections: 1, leaseTimeout: .seconds(5)) }) { stack in
