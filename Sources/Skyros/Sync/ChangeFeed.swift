@@ -48,6 +48,8 @@ final class ChangeFeed: Sendable {
         /// A background read started to advance the horizon is running.
         var horizonReadRunning = false
         var horizonRead: Task<Void, Never>?
+        /// The read that follows the last of a run of hints is scheduled (see `scheduleTrailingRead()`).
+        var trailingRead: Task<Void, Never>?
         var stopped = false
         /// Hints on the log's channel handed to the event loop and not yet handled there: while there are any,
         /// the listener's thread hands it the next ones too, so hints are handled in the order they arrived.
@@ -210,9 +212,10 @@ final class ChangeFeed: Sendable {
                 state.listener = nil
                 state.tasks = []
                 state.horizonRead = nil
+                state.trailingRead = nil
                 state.stopped = true
             }
-            return (state.listener, state.tasks + [state.horizonRead].compactMap { $0 })
+            return (state.listener, state.tasks + [state.horizonRead, state.trailingRead].compactMap { $0 })
         }
         listener?.stop()
         tasks.forEach { $0.cancel() }
@@ -229,6 +232,7 @@ final class ChangeFeed: Sendable {
     /// - A hint that needs the log read goes to the event loop, which reads it off this thread.
     private func handle(_ payload: String, on session: ListenerSession) -> Bool {
         guard let hint = ChangeLog.Hint(payload) else { return false }
+        self.scheduleTrailingRead()
         if hint.origin == self.origin { return self.needsNoRead(hint) }
         guard self.state.withLock({ $0.forwardedHints == 0 && !$0.stopped }), let entry = hint.entry else { return false }
         return self.needsNoRead(hint) || self.take(entry, readingAgainOn: session)
@@ -318,6 +322,40 @@ final class ChangeFeed: Sendable {
         case skip
         /// Too many hint entries without a read (reads keep failing): read now, in line.
         case read
+    }
+
+    /// Makes sure a read follows the last hint of a run, about ``ChangeFeedConfiguration/horizonReadInterval``
+    /// after it (and at most one read per interval while hints keep coming, counting the reads hints start).
+    ///
+    /// Hints deliver entries without moving the horizon; only reads move it. Without this read, the horizon
+    /// stayed below the last entries of a burst until the next hint, and when the next hint came after the
+    /// log's retention, pruning those entries (delivered long ago) looked like entries lost: every stack
+    /// flushed its cache and re-ran its observers.
+    private func scheduleTrailingRead() {
+        let interval = self.configuration.horizonReadInterval
+        self.state.withLock { state in
+            guard state.trailingRead == nil, !state.stopped else { return }
+            state.trailingRead = Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval)
+                    guard let self, !Task.isCancelled else { return }
+                    let due = self.state.withLock { state -> Bool? in
+                        guard state.hintsSinceRead + state.skippedSinceRead > 0 else {
+                            state.trailingRead = nil
+                            return nil
+                        }
+                        guard !state.horizonReadRunning, ContinuousClock.now - state.lastRead >= interval else { return false }
+                        state.horizonReadRunning = true
+                        return true
+                    }
+                    guard let due else { return }
+                    if due {
+                        await self.readUntilDone()
+                        self.state.withLock { $0.horizonReadRunning = false }
+                    }
+                }
+            }
+        }
     }
 
     /// Reads the log off the listener's loop (so the next hint is not held up by it); ``stop()`` cancels it.
