@@ -201,6 +201,12 @@ public final class DataContext: Sendable {
     /// Returns the row with `value`'s primary key, creating it from `value` when there is none. The row is
     /// created in the store at once with `INSERT … ON CONFLICT DO NOTHING` (race-free across processes), not
     /// on save; a row this context or a queued write already holds is returned without touching the store.
+    /// A row it creates is announced as a commit's rows are: observers in this stack see it, and other processes
+    /// learn of it through the change log (its entry and hint are written in the creating transaction).
+    ///
+    /// ```swift
+    /// let (tag, created) = try await context.findOrCreate(Tag(id: "swift", uses: 0))
+    /// ```
     @discardableResult
     public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
         try self.checkValid()

@@ -215,15 +215,25 @@ final class StackCore: Sendable {
     /// Creates the row unless it exists, in the store at once (race-free across processes), and caches it.
     /// The row is cached only if no commit of this stack settled while it was read (as ``lookup(_:id:key:)``
     /// does): one that changed it would otherwise be overwritten in the cache by the older row.
+    /// A row it creates is announced as a commit's are: to other processes by the change feed's hook (in the
+    /// creating transaction), and to this stack's observers.
     func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
-        let before = self.state.withLock { $0.finishedCommits }
-        let (row, created) = try await self.store.findOrCreate(value)
+        let (before, hook) = self.state.withLock { ($0.finishedCommits, $0.hook) }
+        let (row, created) =
+            if let postgres = self.store as? PostgresStore {
+                try await postgres.findOrCreate(value, announcing: hook)
+            } else {
+                try await self.store.findOrCreate(value)
+            }
         let key = try RowKey(row.value)
         let bytes = try self.size(of: row.value)
         self.state.withLock { state in
             if state.finishedCommits == before, state.pending[key] == nil {
                 state.cache.put(key, value: row.value, version: row.version, bytes: bytes)
             }
+        }
+        if created {
+            self.saves.saved([.row(PendingRow(key: key, kind: EntityKind<T>(), id: row.value.id, state: .inserted(row.value)))])
         }
         return (row.value, created)
     }

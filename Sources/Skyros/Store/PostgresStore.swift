@@ -93,6 +93,15 @@ public final class PostgresStore: Store {
     }
 
     public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: Versioned<T>, created: Bool) {
+        try await self.findOrCreate(value, announcing: nil)
+    }
+
+    /// ``findOrCreate(_:)`` for a stack: with `hook` (its change feed), a row it creates is announced like a
+    /// commit's — its change-log entry and hint written in the same transaction — so other processes' observers
+    /// see it. A row found is read in one statement, outside a transaction.
+    func findOrCreate<T: Entity>(
+        _ value: T, announcing hook: (any CommitTransactionHook)?
+    ) async throws -> (value: Versioned<T>, created: Bool) {
         let plan = try EntityPlan<T>.shared
         let values = try RowEncoder(plan: plan).encode(value)
         var insert = PostgresWriteContext.insertStatement(plan, schema: self.schema, rows: [values])
@@ -103,12 +112,25 @@ public final class PostgresStore: Store {
         let decoder = RowDecoder(plan: plan)
         // The row can vanish between the two statements (deleted concurrently): then insert again.
         for _ in 0..<3 {
-            let (created, rows) = try await self.pool.withConnection { connection -> (Bool, PostgresRows) in
-                let inserted = try await connection.query(insert)
-                if !inserted.isEmpty { return (true, inserted) }
-                return (false, try await connection.query(select))
+            let (created, row) = try await self.pool.withConnection { connection -> (Bool, Versioned<T>?) in
+                guard let hook else {
+                    let inserted = try await connection.query(insert)
+                    if !inserted.isEmpty { return (true, try decoder.decode(inserted).first) }
+                    return (false, try decoder.decode(try await connection.query(select)).first)
+                }
+                if let found = try decoder.decode(try await connection.query(select)).first { return (false, found) }
+                return try await connection.withTransaction { connection in
+                    guard let inserted = try decoder.decode(try await connection.query(insert)).first else {
+                        return (false, try decoder.decode(try await connection.query(select)).first)
+                    }
+                    let change = RowChange(
+                        entity: plan.entityName, table: plan.tableName, id: values[plan.idIndex], kind: .inserted,
+                        version: inserted.version)
+                    try await hook.willCommit(batch: [ChangeSetResult(operations: [[change]])], on: connection)
+                    return (true, inserted)
+                }
             }
-            if let row = try decoder.decode(rows).first { return (row, created) }
+            if let row { return (row, created) }
         }
         throw PostgresError(
             kind: .serializationFailure,

@@ -189,4 +189,41 @@ struct ObservationTests {
             await b.shutdown()
         }
     }
+
+    /// `findOrCreate` writes the row at once, outside the commit queue: a row it creates is announced like a
+    /// commit's (change-log entry and hint in its transaction), so observers in this stack and in others see it;
+    /// a row it finds announces nothing.
+    @Test func aRowFindOrCreateCreatesReachesObserversHereAndInOtherStacks() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await ManyProcessHarness.stack(schema: schema)
+            let b = try await ManyProcessHarness.stack(schema: schema)
+            let seenByA = Locked<[Int64]?>(nil)
+            let seenByB = Locked<[Int64]?>(nil)
+            let observers = [(a, seenByA), (b, seenByB)].map { stack, seen in
+                Task {
+                    for try await result in stack.observe(FetchDescriptor<MPItem>(sortBy: [SortDescriptor(\.id)])) {
+                        seen.withLock { $0 = result.values.map(\.id) }
+                    }
+                }
+            }
+            defer { observers.forEach { $0.cancel() } }
+            #expect(await ManyProcessHarness.eventually { seenByA.withLock { $0 } == [] && seenByB.withLock { $0 } == [] })
+
+            let entriesBefore = b.changeFeedStatistics.remoteEntries
+            let (_, created) = try await a.mainContext.findOrCreate(MPItem(id: 1, owner: 0, value: 1, title: "made"))
+            #expect(created)
+            #expect(await ManyProcessHarness.eventually { seenByA.withLock { $0 } == [1] })
+            #expect(await ManyProcessHarness.eventually { seenByB.withLock { $0 } == [1] })
+            #expect(b.changeFeedStatistics.remoteEntries == entriesBefore + 1)
+
+            // Found, not created: nothing announced.
+            let (found, createdAgain) = try await b.mainContext.findOrCreate(MPItem(id: 1, owner: 0, value: 9, title: "other"))
+            #expect(!createdAgain && found.title == "made")
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 2, title: "fence")) }
+            #expect(await ManyProcessHarness.eventually { seenByB.withLock { $0 } == [1, 2] })
+            #expect(a.changeFeedStatistics.remoteEntries == 0, "\(a.changeFeedStatistics)")
+            await a.shutdown()
+            await b.shutdown()
+        }
+    }
 }
