@@ -99,6 +99,11 @@ struct RowCache: Sendable {
         self = RowCache(limit: self.limit)
     }
 
+    /// Removes every cached row of `table`.
+    mutating func removeAll(inTable table: String) {
+        for key in self.index.keys where key.table == table { self.remove(key) }
+    }
+
     /// The row got its first queued change: it is never evicted until ``unpin(_:)``.
     mutating func pin(_ key: RowKey) {
         if let slot = self.index[key], self.slots[slot]?.linked == true { self.unlink(slot) }

@@ -587,7 +587,7 @@ final class StackCore: Sendable {
                     let committed = try await postgres.committedIDs(
                         remaining.map { batch[$0].commitID }, since: batch[0].commitID)
                     for index in remaining where committed.contains(batch[index].commitID) {
-                        outcomes[index] = .success(ChangeSetResult(operations: []))
+                        outcomes[index] = .success(.committedUnseen)
                     }
                     remaining = remaining.filter { outcomes[$0] == nil }
                     mustCheckLog = false
@@ -642,7 +642,7 @@ final class StackCore: Sendable {
         do {
             let committed = try await postgres.committedIDs(remaining.map { batch[$0].commitID }, since: batch[0].commitID)
             for index in remaining where committed.contains(batch[index].commitID) {
-                outcomes[index] = .success(ChangeSetResult(operations: []))
+                outcomes[index] = .success(.committedUnseen)
             }
             return error
         } catch {
@@ -852,6 +852,10 @@ final class StackCore: Sendable {
         // Rows a set-based delete removed (they are not among the slots).
         for change in changes where change.kind == .deleted {
             state.cache.remove(RowKey(table: change.table, id: change.id))
+        }
+        // A set committed unseen (its reply lost): which rows its deletes by predicate removed is not known.
+        if result.isUnseen {
+            for case .deleteWhere(let operation) in commit.slots { state.cache.removeAll(inTable: operation.table) }
         }
     }
 

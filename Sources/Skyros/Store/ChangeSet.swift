@@ -182,6 +182,17 @@ public struct ChangeSetResult: Sendable, Hashable {
 
     public init(operations: [[RowChange]]) { self.operations = operations }
 
+    /// The set committed, but its rows are not known: the connection broke after `COMMIT` was sent, and the
+    /// commit log said so afterwards.
+    package static let committedUnseen: ChangeSetResult = {
+        var result = ChangeSetResult(operations: [])
+        result.isUnseen = true
+        return result
+    }()
+
+    /// See ``committedUnseen``: the rows a delete by predicate removed are not known either.
+    package private(set) var isUnseen = false
+
     /// Every written row, in order.
     public var changes: [RowChange] { self.operations.count == 1 ? self.operations[0] : self.operations.flatMap { $0 } }
 }

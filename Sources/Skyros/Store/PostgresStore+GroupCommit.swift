@@ -88,7 +88,7 @@ extension PostgresStore {
             return .sent(sent)
         }
         self.groupCommitPaths.withLock { $0.savepoints += 1 }
-        return .results(try await self.withCommitLease { leased in
+        let results = try await self.withCommitLease { leased in
             try await leased.withTransaction { connection in
                 var results: [Result<ChangeSetResult, any Error>] = []
                 results.reserveCapacity(ids.count)
@@ -190,7 +190,9 @@ extension PostgresStore {
                 }
                 return results
             }
-        })
+        }
+        if let fault = self.afterNextGroupCommitted.withLock({ fault in defer { fault = nil }; return fault }) { try await fault() }
+        return .results(results)
     }
 
     /// A set's statements per operation when every operation pipelines; `nil` otherwise (or when the set

@@ -27,8 +27,8 @@ public final class PostgresStore: Store {
     private let generationCounter = Atomic<Int>(0)
     /// How many group commits took each path.
     package let groupCommitPaths = Locked(GroupCommitPaths())
-    /// Tests only: runs once, after the next group sent as one pipeline has committed, in place of returning
-    /// its result (throwing makes the commit look lost with its reply, as when the connection breaks then).
+    /// Tests only: runs once, after the next group has committed, in place of returning its result (throwing
+    /// makes the commit look lost with its reply, as when the connection breaks then).
     package let afterNextGroupCommitted = Locked<(@Sendable () async throws -> Void)?>(nil)
 
     /// Creates a store over a pool.

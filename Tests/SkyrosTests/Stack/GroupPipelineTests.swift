@@ -383,6 +383,36 @@ struct GroupPipelineTests {
         }
     }
 
+    /// A delete by predicate whose reply is lost after it committed: the commit log says it committed, but not
+    /// which rows it removed, so the cached rows of its table are dropped (one it removed would otherwise be
+    /// served from the cache, deleted).
+    @Test("A delete by predicate committed with its reply lost: its table's cached rows are read again")
+    func deleteWhereCommittedUnseenDropsItsTablesCachedRows() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            let store = try #require(stack.store as? PostgresStore)
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 70, title: "keep", rank: 1)) }
+            #expect(try await stack.mainContext.object(StackNote.self, id: 70)?.rank == 1)   // cached
+            // The delete matches no row the stack knows of when it is saved, and is held in the queue.
+            stack.holdCommits()
+            let deleting = Task {
+                try await stack.write(durability: .committed) { context in
+                    let deleted = try await context.delete(where: #Predicate<StackNote> { $0.rank >= 100 })
+                    #expect(deleted == 0)
+                }
+            }
+            try await eventually { stack.queuedCommits == 1 }
+            // Changed behind the stack's back so that the delete matches it when it runs; the cache says rank 1.
+            try await StackTestServer.execute(stack, "UPDATE stack_notes SET rank = 100 WHERE id = 70")
+            store.afterNextGroupCommitted.withLock {
+                $0 = { throw PostgresError(kind: .connectionLost, message: "server closed the connection unexpectedly") }
+            }
+            stack.releaseCommits()
+            try await deleting.value
+            #expect(try await store.fetch(StackNote.self).isEmpty)
+            #expect(try await stack.mainContext.object(StackNote.self, id: 70) == nil)
+        }
+    }
+
     /// The change log's entries (`changes` as text), oldest first.
     static func changeLogEntries(_ store: PostgresStore) async throws -> [String] {
         let table = ChangeLog(schema: store.schema).logTable
