@@ -349,7 +349,7 @@ public struct Migrator: Sendable {
     }
 
     private func endSession(on connection: Connection, lock: MigrationLock, searchPath: String) async {
-        if await connection.isInTransaction { _ = try? await connection.execute(script: "ROLLBACK") }
+        try? await connection.rollback()
         _ = try? await connection.query("SELECT set_config('search_path', \(searchPath), false)")
         await lock.release(on: connection)
     }

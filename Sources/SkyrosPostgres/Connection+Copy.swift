@@ -62,13 +62,19 @@ extension Connection {
                 throw PostgresError(kind: .protocolViolation, message: "COPY did not enter COPY IN mode")
             }
             PQclear(start)
-            for piece in chunks {
-                let ok = piece.withUnsafeBufferPointer { buffer in
-                    buffer.withMemoryRebound(to: CChar.self) {
-                        PQputCopyData(connection, $0.baseAddress, Int32($0.count))
+            // A chunk holds whole rows, so one huge row makes a chunk of any size: it is sent in parts that fit
+            // `PQputCopyData`'s `Int32` length (COPY data may be split anywhere).
+            let partSize = 1 << 30
+            sending: for piece in chunks {
+                for start in stride(from: 0, to: piece.count, by: partSize) {
+                    let end = min(start + partSize, piece.count)
+                    let ok = piece.withUnsafeBufferPointer { buffer in
+                        UnsafeBufferPointer(rebasing: buffer[start..<end]).withMemoryRebound(to: CChar.self) {
+                            PQputCopyData(connection, $0.baseAddress, Int32($0.count))
+                        }
                     }
+                    if ok != 1 { break sending }
                 }
-                if ok != 1 { break }
             }
             PQputCopyEnd(connection, nil)
             var copied = 0

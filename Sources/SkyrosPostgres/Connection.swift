@@ -28,6 +28,7 @@ public enum IsolationLevel: String, Sendable, Hashable {
 /// - ``pipeline(_:)``
 /// - ``copyFrom(table:columns:rows:)``
 /// - ``withTransaction(isolation:_:)``
+/// - ``rollback()``
 public actor Connection {
     private let executor: ThreadExecutor
     public nonisolated var unownedExecutor: UnownedSerialExecutor { self.executor.asUnownedSerialExecutor() }
@@ -70,7 +71,7 @@ public actor Connection {
         var logger = logger
         logger[metadataKey: PostgresLogKey.connectionID] = "\(self.id)"
         self.logger = logger
-        self.secrets = [configuration.password].compactMap { $0 }.filter { !$0.isEmpty }
+        self.secrets = configuration.secrets
         self.usePreparedStatements = usePreparedStatements
         self.replyWait = ReplyWait(busyPoll: configuration.busyPoll)
     }
@@ -123,6 +124,14 @@ public actor Connection {
             throw PostgresError(kind: kind, message: message)
         }
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        do {
+            try LibPQ.setSessionTimeZone(self.configuration.sessionTimeZone, on: connection, secrets: self.secrets)
+        } catch {
+            PQfinish(connection)
+            self.logger.debug("connect failed", metadata: [PostgresLogKey.error: "\(error)"])
+            self.executor.shutdown()
+            throw error
+        }
         self.handle = connection
         self.canceller = QueryCanceller(connection: connection)
         self.logger.debug(
@@ -353,7 +362,8 @@ public actor Connection {
         return try body()
     }
 
-    /// Runs `body` inside `BEGIN … COMMIT`; rolls back if it throws.
+    /// Runs `body` inside `BEGIN … COMMIT`; rolls back if it throws, also when the task was cancelled (the
+    /// `ROLLBACK` is sent all the same, see ``rollback()``).
     ///
     /// ```swift
     /// try await connection.withTransaction(isolation: .serializable) { connection in
@@ -376,9 +386,52 @@ public actor Connection {
             try await self.execute(script: "COMMIT")
             return value
         } catch {
-            if await !self.isClosed { _ = try? await self.execute(script: "ROLLBACK") }
+            // Not `execute(script:)`: in a cancelled task it would throw before sending anything, leaving the
+            // transaction open on the connection for its next user.
+            _ = try? await self.rollback()
             throw error
         }
+    }
+
+    /// Ends the open transaction with `ROLLBACK`; does nothing when none is open.
+    ///
+    /// Cleanup must not be skipped, so unlike ``execute(script:)`` this runs even when the calling task is
+    /// cancelled, and cancelling the task does not cancel it. ``withTransaction(isolation:_:)`` and
+    /// ``ConnectionPool/release(_:)`` use it; use it after your own `BEGIN`:
+    ///
+    /// ```swift
+    /// try await connection.execute(script: "BEGIN")
+    /// do {
+    ///     try await connection.query("INSERT INTO audit (event) VALUES (\(event))")
+    ///     try await connection.execute(script: "COMMIT")
+    /// } catch {
+    ///     try? await connection.rollback()   // runs even if the task was cancelled
+    ///     throw error
+    /// }
+    /// ```
+    /// - Throws: ``PostgresError``: `.connectionClosed` after ``close()``, `.connectionLost` when the connection
+    ///   broke, or the server's error.
+    public func rollback() throws {
+        let connection = try self.connection()
+        guard PQtransactionStatus(connection) != PQTRANS_IDLE else { return }
+        self.logger.debug("script", metadata: [PostgresLogKey.sql: "ROLLBACK"])
+        _ = try self.exec(on: connection) { PQsendQuery(connection, "ROLLBACK") }
+    }
+
+    /// Makes a connection that its user is done with ready for the next one: a transaction left open is
+    /// rolled back (even in a cancelled task, see ``rollback()``). `false` when the connection must not be
+    /// reused: closed, broken, or still not idle (the rollback failed, or a statement is still running).
+    package func prepareForReuse() -> Bool {
+        guard let handle, PQstatus(handle) == CONNECTION_OK else { return false }
+        if PQtransactionStatus(handle) != PQTRANS_IDLE {
+            do {
+                try self.rollback()
+            } catch {
+                self.logger.debug(
+                    "could not roll back a transaction left open", metadata: [PostgresLogKey.error: "\(error)"])
+            }
+        }
+        return PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
     }
 
     /// Runs `body` with this connection's thread as the task's preferred executor, so a sequence of

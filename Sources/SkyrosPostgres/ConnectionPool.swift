@@ -170,7 +170,7 @@ public final class ConnectionPool: Service, Sendable {
                     throw error
                 }
             case .wait:
-                // A connection handed over by a release is healthy (it was just checked).
+                // A connection handed over by a release was just checked: open, and no transaction left open.
                 if let connection = try await self.waitForConnection() { return (connection, false) }
             }
         }
@@ -219,18 +219,16 @@ public final class ConnectionPool: Service, Sendable {
         waiter?.continuation.resume(throwing: error)
     }
 
-    /// Returns a leased connection. Broken connections and connections left inside a transaction are closed.
+    /// Returns a leased connection. A transaction left open is rolled back first, even when the task is
+    /// cancelled (see ``Connection/rollback()``); a broken connection, or one whose rollback failed, is closed,
+    /// so the next caller never gets a connection inside someone else's transaction.
     public func release(_ connection: Connection) async {
-        if await connection.isClosed {
+        guard await connection.prepareForReuse() else {
+            self.logger.debug(
+                "closing a released connection that cannot be reused",
+                metadata: [PostgresLogKey.connectionID: "\(connection.id)"])
             await self.discard(connection)
             return
-        }
-        if await connection.isInTransaction {
-            _ = try? await connection.execute(script: "ROLLBACK")
-            if await connection.isClosed {
-                await self.discard(connection)
-                return
-            }
         }
         let (waiter, closeIt) = self.state.withLock { state -> (Waiter?, Bool) in
             if state.shutDown {

@@ -41,7 +41,9 @@ enum LibPQ {
     }
 
     /// Copies a result's rows into Swift memory.
-    static func rows(_ result: OpaquePointer) -> PostgresRows {
+    /// - Throws: ``PostgresError`` of kind `.resultTooLarge` when its values hold more than
+    ///   ``PostgresRows/maximumStorageSize`` bytes.
+    static func rows(_ result: OpaquePointer) throws -> PostgresRows {
         let rowCount = Int(PQntuples(result))
         let columnCount = Int(PQnfields(result))
         var columns: [PostgresRows.Column] = []
@@ -57,6 +59,8 @@ enum LibPQ {
         for r in 0..<rowCount {
             for c in 0..<columnCount { total += Int(PQgetlength(result, Int32(r), Int32(c))) }
         }
+        // Checked before anything is copied: every offset and length then fits the cells' `Int32`s.
+        try PostgresRows.checkStorageSize(total)
         var storage = [UInt8]()
         storage.reserveCapacity(total)
         var cells = [Int32](repeating: 0, count: rowCount * columnCount * 2)
@@ -91,7 +95,7 @@ enum LibPQ {
         defer { PQclear(result) }
         switch PQresultStatus(result) {
         case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY, PGRES_SINGLE_TUPLE:
-            return rows(result)
+            return try rows(result)
         case PGRES_PIPELINE_ABORTED:
             throw PostgresError(kind: .pipelineAborted, message: "statement skipped: an earlier statement in the pipeline failed")
         default:
@@ -143,6 +147,47 @@ enum LibPQ {
                 }
             }
         }
+    }
+
+    /// Sets a new connection's session time zone to `zone` (``PostgresConfiguration/sessionTimeZone``) unless
+    /// the server already reports it (or, for UTC, one of its aliases): one round trip only when needed.
+    /// - Throws: ``PostgresError`` of kind `.invalidConfiguration` when the server refuses the zone, or the
+    ///   error that broke the connection.
+    static func setSessionTimeZone(_ zone: String?, on connection: OpaquePointer, secrets: [String]) throws {
+        guard let zone else { return }
+        if let reported = PQparameterStatus(connection, "TimeZone").map({ String(cString: $0) }),
+            isSameTimeZone(reported, zone)
+        {
+            return
+        }
+        // `set_config` is `SET TimeZone` (the server reports the change, and PgBouncer tracks it) with the name
+        // as a bound parameter.
+        do {
+            _ = try withParameters([PostgresValue(type: .text, text: zone)]) { count, types, values in
+                try consume(
+                    PQexecParams(connection, "SELECT pg_catalog.set_config('TimeZone', $1, false)", count, types, values, nil, nil, 0),
+                    connection: connection)
+            }
+        } catch var error as PostgresError {
+            guard PQstatus(connection) == CONNECTION_OK else { throw error }
+            error.kind = .invalidConfiguration
+            error.message = "cannot set the session time zone (sessionTimeZone): "
+                + PostgresConfiguration.redact(error.message, secrets: secrets)
+            throw error
+        }
+    }
+
+    /// Spellings of UTC that PostgreSQL may report as `TimeZone` (from its time zone database).
+    private static let utcNames: Set<String> = [
+        "utc", "etc/utc", "uct", "etc/uct", "universal", "etc/universal", "zulu", "etc/zulu", "gmt", "etc/gmt",
+        "gmt0", "etc/gmt0", "gmt+0", "etc/gmt+0", "gmt-0", "etc/gmt-0", "greenwich", "etc/greenwich",
+    ]
+
+    /// Whether two time zone names are the same zone (names are case-insensitive in PostgreSQL).
+    static func isSameTimeZone(_ a: String, _ b: String) -> Bool {
+        let a = a.lowercased()
+        let b = b.lowercased()
+        return a == b || (self.utcNames.contains(a) && self.utcNames.contains(b))
     }
 
     /// Sends whatever libpq still buffers (a connection in nonblocking mode may hold part of a statement).

@@ -8,7 +8,8 @@ import CLibPQ
 /// let config2 = try PostgresConfiguration(conninfo: "host=a,b port=5432 dbname=app target_session_attrs=read-write")
 /// ```
 ///
-/// `description` never contains the password.
+/// `description` never contains a password (nor any other keyword whose name contains `password`, such as
+/// `sslpassword`).
 public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible {
     /// The libpq keyword/value pairs, in libpq's order; only the options that were set.
     public private(set) var options: [Option]
@@ -33,6 +34,24 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     /// config.busyPoll = .zero   // remote database: never poll
     /// ```
     public var busyPoll: Duration = .microseconds(100)
+
+    /// The session time zone each connection sets when it connects (default `"UTC"`); `nil` keeps the server's.
+    ///
+    /// A `Date` is sent as `timestamptz`, and PostgreSQL converts it to a `timestamp` or `date` column in the
+    /// session time zone, while Skyros reads `timestamp` and `date` as UTC. In any zone but UTC a `Date` stored
+    /// in such a column reads back shifted (with `America/New_York`, `2024-03-10 00:00:00+00` is stored as
+    /// `2024-03-09 19:00:00` and `2024-03-09`). So each connection runs `SET TimeZone` after connecting,
+    /// unless the server already reports this zone (the server's default, or one set for the role or the
+    /// database, or by the `options` keyword). A `SET`, not a startup option: PgBouncer in transaction mode
+    /// rejects startup options but keeps a `TimeZone` set this way for its client.
+    ///
+    /// ```swift
+    /// var config = try PostgresConfiguration(url: url)
+    /// config.sessionTimeZone = nil   // keep the server's zone (timestamp and date columns then shift)
+    /// ```
+    ///
+    /// A name PostgreSQL does not know makes connecting fail with ``PostgresError/Kind/invalidConfiguration``.
+    public var sessionTimeZone: String? = "UTC"
 
     /// Parses a `postgres://` / `postgresql://` URL or a keyword conninfo string.
     /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/invalidConfiguration``; the message never
@@ -124,12 +143,26 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
         return copy
     }
 
-    /// Keyword conninfo with the password replaced by `********`.
+    /// Keyword conninfo with the value of every password keyword (`password`, `sslpassword`, …) replaced by
+    /// `********`.
     public var description: String {
         self.options.map { option in
-            let value = option.keyword == "password" ? "********" : option.value
+            let value = Self.isSecret(option.keyword) ? "********" : option.value
             return "\(option.keyword)=\(Self.quote(value))"
         }.joined(separator: " ")
+    }
+
+    /// Whether a keyword's value is a secret: any keyword whose name contains `password` (`password`,
+    /// `sslpassword`, and any libpq adds).
+    static func isSecret(_ keyword: String) -> Bool {
+        keyword.lowercased().contains("password")
+    }
+
+    /// The values of every password keyword: scrubbed (``redact(_:secrets:)``) from every message that may
+    /// reach an error or a log.
+    package var secrets: [String] {
+        // Longest first: a secret inside another is not left half-redacted.
+        self.options.filter { Self.isSecret($0.keyword) && !$0.value.isEmpty }.map(\.value).sorted { $0.count > $1.count }
     }
 
     private static func quote(_ value: String) -> String {
@@ -162,20 +195,28 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
                     if let decoded = raw.removingPercentEncoding { candidates.append(decoded) }
                 }
             }
-            if let query = conninfo.range(of: "password=") {
+            // Every `…password=` parameter (`password`, `sslpassword`).
+            var searched = conninfo[...]
+            while let query = searched.range(of: "password=") {
                 let value = conninfo[query.upperBound...].prefix { $0 != "&" }
                 candidates.append(String(value))
                 if let decoded = String(value).removingPercentEncoding { candidates.append(decoded) }
+                searched = conninfo[query.upperBound...]
             }
-        } else if let key = conninfo.range(of: "password") {
-            var rest = conninfo[key.upperBound...].drop { $0 == " " }
-            if rest.first == "=" {
-                rest = rest.dropFirst().drop { $0 == " " }
-                if rest.first == "'" {
-                    candidates.append(String(rest.dropFirst().prefix { $0 != "'" }))
-                } else {
-                    candidates.append(String(rest.prefix { $0 != " " }))
+        } else {
+            // Every `…password = value` keyword (`password`, `sslpassword`).
+            var searched = conninfo[...]
+            while let key = searched.range(of: "password") {
+                var rest = conninfo[key.upperBound...].drop { $0 == " " }
+                if rest.first == "=" {
+                    rest = rest.dropFirst().drop { $0 == " " }
+                    if rest.first == "'" {
+                        candidates.append(String(rest.dropFirst().prefix { $0 != "'" }))
+                    } else {
+                        candidates.append(String(rest.prefix { $0 != " " }))
+                    }
                 }
+                searched = conninfo[key.upperBound...]
             }
         }
         return candidates.sorted { $0.count > $1.count }

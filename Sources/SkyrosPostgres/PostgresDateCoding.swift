@@ -32,21 +32,44 @@ enum PostgresDateCoding {
         out += digits
     }
 
-    /// `YYYY-MM-DD HH:MM:SS.ffffff+00`, with ` BC` for years before 1.
-    static func format(_ date: Date) -> String {
+    /// The first second PostgreSQL's `timestamp` and `timestamptz` can hold, from 1970: 4714-11-24 00:00:00 BC
+    /// (`MIN_TIMESTAMP`).
+    static let minimumSeconds = Int64(days(year: -4713, month: 11, day: 24)) * 86_400
+    /// The second after the last one they can hold: 294277-01-01 00:00:00 (`END_TIMESTAMP`). Its microseconds
+    /// from 1970 do not fit in an `Int64`, so dates are converted in whole seconds and microseconds.
+    static let endSeconds = Int64(days(year: 294_277, month: 1, day: 1)) * 86_400
+
+    /// `YYYY-MM-DD HH:MM:SS.ffffff+00`, with ` BC` for years before 1; `infinity` and `-infinity` for
+    /// `Date.distantFuture` and `Date.distantPast`.
+    /// - Throws: ``PostgresError`` of kind `.encoding` for a date PostgreSQL cannot store: NaN, infinite, or
+    ///   outside its timestamp range (4714 BC to 294276 AD).
+    static func format(_ date: Date) throws -> String {
         if date == .distantFuture { return "infinity" }
         if date == .distantPast { return "-infinity" }
-        let micros = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
-        let perDay: Int64 = 86_400_000_000
-        var dayNumber = micros / perDay
-        var rest = micros % perDay
-        if rest < 0 {
-            rest += perDay
+        let interval = date.timeIntervalSince1970
+        let outOfRange = PostgresError(
+            kind: .encoding,
+            message: "cannot send a Date \(interval) seconds from 1970: PostgreSQL's timestamps range from 4714 BC to 294276 AD")
+        // The bounds are whole seconds, exact in a Double; the margin lets rounding decide at the edges.
+        guard interval.isFinite, interval > Double(minimumSeconds - 1), interval < Double(endSeconds + 1) else {
+            throw outOfRange
+        }
+        let whole = interval.rounded(.down)
+        var seconds = Int64(whole)
+        var fraction = Int64(((interval - whole) * 1_000_000).rounded())
+        if fraction == 1_000_000 {
+            seconds += 1
+            fraction = 0
+        }
+        guard seconds >= minimumSeconds, seconds < endSeconds else { throw outOfRange }
+        var dayNumber = seconds / 86_400
+        var timeOfDay = seconds % 86_400
+        if timeOfDay < 0 {
+            timeOfDay += 86_400
             dayNumber -= 1
         }
         let (year, month, day) = civil(days: Int(dayNumber))
-        let seconds = Int(rest / 1_000_000)
-        let fraction = Int(rest % 1_000_000)
+        let secondsOfDay = Int(timeOfDay)
         var out = ""
         out.reserveCapacity(34)
         pad(year <= 0 ? 1 - year : year, 4, into: &out)
@@ -55,19 +78,20 @@ enum PostgresDateCoding {
         out += "-"
         pad(day, 2, into: &out)
         out += " "
-        pad(seconds / 3600, 2, into: &out)
+        pad(secondsOfDay / 3600, 2, into: &out)
         out += ":"
-        pad(seconds / 60 % 60, 2, into: &out)
+        pad(secondsOfDay / 60 % 60, 2, into: &out)
         out += ":"
-        pad(seconds % 60, 2, into: &out)
+        pad(secondsOfDay % 60, 2, into: &out)
         out += "."
-        pad(fraction, 6, into: &out)
+        pad(Int(fraction), 6, into: &out)
         out += "+00"
         if year <= 0 { out += " BC" }
         return out
     }
 
-    /// Parses `date`, `timestamp` and `timestamptz` output in the ISO DateStyle, with any UTC offset.
+    /// Parses `date`, `timestamp` and `timestamptz` output in the ISO DateStyle, with any UTC offset; `nil`
+    /// for anything else (the caller throws a decoding error), never a trap.
     static func parse(_ bytes: ArraySlice<UInt8>) -> Date? {
         if bytes.elementsEqual("infinity".utf8) { return .distantFuture }
         if bytes.elementsEqual("-infinity".utf8) { return .distantPast }
@@ -134,7 +158,17 @@ enum PostgresDateCoding {
             }
         }
         let dayNumber = Int64(days(year: year, month: month, day: day))
-        let total = dayNumber * 86_400_000_000 + micros - Int64(offsetSeconds) * 1_000_000
-        return Date(timeIntervalSince1970: Double(total) / 1_000_000)
+        // In microseconds while they fit in an Int64 (one division: the nearest Double to the exact time).
+        let (dayMicros, dayOverflow) = dayNumber.multipliedReportingOverflow(by: 86_400_000_000)
+        if !dayOverflow {
+            let (total, overflow) = dayMicros.addingReportingOverflow(micros - Int64(offsetSeconds) * 1_000_000)
+            if !overflow { return Date(timeIntervalSince1970: Double(total) / 1_000_000) }
+        }
+        // Beyond ±292,000 years from 1970 (PostgreSQL's `date` reaches 5874897 AD): whole seconds, then the
+        // fraction (a Double that far out holds no microseconds anyway).
+        let (daySeconds, secondsOverflow) = dayNumber.multipliedReportingOverflow(by: 86_400)
+        let (total, overflow) = daySeconds.addingReportingOverflow(micros / 1_000_000 - Int64(offsetSeconds))
+        guard !secondsOverflow, !overflow else { return nil }
+        return Date(timeIntervalSince1970: Double(total) + Double(micros % 1_000_000) / 1_000_000)
     }
 }

@@ -18,7 +18,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
             case invalidConfiguration, connectionFailed, authenticationFailed, databaseNotFound, connectionLost
             case connectionClosed, server, uniqueViolation, foreignKeyViolation, notNullViolation, checkViolation
             case serializationFailure, deadlock, queryCancelled, undefinedTable, undefinedColumn, syntaxError
-            case encoding, decoding, poolTimeout, poolClosed, protocolViolation, pipelineAborted
+            case encoding, decoding, poolTimeout, poolClosed, protocolViolation, pipelineAborted, resultTooLarge
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -61,6 +61,15 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         public static let protocolViolation = Kind(.protocolViolation)
         /// A statement in a pipeline was skipped because an earlier statement failed.
         public static let pipelineAborted = Kind(.pipelineAborted)
+        /// A statement's result holds more than 2 GiB of values, more than one ``PostgresRows`` can hold: fetch
+        /// it in parts (`LIMIT`/`OFFSET`, or a cursor). The connection stays usable.
+        ///
+        /// ```swift
+        /// } catch let error as PostgresError where error.kind == .resultTooLarge {
+        ///     // read the table in pages instead
+        /// }
+        /// ```
+        public static let resultTooLarge = Kind(.resultTooLarge)
     }
 
     /// The classification.

@@ -105,7 +105,7 @@ public final class PostgresListener: Sendable {
     private var isStopped: Bool { self.stopped.withLock { $0 } }
 
     private func connect() -> Result<OpaquePointer, PostgresError> {
-        let secrets = [self.configuration.password].compactMap { $0 }
+        let secrets = self.configuration.secrets
         let keywords = self.configuration.options.map { strdup($0.keyword) }
         let values = self.configuration.options.map { strdup($0.value) }
         defer {
@@ -123,6 +123,13 @@ public final class PostgresListener: Sendable {
             return .failure(PostgresError(kind: .connectionFailed, message: error.message))
         }
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        do {
+            // Dates read through the listener's session decode as those of a ``Connection``.
+            try LibPQ.setSessionTimeZone(self.configuration.sessionTimeZone, on: connection, secrets: secrets)
+        } catch {
+            PQfinish(connection)
+            return .failure(error as? PostgresError ?? PostgresError(kind: .server, message: "\(error)"))
+        }
         for channel in self.channels {
             do {
                 _ = try LibPQ.consume(PQexec(connection, "LISTEN \(quoteIdentifier(channel))"), connection: connection)
@@ -189,7 +196,7 @@ public final class PostgresListener: Sendable {
     }
 
     private func session(on connection: OpaquePointer) -> ListenerSession {
-        ListenerSession(connection: connection, secrets: [self.configuration.password].compactMap { $0 }, busyPoll: self.configuration.busyPoll)
+        ListenerSession(connection: connection, secrets: self.configuration.secrets, busyPoll: self.configuration.busyPoll)
     }
 }
 

@@ -98,38 +98,134 @@ public func quoteIdentifier(_ name: String) -> String {
     return quoted
 }
 
-/// Shifts `$n` placeholders outside string literals, quoted identifiers and comments by `offset`.
+/// Shifts the `$n` parameters of `sql` by `offset`, leaving alone everything PostgreSQL's lexer does not read as
+/// a parameter: string constants (`'…'` with `''`, `E'…'` with backslash escapes, `U&'…'`, `B'…'`, `X'…'`),
+/// dollar-quoted strings (`$$…$$`, `$tag$…$tag$`), quoted identifiers (`"…"`), `--` line comments, nested
+/// `/* … */` block comments, and identifiers containing `$` (`a$1`).
+///
+/// `standard_conforming_strings` is assumed on (PostgreSQL's default since 9.1): in `'…'` a backslash is an
+/// ordinary character.
 func renumberPlaceholders(_ sql: String, by offset: Int) -> String {
-    var out = ""
-    out.reserveCapacity(sql.utf8.count + 8)
-    let scalars = Array(sql.unicodeScalars)
+    let bytes = Array(sql.utf8)
+    let count = bytes.count
+    var out = [UInt8]()
+    out.reserveCapacity(count + 8)
     var i = 0
-    while i < scalars.count {
-        let c = scalars[i]
-        if c == "'" || c == "\"" {
-            let quote = c
-            out.unicodeScalars.append(c)
-            i += 1
-            while i < scalars.count {
-                out.unicodeScalars.append(scalars[i])
-                if scalars[i] == quote { i += 1; break }
-                i += 1
-            }
-            continue
-        }
-        if c == "$", i + 1 < scalars.count, ("0"..."9").contains(scalars[i + 1]) {
-            var j = i + 1
-            var number = 0
-            while j < scalars.count, ("0"..."9").contains(scalars[j]) {
-                number = number * 10 + Int(scalars[j].value - 48)
-                j += 1
-            }
-            out += "$\(number + offset)"
-            i = j
-            continue
-        }
-        out.unicodeScalars.append(c)
-        i += 1
+
+    /// Copies `bytes[i..<end]` to `out` and moves `i` to `end`.
+    func copy(to end: Int) {
+        out.append(contentsOf: bytes[i..<end])
+        i = end
     }
-    return out
+    /// The index just past a quoted run that starts at `start` (the opening quote) and ends with `quote`
+    /// (a doubled quote is part of it); with `backslashEscapes`, a backslash escapes the next byte.
+    func quotedEnd(from start: Int, quote: UInt8, backslashEscapes: Bool) -> Int {
+        var j = start + 1
+        while j < count {
+            let byte = bytes[j]
+            if backslashEscapes, byte == UInt8(ascii: "\\") {
+                j += 2
+                continue
+            }
+            if byte == quote {
+                if j + 1 < count, bytes[j + 1] == quote {
+                    j += 2
+                    continue
+                }
+                return j + 1
+            }
+            j += 1
+        }
+        return count
+    }
+
+    while i < count {
+        let byte = bytes[i]
+        let next: UInt8? = i + 1 < count ? bytes[i + 1] : nil
+        switch byte {
+        case UInt8(ascii: "'"):
+            copy(to: quotedEnd(from: i, quote: byte, backslashEscapes: false))
+        case UInt8(ascii: "\""):
+            copy(to: quotedEnd(from: i, quote: byte, backslashEscapes: false))
+        case UInt8(ascii: "-") where next == UInt8(ascii: "-"):
+            var j = i + 2
+            while j < count, bytes[j] != UInt8(ascii: "\n"), bytes[j] != UInt8(ascii: "\r") { j += 1 }
+            copy(to: j)
+        case UInt8(ascii: "/") where next == UInt8(ascii: "*"):
+            // Block comments nest in PostgreSQL.
+            var depth = 1
+            var j = i + 2
+            while j < count, depth > 0 {
+                if bytes[j] == UInt8(ascii: "/"), j + 1 < count, bytes[j + 1] == UInt8(ascii: "*") {
+                    depth += 1
+                    j += 2
+                } else if bytes[j] == UInt8(ascii: "*"), j + 1 < count, bytes[j + 1] == UInt8(ascii: "/") {
+                    depth -= 1
+                    j += 2
+                } else {
+                    j += 1
+                }
+            }
+            copy(to: j)
+        case UInt8(ascii: "E") where next == UInt8(ascii: "'"), UInt8(ascii: "e") where next == UInt8(ascii: "'"):
+            // An escape string: E'it\'s'. (Only at the start of a word: identifiers are copied whole below.)
+            copy(to: quotedEnd(from: i + 1, quote: UInt8(ascii: "'"), backslashEscapes: true))
+        case UInt8(ascii: "$"):
+            if let next, isDigit(next) {
+                // A parameter: `$` and digits (a dollar-quote tag cannot start with a digit).
+                var j = i + 1
+                var number = 0
+                while j < count, isDigit(bytes[j]) {
+                    number = number &* 10 &+ Int(bytes[j] - UInt8(ascii: "0"))
+                    j += 1
+                }
+                out.append(contentsOf: "$\(number &+ offset)".utf8)
+                i = j
+            } else if let tagEnd = dollarQuoteTagEnd(bytes, from: i) {
+                // `$tag$ … $tag$` (or `$$ … $$`): everything up to the same tag is text.
+                let tag = bytes[i..<tagEnd]
+                var j = tagEnd
+                var end = count
+                while j < count {
+                    if bytes[j] == UInt8(ascii: "$"), bytes[j...].starts(with: tag) {
+                        end = j + tag.count
+                        break
+                    }
+                    j += 1
+                }
+                copy(to: end)
+            } else {
+                copy(to: i + 1)
+            }
+        default:
+            if isIdentifierStart(byte) {
+                // A keyword or identifier, with any `$` and digits it contains (`a$1` is one identifier).
+                var j = i + 1
+                while j < count, isIdentifierStart(bytes[j]) || isDigit(bytes[j]) || bytes[j] == UInt8(ascii: "$") { j += 1 }
+                copy(to: j)
+            } else {
+                copy(to: i + 1)
+            }
+        }
+    }
+    return String(decoding: out, as: UTF8.self)
+}
+
+private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+/// A letter, `_`, or any byte of a non-ASCII character, as in PostgreSQL's lexer (`ident_start`).
+private func isIdentifierStart(_ byte: UInt8) -> Bool {
+    (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+        || byte == UInt8(ascii: "_") || byte >= 0x80
+}
+
+/// The index just past a dollar-quote opening tag (`$$` or `$tag$`) starting at `start`, or `nil` when the `$`
+/// there does not open one.
+private func dollarQuoteTagEnd(_ bytes: [UInt8], from start: Int) -> Int? {
+    var j = start + 1
+    if j < bytes.count, isIdentifierStart(bytes[j]) {
+        j += 1
+        while j < bytes.count, isIdentifierStart(bytes[j]) || isDigit(bytes[j]) { j += 1 }
+    }
+    return j < bytes.count && bytes[j] == UInt8(ascii: "$") ? j + 1 : nil
 }

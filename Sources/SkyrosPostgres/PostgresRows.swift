@@ -50,6 +50,20 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
             rowCount: rowCount)
     }
 
+    /// The most bytes of values one result may hold (2 GiB - 1): each cell's offset and length are stored as
+    /// `Int32`, which keeps the index of a large result half the size. PostgreSQL caps a single value at 1 GB.
+    package static let maximumStorageSize = Int(Int32.max)
+
+    /// Throws unless `size` bytes of values fit in one result (``maximumStorageSize``).
+    /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/resultTooLarge``.
+    package static func checkStorageSize(_ size: Int) throws {
+        guard size > Self.maximumStorageSize else { return }
+        throw PostgresError(
+            kind: .resultTooLarge,
+            message: "the result holds \(size) bytes of values, more than the \(Self.maximumStorageSize) one result can hold; "
+                + "fetch it in parts (LIMIT and OFFSET, or a cursor)")
+    }
+
     public var startIndex: Int { 0 }
     public var endIndex: Int { self.contents.rowCount }
     public subscript(position: Int) -> PostgresRow { PostgresRow(rows: self, index: position) }

@@ -107,7 +107,7 @@ extension PostgresStore {
                     return try await connection.pipeline(prepared.queries)
                 } catch {
                     // The pipeline's sync ended its implicit transaction, unless the connection broke first.
-                    if await connection.isInTransaction { _ = try? await connection.execute(script: "ROLLBACK") }
+                    try? await connection.rollback()
                     throw error
                 }
             }
