@@ -77,7 +77,11 @@ extension PredicateExpressions.KeyPath: SQLFragment {
                     code: .unmappedKeyPath, entity: writer.entity, construct: "\(path)",
                     message: "\(path) is not a column of \(writer.entity): add it to \(writer.entity).columns")
             }
-            writer.append(column.quoted)
+            // A String property may be stored in a column of another type that decodes as text (an enum,
+            // `varchar`, `citext`): compared as text, its SQL meaning is Swift's (`mood = $1` has no operator for
+            // an enum against a text parameter, and `citext` would compare ignoring case). For a `text` column
+            // the cast is no cast at all (indexes still apply).
+            writer.append(column.isString ? "\(column.quoted)::text" : column.quoted)
             return
         }
         guard Root.Output.self == String.self else {

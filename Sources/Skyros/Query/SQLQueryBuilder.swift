@@ -34,7 +34,7 @@ package enum SQLQueryBuilder {
     }
 
     /// `" ORDER BY …"` for `sort`, or for `T.defaultSort` when `sort` is empty, always ending with the primary
-    /// key so the order is total. Strings sort with `COLLATE "C"`; `nil` sorts first ascending, last descending.
+    /// key so the order is total. Strings sort as `text` with `COLLATE "C"`; `nil` sorts first ascending, last descending.
     /// - Throws: ``QueryError`` (`unsupportedSort`, `unmappedKeyPath`) for a sort that SQL cannot reproduce.
     package static func orderBy<T: Entity>(_ sort: [SortDescriptor<T>]) throws -> String {
         let metadata = try EntityQueryMetadata.of(T.self)
@@ -44,7 +44,8 @@ package enum SQLQueryBuilder {
             if !first { sql += ", " }
             first = false
             sql += column.quoted
-            if column.isString { sql += " COLLATE \"C\"" }
+            // As text (an enum column has no collation; see the predicate's column references).
+            if column.isString { sql += "::text COLLATE \"C\"" }
             sql += forward ? " ASC" : " DESC"
             if column.isOptional { sql += forward ? " NULLS FIRST" : " NULLS LAST" }
         }

@@ -39,7 +39,8 @@ public struct SchemaMismatchError: Error, Sendable, Hashable, CustomStringConver
 /// It is an error when:
 /// - the table does not exist, or a declared column is missing;
 /// - a column's type cannot hold the property's Swift type (`Int` needs `int2/int4/int8`, `String` needs
-///   `text/varchar/bpchar/citext` or an enum type, nested Codable values need `json/jsonb`, …);
+///   `text/varchar/bpchar/citext`, an enum column needs a `String` raw-value enum type, nested Codable values
+///   need `json/jsonb`, …);
 /// - a **non-optional property maps to a nullable column**: a NULL would fail decoding later, for some rows
 ///   only, so Skyros refuses it at start (make the property optional or add `NOT NULL`);
 /// - a `NOT NULL` column without a default is not mapped (every insert would fail);
@@ -194,7 +195,8 @@ enum ColumnTypeRule {
 
     static func accepts(_ type: Any.Type, _ column: LiveColumn) -> Bool {
         if let scalars = self.scalarTypes(type) {
-            if type == String.self, column.typeKind == "e" { return true }
+            // Not a String on an enum column: a String is bound as `text`, which PostgreSQL does not assign to an
+            // enum column (every write would fail); a String raw-value enum type is bound untyped and fits.
             return scalars.contains(column.typeName)
         }
         if let raw = rawValueType(type) {

@@ -18,21 +18,21 @@ struct SQLTranslationTests {
         let s = "x"
         let optional: String? = "y"
         var q = try sql(#Predicate { $0.name == s })
-        #expect(q.sql == #"("name" = $1)"#)
+        #expect(q.sql == #"("name"::text = $1)"#)
         #expect(q.binds == [PostgresValue(type: .text, text: "x")])
         q = try sql(#Predicate { $0.name != s })
-        #expect(q.sql == #"("name" <> $1)"#)
+        #expect(q.sql == #"("name"::text <> $1)"#)
         q = try sql(#Predicate { $0.nick == optional })
-        #expect(q.sql == #"("nick" IS NOT DISTINCT FROM $1)"#)
+        #expect(q.sql == #"("nick"::text IS NOT DISTINCT FROM $1)"#)
         q = try sql(#Predicate { $0.nick != optional })
-        #expect(q.sql == #"("nick" IS DISTINCT FROM $1)"#)
+        #expect(q.sql == #"("nick"::text IS DISTINCT FROM $1)"#)
         q = try sql(#Predicate { $0.nick == nil })
-        #expect(q.sql == #"("nick" IS NULL)"#)
+        #expect(q.sql == #"("nick"::text IS NULL)"#)
         #expect(q.binds.isEmpty)
         q = try sql(#Predicate { $0.m != nil })
         #expect(q.sql == #"("m" IS NOT NULL)"#)
         q = try sql(#Predicate { $0.nick == $0.nick })
-        #expect(q.sql == #"("nick" IS NOT DISTINCT FROM "nick")"#)
+        #expect(q.sql == #"("nick"::text IS NOT DISTINCT FROM "nick"::text)"#)
         q = try sql(#Predicate { $0.flag })
         #expect(q.sql == #""flag""#)
     }
@@ -40,8 +40,8 @@ struct SQLTranslationTests {
     @Test func comparisonsUseCodePointCollationForStrings() throws {
         let s = "é"
         let i = 3
-        #expect(try sql(#Predicate { $0.name < s }).sql == #"("name" COLLATE "C" < $1 COLLATE "C")"#)
-        #expect(try sql(#Predicate { $0.name >= s }).sql == #"("name" COLLATE "C" >= $1 COLLATE "C")"#)
+        #expect(try sql(#Predicate { $0.name < s }).sql == #"("name"::text COLLATE "C" < $1 COLLATE "C")"#)
+        #expect(try sql(#Predicate { $0.name >= s }).sql == #"("name"::text COLLATE "C" >= $1 COLLATE "C")"#)
         #expect(try sql(#Predicate { $0.n <= i }).sql == #"("n" <= $1)"#)
         #expect(try sql(#Predicate { $0.n > i }).sql == #"("n" > $1)"#)
         #expect(texts(try sql(#Predicate { $0.n > i })) == ["3"])
@@ -71,11 +71,11 @@ struct SQLTranslationTests {
         let chained = try sql(#Predicate { $0.nick?.contains(s) == true })
         #expect(
             chained.sql
-                == #"((CASE WHEN "nick" IS NULL THEN NULL ELSE ("nick" LIKE $1 ESCAPE E'\\') END) IS NOT DISTINCT FROM $2)"#
+                == #"((CASE WHEN "nick"::text IS NULL THEN NULL ELSE ("nick"::text LIKE $1 ESCAPE E'\\') END) IS NOT DISTINCT FROM $2)"#
         )
         #expect(texts(chained) == ["%a%", "t"])
         let coalesced = try sql(#Predicate { $0.nick?.isEmpty ?? true })
-        #expect(coalesced.sql == #"COALESCE((CASE WHEN "nick" IS NULL THEN NULL ELSE ("nick" = '') END), $1)"#)
+        #expect(coalesced.sql == #"COALESCE((CASE WHEN "nick"::text IS NULL THEN NULL ELSE ("nick"::text = '') END), $1)"#)
         let flatMapped = try sql(#Predicate { $0.m.flatMap { $0 > i } ?? false })
         #expect(flatMapped.sql == #"COALESCE((CASE WHEN "m" IS NULL THEN NULL ELSE ("m" > $1) END), $2)"#)
     }
@@ -86,31 +86,31 @@ struct SQLTranslationTests {
         #expect(try sql(#Predicate { ($0.flag ? $0.n : -$0.n) > i }).sql
             == #"((CASE WHEN "flag" THEN "n" ELSE (-"n") END) > $1)"#)
         #expect(try sql(#Predicate { ($0.n > i ? $0.name : $0.nick ?? s) == s }).sql
-            == #"((CASE WHEN ("n" > $1) THEN "name" ELSE COALESCE("nick", $2) END) = $3)"#)
+            == #"((CASE WHEN ("n" > $1) THEN "name"::text ELSE COALESCE("nick"::text, $2) END) = $3)"#)
     }
 
     @Test func stringContainsAndPrefixEscapeLikeMetacharacters() throws {
         let s = #"50%_off\now"#
         let contains = try sql(#Predicate { $0.name.contains(s) })
-        #expect(contains.sql == #"("name" LIKE $1 ESCAPE E'\\')"#)
+        #expect(contains.sql == #"("name"::text LIKE $1 ESCAPE E'\\')"#)
         #expect(texts(contains) == [#"%50\%\_off\\now%"#])
         let prefix = try sql(#Predicate { $0.name.starts(with: s) })
-        #expect(prefix.sql == #"("name" LIKE $1 ESCAPE E'\\')"#)
+        #expect(prefix.sql == #"("name"::text LIKE $1 ESCAPE E'\\')"#)
         #expect(texts(prefix) == [#"50\%\_off\\now%"#])
         // Non-constant operands need no pattern at all.
-        #expect(try sql(#Predicate { $0.name.contains($0.nick ?? s) }).sql == #"(strpos("name", COALESCE("nick", $1)) > 0)"#)
-        #expect(try sql(#Predicate { $0.name.starts(with: $0.nick ?? s) }).sql == #"starts_with("name", COALESCE("nick", $1))"#)
+        #expect(try sql(#Predicate { $0.name.contains($0.nick ?? s) }).sql == #"(strpos("name"::text, COALESCE("nick"::text, $1)) > 0)"#)
+        #expect(try sql(#Predicate { $0.name.starts(with: $0.nick ?? s) }).sql == #"starts_with("name"::text, COALESCE("nick"::text, $1))"#)
     }
 
     @Test func stringPropertiesAndCaseFolding() throws {
         let s = "straße"
         let k = 2
-        #expect(try sql(#Predicate { $0.name.isEmpty }).sql == #"("name" = '')"#)
-        #expect(try sql(#Predicate { $0.name.count > k }).sql == #"(char_length("name") > $1)"#)
+        #expect(try sql(#Predicate { $0.name.isEmpty }).sql == #"("name"::text = '')"#)
+        #expect(try sql(#Predicate { $0.name.count > k }).sql == #"(char_length("name"::text) > $1)"#)
         #expect(try sql(#Predicate { $0.name.localizedLowercase == s }).sql
-            == #"((lower("name" COLLATE "und-x-icu") COLLATE "C") = $1)"#)
+            == #"((lower("name"::text COLLATE "und-x-icu") COLLATE "C") = $1)"#)
         #expect(try sql(#Predicate { $0.name.localizedUppercase.starts(with: s) }).sql
-            == #"((upper("name" COLLATE "und-x-icu") COLLATE "C") LIKE $1 ESCAPE E'\\')"#)
+            == #"((upper("name"::text COLLATE "und-x-icu") COLLATE "C") LIKE $1 ESCAPE E'\\')"#)
     }
 
     @Test func collectionAndRangeMembership() throws {
@@ -121,10 +121,10 @@ struct SQLTranslationTests {
         let lo = 1, hi = 9
         let a = "a", z = "z"
         let inNames = try sql(#Predicate { names.contains($0.name) })
-        #expect(inNames.sql == #"("name" = ANY($1))"#)
+        #expect(inNames.sql == #"("name"::text = ANY($1))"#)
         #expect(inNames.binds.first?.type == .textArray)
         #expect(try sql(#Predicate { nicks.contains($0.nick) }).sql
-            == #"(EXISTS (SELECT 1 FROM unnest($1) AS "__skyros_element"("value") WHERE "__skyros_element"."value" IS NOT DISTINCT FROM "nick"))"#)
+            == #"(EXISTS (SELECT 1 FROM unnest($1) AS "__skyros_element"("value") WHERE "__skyros_element"."value" IS NOT DISTINCT FROM "nick"::text))"#)
         let inSet = try sql(#Predicate { ids.contains($0.n) })
         #expect(inSet.sql == #"("n" = ANY($1))"#)
         #expect(inSet.binds.map(\.type) == [.int8Array])
@@ -135,7 +135,7 @@ struct SQLTranslationTests {
         #expect(captured.sql == #"("n" >= $1 AND "n" <= $2)"#)
         #expect(texts(captured) == ["1", "5"])
         #expect(try sql(#Predicate { (a...z).contains($0.name) }).sql
-            == #"("name" COLLATE "C" >= $1 COLLATE "C" AND "name" COLLATE "C" <= $2 COLLATE "C")"#)
+            == #"("name"::text COLLATE "C" >= $1 COLLATE "C" AND "name"::text COLLATE "C" <= $2 COLLATE "C")"#)
     }
 
     @Test func sqlMetacharactersInEveryValuePositionAreBound() throws {
@@ -193,13 +193,13 @@ struct SQLTranslationTests {
     @Test func orderByFallsBackToDefaultSortThenPrimaryKey() throws {
         #expect(try SQLQueryBuilder.orderBy([SortDescriptor<Row>]()) == #" ORDER BY "id" ASC"#)
         #expect(try SQLQueryBuilder.orderBy([SortDescriptor(\Row.name), SortDescriptor(\Row.m, order: .reverse)])
-            == #" ORDER BY "name" COLLATE "C" ASC, "m" DESC NULLS LAST, "id" ASC"#)
+            == #" ORDER BY "name"::text COLLATE "C" ASC, "m" DESC NULLS LAST, "id" ASC"#)
         #expect(try SQLQueryBuilder.orderBy([SortDescriptor(\Row.nick, comparator: .lexical)])
-            == #" ORDER BY "nick" COLLATE "C" ASC NULLS FIRST, "id" ASC"#)
+            == #" ORDER BY "nick"::text COLLATE "C" ASC NULLS FIRST, "id" ASC"#)
         #expect(try SQLQueryBuilder.orderBy([SortDescriptor(\Row.id, order: .reverse), SortDescriptor(\Row.n)])
             == #" ORDER BY "id" DESC, "n" ASC"#)
         #expect(try SQLQueryBuilder.orderBy([SortDescriptor<QueryTestUnmapped>]())
-            == #" ORDER BY "title" COLLATE "C" DESC, "id" ASC"#)
+            == #" ORDER BY "title"::text COLLATE "C" DESC, "id" ASC"#)
         let error = try #require(throws: QueryError.self) {
             try SQLQueryBuilder.orderBy([SortDescriptor(\QueryTestUnmapped.note)])
         }
@@ -211,16 +211,16 @@ struct SQLTranslationTests {
         let descriptor = FetchDescriptor<Row>(
             predicate: #Predicate { $0.name == s }, sortBy: [SortDescriptor(\.score)], fetchLimit: 10, fetchOffset: 5)
         let select = try SQLQueryBuilder.select(descriptor, schema: "my schema", includeVersion: true)
-        #expect(select.sql == #"SELECT "id", "name", "nick", "n", "m", "score", "flag", xmin AS "__version" FROM "my schema"."query_rows" WHERE ("name" = $1) ORDER BY "score" ASC, "id" ASC LIMIT $2 OFFSET $3"#)
+        #expect(select.sql == #"SELECT "id", "name", "nick", "n", "m", "score", "flag", xmin AS "__version" FROM "my schema"."query_rows" WHERE ("name"::text = $1) ORDER BY "score" ASC, "id" ASC LIMIT $2 OFFSET $3"#)
         #expect(texts(select) == ["a", "10", "5"])
         let plain = try SQLQueryBuilder.select(FetchDescriptor<Row>(), schema: nil, includeVersion: false)
         #expect(plain.sql == #"SELECT "id", "name", "nick", "n", "m", "score", "flag" FROM "query_rows" ORDER BY "id" ASC"#)
         #expect(try SQLQueryBuilder.count(FetchDescriptor<Row>(predicate: #Predicate { $0.name == s }), schema: "s").sql
-            == #"SELECT count(*) FROM "s"."query_rows" WHERE ("name" = $1)"#)
+            == #"SELECT count(*) FROM "s"."query_rows" WHERE ("name"::text = $1)"#)
         #expect(try SQLQueryBuilder.count(descriptor, schema: nil).sql
-            == #"SELECT count(*) FROM (SELECT 1 FROM "query_rows" WHERE ("name" = $1) ORDER BY "score" ASC, "id" ASC LIMIT $2 OFFSET $3) AS "__skyros_window""#)
+            == #"SELECT count(*) FROM (SELECT 1 FROM "query_rows" WHERE ("name"::text = $1) ORDER BY "score" ASC, "id" ASC LIMIT $2 OFFSET $3) AS "__skyros_window""#)
         #expect(try SQLQueryBuilder.delete(where: #Predicate<Row> { $0.name == s }, schema: "s").sql
-            == #"DELETE FROM "s"."query_rows" WHERE ("name" = $1) RETURNING "id""#)
+            == #"DELETE FROM "s"."query_rows" WHERE ("name"::text = $1) RETURNING "id""#)
         #expect(try SQLQueryBuilder.delete(where: nil as Predicate<Row>?, schema: nil).sql == #"DELETE FROM "query_rows" RETURNING "id""#)
         let negative = try #require(throws: QueryError.self) {
             try SQLQueryBuilder.select(FetchDescriptor<Row>(fetchLimit: -1), schema: nil, includeVersion: false)

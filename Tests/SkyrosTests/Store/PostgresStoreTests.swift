@@ -43,6 +43,43 @@ struct PostgresStoreTests {
         }
     }
 
+    /// A String property on an enum column is refused at start: a String is bound as `text`, which PostgreSQL
+    /// does not assign to an enum column, so every write would fail (a String raw-value enum type fits).
+    @Test func aStringPropertyOnAnEnumColumnIsRefusedAtStart() async throws {
+        try await StoreTestServer.withStore(.postgres) { harness in
+            let store = try #require(harness.store as? PostgresStore)
+            try await harness.execute(
+                """
+                CREATE TYPE \(harness.table("mood")) AS ENUM ('sad', 'happy');
+                CREATE TABLE \(harness.table("moods")) (id integer PRIMARY KEY, mood \(harness.table("mood")) NOT NULL)
+                """)
+            let error = await #expect(throws: SchemaMismatchError.self) { try await store.validate([StoreMoodText.self]) }
+            #expect(error?.description.contains("mood") == true)
+            try await store.validate([StoreMoodRow.self])
+        }
+    }
+
+    /// A String property on a `citext` column: predicates and sorts compare it as text, case-sensitively and in
+    /// code-point order, as Swift (and the in-memory store) do.
+    @Test func stringPropertiesOnCitextColumnsCompareAsSwiftDoes() async throws {
+        try await StoreTestServer.withStore(.postgres) { harness in
+            let store = try #require(harness.store as? PostgresStore)
+            try await harness.execute(
+                """
+                CREATE EXTENSION IF NOT EXISTS citext SCHEMA public;
+                CREATE TABLE \(harness.table("moods")) (id integer PRIMARY KEY, mood public.citext NOT NULL)
+                """)
+            try await store.validate([StoreMoodText.self])
+            try await store.bulkInsert([StoreMoodText(id: 1, mood: "Sad"), StoreMoodText(id: 2, mood: "happy"), StoreMoodText(id: 3, mood: "sad")])
+            let sad = "sad"
+            #expect(try await store.fetch(FetchDescriptor<StoreMoodText>(predicate: #Predicate { $0.mood == sad })).map(\.value.id) == [3])
+            #expect(try await store.fetch(FetchDescriptor<StoreMoodText>(predicate: #Predicate { $0.mood.starts(with: "s") })).map(\.value.id) == [3])
+            // Code-point order: "Sad" < "happy" < "sad".
+            let sorted = try await store.fetch(FetchDescriptor<StoreMoodText>(sortBy: [SortDescriptor(\.mood)]))
+            #expect(sorted.map(\.value.id) == [1, 2, 3])
+        }
+    }
+
     @Test func concurrentFindOrCreateCreatesExactlyOnce() async throws {
         try await StoreTestServer.withStore(.postgres) { harness in
             let store = harness.store
@@ -62,6 +99,15 @@ struct PostgresStoreTests {
 }
 
 enum StoreMood: String, Codable, Sendable { case happy, sad }
+
+/// `moods` with its enum column read as a String.
+struct StoreMoodText: Entity, Equatable {
+    var id: Int
+    var mood: String
+    static let tableName = "moods"
+    static let columns: [EntityColumn<StoreMoodText>] = [EntityColumn(\.id, "id"), EntityColumn(\.mood, "mood")]
+    static let defaultSort = [SortDescriptor(\StoreMoodText.id)]
+}
 
 struct StoreMoodRow: Entity, Equatable {
     var id: Int
