@@ -70,11 +70,15 @@ struct PendingRow: Sendable {
         case (.updated, .inserted(let value)), (.updated, .upserted(let value)):
             merged.state = .upserted(value)
         case (.updated(_, _, let base), .deleted(_, let emit)):
-            merged.state = .deleted(base: base, emit: emit)
+            // A delete by predicate (`emit` false) counts on its `DELETE … WHERE`, which sees the stored row, not
+            // this unsaved update: the row is deleted by id instead (unguarded: the `DELETE … WHERE` may have
+            // removed it already, if the stored row matched too).
+            merged.state = emit ? .deleted(base: base, emit: true) : .deleted(base: .none, emit: true)
         case (.upserted, .inserted(let value)), (.upserted, .updated(let value, _, _)), (.upserted, .upserted(let value)):
             merged.state = .upserted(value)
-        case (.upserted, .deleted(_, let emit)):
-            merged.state = .deleted(base: .none, emit: emit)
+        case (.upserted, .deleted):
+            // By id whatever deleted it (as above: the stored row may not match a delete by predicate).
+            merged.state = .deleted(base: .none, emit: true)
         case (.deleted, .inserted(let value)), (.deleted, .updated(let value, _, _)), (.deleted, .upserted(let value)):
             merged.state = .upserted(value)
         case (.deleted(let base, let emitted), .deleted(_, let emit)):

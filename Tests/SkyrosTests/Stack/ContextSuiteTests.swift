@@ -49,6 +49,36 @@ struct ContextSuiteTests {
         }
     }
 
+    /// An unsaved update, then a delete by predicate that matches the updated row but not the stored one: the
+    /// row is deleted (the `DELETE … WHERE` alone would miss it), in the same context and through a child context
+    /// saved into its parent.
+    @Test("An updated row then deleted by a predicate only its update matches is deleted", arguments: StackKind.allCases)
+    func updateThenDeleteWhere(kind: StackKind) async throws {
+        try await StackTestServer.withStack(kind) { stack in
+            try await stack.write(durability: .committed) { context in
+                for id in 1...2 { try context.insert(StackNote(id: id, title: "open", rank: id)) }
+            }
+            try await stack.write(durability: .committed) { context in
+                var first = try #require(try await context.object(StackNote.self, id: 1))
+                first.title = "closed"
+                try await context.update(first)
+                #expect(try await context.delete(where: #Predicate<StackNote> { $0.title == "closed" }) == 1)
+            }
+            #expect(try await stack.store.fetch(StackNote.self).map(\.value.id) == [2])
+
+            let parent = stack.newBackgroundContext()
+            var second = try #require(try await parent.object(StackNote.self, id: 2))
+            second.title = "closed"
+            try await parent.update(second)
+            let child = parent.newChildContext()
+            #expect(try await child.delete(where: #Predicate<StackNote> { $0.title == "closed" }) == 1)
+            try child.save()
+            try await parent.saveToStore()
+            #expect(try await stack.store.fetch(StackNote.self).isEmpty)
+            #expect(try await stack.read { try await $0.count(FetchDescriptor<StackNote>()) } == 0)
+        }
+    }
+
     @Test("An update that changes nothing writes nothing", arguments: StackKind.allCases)
     func unchangedUpdate(kind: StackKind) async throws {
         try await StackTestServer.withStack(kind) { stack in
