@@ -22,7 +22,9 @@ struct ConnectionOptions: ParsableArguments {
     var lockWaitTimeout: Double = 300
 
     func validate() throws {
-        guard self.lockWaitTimeout >= 0 else { throw ValidationError("--lock-wait-timeout must not be negative") }
+        guard self.lockWaitTimeout >= 0, self.lockWaitTimeout <= 86_400 * 365 else {
+            throw ValidationError("--lock-wait-timeout must be between 0 and 31536000 seconds")
+        }
         guard !self.schema.isEmpty, !self.table.isEmpty else {
             throw ValidationError("--schema and --table must not be empty")
         }

@@ -87,6 +87,18 @@ struct MigrateCommandTests {
         await TestServer.dropSchema(schema)
     }
 
+    /// An out-of-range lock wait is a usage error (exit 2), not a crash: `inf` and 1e19 seconds overflowed the
+    /// conversion to milliseconds and trapped.
+    @Test func anOutOfRangeLockWaitIsAUsageError() async throws {
+        try await withFixture { schema, directory in
+            for value in ["inf", "1e19", "-1"] {
+                let result = try await Self.migrate(["--dir", directory.path, "--schema", schema, "--lock-wait-timeout", value])
+                #expect(result.status == 2, "\(value): \(result.stderr)")
+                #expect(result.stderr.contains("--lock-wait-timeout"), "\(value)")
+            }
+        }
+    }
+
     @Test func upThenNoOpAndStatusReflectsBoth() async throws {
         try await withFixture { schema, directory in
             let base = ["--dir", directory.path, "--schema", schema]

@@ -39,6 +39,8 @@ final class ObserverRegistry: Sendable {
         var byRow: [RowKey: Set<UUID>] = [:]
         /// Observers of one row, by its table (woken when any row of it may have changed).
         var rowsByTable: [String: Set<UUID>] = [:]
+        /// The stack shut down: observations registered from now on end at once.
+        var closed = false
 
         mutating func insert(_ observer: Observer, id: UUID) {
             self.byID[id] = observer
@@ -83,7 +85,12 @@ final class ObserverRegistry: Sendable {
     func register(tables: Set<String>, row: RowKey? = nil) -> (id: UUID, signals: AsyncStream<ObserverSignal>) {
         let (signals, continuation) = AsyncStream.makeStream(of: ObserverSignal.self, bufferingPolicy: .bufferingNewest(1))
         let id = UUID.random()
-        self.observers.withLock { $0.insert(Observer(tables: tables, row: row, signal: continuation), id: id) }
+        let closed = self.observers.withLock { observers -> Bool in
+            if observers.closed { return true }
+            observers.insert(Observer(tables: tables, row: row, signal: continuation), id: id)
+            return false
+        }
+        if closed { continuation.finish() }
         return (id, signals)
     }
 
@@ -115,10 +122,14 @@ final class ObserverRegistry: Sendable {
         for observer in self.observers.withLock({ Array($0.byID.values) }) { observer.signal.yield(.changed) }
     }
 
-    /// Ends every observation.
-    func finishAll(throwing error: (any Error)?) {
+    /// Ends every observation; `closing`: and every one registered later (the stack shut down).
+    func finishAll(throwing error: (any Error)?, closing: Bool = false) {
         let all = self.observers.withLock { observers in
-            defer { observers = Observers() }
+            defer {
+                let closed = observers.closed || closing
+                observers = Observers()
+                observers.closed = closed
+            }
             return Array(observers.byID.values)
         }
         for observer in all {

@@ -182,7 +182,7 @@ enum ColumnTypeRule {
         case is Int.Type, is Int64.Type, is UInt32.Type: return ["int8", "int4", "int2"]
         case is Int32.Type, is UInt16.Type: return ["int4", "int2", "int8"]
         case is Int16.Type, is Int8.Type, is UInt8.Type: return ["int2", "int4", "int8"]
-        case is UInt.Type, is UInt64.Type: return ["int8", "numeric"]
+        case is UInt.Type, is UInt64.Type: return ["int8"]
         case is Double.Type, is Float.Type: return ["float8", "float4", "numeric"]
         case is Decimal.Type: return ["numeric"]
         case is String.Type: return ["text", "varchar", "bpchar", "name", "citext"]

@@ -217,6 +217,8 @@ extension EntityChange {
             if indices.isEmpty { return [] }
             guard var row = database.row(table, key) else {
                 if let expected {
+                    // The store wins (as on PostgreSQL): the row another write deleted stays deleted.
+                    if case .skip = self.resolution { return [] }
                     throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: nil)
                 }
                 throw StoreError.notFound(entity: plan.entityName, id: plan.describe(id: key))

@@ -49,7 +49,7 @@ final class StackSync: CommitTransactionHook, Sendable {
     /// Stops listening and ends every observation.
     func stop() {
         self.feed.withLock { $0 }?.stop()
-        self.observers.finishAll(throwing: nil)
+        self.observers.finishAll(throwing: nil, closing: true)
     }
 
     /// Ends every observation with ``ObservationError/storeRebuilt``, recreates the change log (the rebuild

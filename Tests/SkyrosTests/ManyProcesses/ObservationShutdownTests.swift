@@ -21,6 +21,24 @@ import Testing
         }
     }
 
+    /// An observation started after the stack shut down yields the current result and ends (it waited for
+    /// changes forever: nothing was left to wake or end it).
+    @Test func anObservationStartedAfterShutdownEnds() async throws {
+        let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory))
+        try await stack.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "")) }
+        await stack.shutdown()
+        let results = Locked<Int?>(nil)
+        let observing = Task {
+            var count = 0
+            for try await _ in stack.observe(FetchDescriptor<MPItem>()) { count += 1 }
+            results.withLock { $0 = count }
+        }
+        try await eventually { results.withLock { $0 } != nil }
+        #expect(results.withLock { $0 } == 1)
+        observing.cancel()
+        #expect(stack.sync.observers.count == 0)
+    }
+
     @Test func gracefulShutdownEndsAnObservationInsideTheService() async throws {
         let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory))
         let ended = Locked<Int?>(nil)

@@ -80,6 +80,17 @@ struct PostgresStoreTests {
         }
     }
 
+    /// A `UInt64` property on a `numeric` column is refused at start: it is read as an integer, which a
+    /// `numeric` column is not (every fetch failed to decode).
+    @Test func anUnsignedPropertyOnANumericColumnIsRefusedAtStart() async throws {
+        try await StoreTestServer.withStore(.postgres) { harness in
+            let store = try #require(harness.store as? PostgresStore)
+            try await harness.execute("CREATE TABLE \(harness.table("big_counts")) (id integer PRIMARY KEY, n numeric NOT NULL)")
+            let error = await #expect(throws: SchemaMismatchError.self) { try await store.validate([StoreBigCount.self]) }
+            #expect(error?.description.contains("n") == true)
+        }
+    }
+
     @Test func concurrentFindOrCreateCreatesExactlyOnce() async throws {
         try await StoreTestServer.withStore(.postgres) { harness in
             let store = harness.store
@@ -99,6 +110,13 @@ struct PostgresStoreTests {
 }
 
 enum StoreMood: String, Codable, Sendable { case happy, sad }
+
+struct StoreBigCount: Entity, Equatable {
+    var id: Int
+    var n: UInt64
+    static let tableName = "big_counts"
+    static let columns: [EntityColumn<StoreBigCount>] = [EntityColumn(\.id, "id"), EntityColumn(\.n, "n")]
+}
 
 /// `moods` with its enum column read as a String.
 struct StoreMoodText: Entity, Equatable {

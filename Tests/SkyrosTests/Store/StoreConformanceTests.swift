@@ -1,5 +1,5 @@
 import Foundation
-import Skyros
+@testable import Skyros
 import SkyrosPostgres
 import Testing
 
@@ -62,6 +62,23 @@ struct StoreConformanceTests {
             let missing = await thrownError { try await store.update(user, changedColumns: ["name"]) }
             #expect(missing as? StoreError == .notFound(entity: "StoreUser", id: "1"))
             #expect(try await store.delete(StoreUser.self, id: 1) == false)
+        }
+    }
+
+    /// A guarded update whose conflict resolution is to skip (`.storeWins`) of a row deleted meanwhile writes
+    /// nothing and succeeds, on both stores (the in-memory store reported a conflict).
+    @Test(arguments: StoreKind.allCases)
+    func skippedUpdateOfADeletedRowSucceeds(kind: StoreKind) async throws {
+        try await StoreTestServer.withStore(kind) { harness in
+            let store = harness.store
+            #expect(try await store.insert(StoreCounter(id: "gone", value: 1)) == 1)
+            var delete = ChangeSet()
+            _ = delete.delete(StoreCounter.self, id: "gone")
+            _ = try await store.apply(delete)
+            var update = ChangeSet()
+            _ = update.update(StoreCounter(id: "gone", value: 2), changedColumns: ["value"], expectedVersion: 1, resolution: .skip)
+            #expect(try await store.apply(update).changes.isEmpty)
+            #expect(try await store.object(StoreCounter.self, id: "gone") == nil)
         }
     }
 
