@@ -60,7 +60,7 @@ struct MigrationLock: Sendable {
 
     /// Releases the lock; errors are ignored (a closed session has released it already).
     func release(on connection: Connection) async {
-        _ = try? await connection.query("SELECT pg_advisory_unlock(\(self.key))")
+        _ = try? await connection.cleanUp("SELECT pg_advisory_unlock(\(self.key))")
     }
 
     /// A description of the session holding the lock, from `pg_locks` and `pg_stat_activity`.

@@ -348,9 +348,11 @@ public struct Migrator: Sendable {
         }
     }
 
+    /// Ends a session on a connection the caller may keep using: its statements run even in a cancelled task
+    /// (a lock left held would make every other process's migrator wait until this connection closes).
     private func endSession(on connection: Connection, lock: MigrationLock, searchPath: String) async {
         try? await connection.rollback()
-        _ = try? await connection.query("SELECT set_config('search_path', \(searchPath), false)")
+        _ = try? await connection.cleanUp("SELECT set_config('search_path', \(searchPath), false)")
         await lock.release(on: connection)
     }
 

@@ -418,6 +418,16 @@ public actor Connection {
         _ = try self.exec(on: connection) { PQsendQuery(connection, "ROLLBACK") }
     }
 
+    /// Runs a statement that undoes session state (releases an advisory lock, resets a setting) even when the
+    /// calling task is cancelled, and without cancelling it: like ``rollback()``, cleanup must not be skipped.
+    /// The migrator releases its lock this way.
+    package func cleanUp(_ query: PostgresQuery) throws -> PostgresRows {
+        let connection = try self.connection()
+        if let encodingError = query.encodingError { throw PostgresError(kind: .encoding, message: encodingError) }
+        self.logger.debug("query", metadata: [PostgresLogKey.sql: "\(query.sql)"])
+        return try self.run(query, on: connection)
+    }
+
     /// Makes a connection that its user is done with ready for the next one: a transaction left open is
     /// rolled back (even in a cancelled task, see ``rollback()``). `false` when the connection must not be
     /// reused: closed, broken, or still not idle (the rollback failed, or a statement is still running).

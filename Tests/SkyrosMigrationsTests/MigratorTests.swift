@@ -261,6 +261,33 @@ struct MigratorTests {
         }
     }
 
+    /// A migration cancelled mid-statement (its task cancelled, as a startup deadline would) on a connection the
+    /// caller keeps: the migration lock is released and the search path restored all the same (the statements
+    /// were skipped in a cancelled task, and every other migrator then waited for this connection to close).
+    @Test func aCancelledMigrationReleasesItsLockOnTheCallersConnection() async throws {
+        try await withFixture { schema, _, connection in
+            let migrations = try [Migration(version: 1, description: "slow", up: "SELECT pg_sleep(30);", down: "")]
+            let migrator = Migrator(source: .migrations(migrations), configuration: .init(schema: schema))
+            let pid = try await connection.query("SELECT pg_backend_pid()")[0].decode(Int.self, at: 0)
+            let pathBefore = try await connection.query("SHOW search_path")[0].decode(String.self, at: 0)
+            let running = Task { try await migrator.migrate(on: connection) }
+            let observer = try await TestServer.connect()
+            let deadline = ContinuousClock.now + .seconds(20)
+            while try await observer.query(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid) AND query LIKE '%pg_sleep%'")[0].decode(Int.self, at: 0) == 0
+            {
+                try #require(ContinuousClock.now < deadline, "the migration never started its statement")
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            running.cancel()
+            _ = await running.result
+            let locks = try await observer.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = \(pid)")
+            #expect(try locks[0].decode(Int.self, at: 0) == 0)
+            #expect(try await connection.query("SHOW search_path")[0].decode(String.self, at: 0) == pathBefore)
+            await observer.close()
+        }
+    }
+
     @Test func inCodeSourceWorks() async throws {
         try await withFixture { schema, _, connection in
             let migrations = try [
