@@ -207,10 +207,19 @@ public final class DataContext: Sendable {
     /// ```swift
     /// let (tag, created) = try await context.findOrCreate(Tag(id: "swift", uses: 0))
     /// ```
+    ///
+    /// A row this context, a parent or a queued write deletes is not looked up in the store (it still holds the
+    /// row the deletion will remove): `value` is recorded as an insert in this context instead, committed when
+    /// saved after that deletion, and reported created.
     @discardableResult
     public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
         try self.checkValid()
-        if let existing = try await self.lookup(T.self, id: value.id)?.value as? T { return (existing, false) }
+        let key = try RowKey(value)
+        if let existing = try await self.lookup(T.self, id: value.id, key: key)?.value as? T { return (existing, false) }
+        if self.isPendingDeletion(key) {
+            try self.insert(value)
+            return (value, true)
+        }
         let (row, created) = try await self.core.findOrCreate(value)
         if !self.isMain {
             let key = try RowKey(row)
@@ -316,6 +325,15 @@ public final class DataContext: Sendable {
             return FoundRow(own.value, as: T.self, base: .none)
         }
         return try await self.parentLookup(type, id: id, key: key)
+    }
+
+    /// Whether this context, a parent or a queued write deletes the row.
+    private func isPendingDeletion(_ key: RowKey) -> Bool {
+        if let own = self.tracker.withLock({ $0.row(key) }) { return own.value == nil }
+        switch self.parent {
+        case .root: return self.core.isPendingDeletion(key)
+        case .context(let parent): return parent.isPendingDeletion(key)
+        }
     }
 
     private func parentLookup<T: Entity>(_ type: T.Type, id: T.ID, key: RowKey) async throws -> FoundRow? {

@@ -213,6 +213,11 @@ final class StackCore: Sendable {
     }
 
     /// Creates the row unless it exists, in the store at once (race-free across processes), and caches it.
+    /// Whether a queued write deletes the row (the last queued change of it is a deletion).
+    func isPendingDeletion(_ key: RowKey) -> Bool {
+        self.state.withLock { state in state.pending[key]?.last.map { $0.row.value == nil } ?? false }
+    }
+
     /// The row is cached only if no commit of this stack settled while it was read (as ``lookup(_:id:key:)``
     /// does): one that changed it would otherwise be overwritten in the cache by the older row.
     /// A row it creates is announced as a commit's are: to other processes by the change feed's hook (in the

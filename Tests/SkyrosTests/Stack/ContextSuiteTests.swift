@@ -79,6 +79,36 @@ struct ContextSuiteTests {
         }
     }
 
+    /// findOrCreate of a row this context deletes, or a queued write deletes: the store still holds the row
+    /// the deletion will remove, so the value is recorded as an insert after it, and reported created.
+    @Test("findOrCreate of a row pending deletion creates it again after the deletion", arguments: StackKind.allCases)
+    func findOrCreateAfterAPendingDeletion(kind: StackKind) async throws {
+        try await StackTestServer.withStack(kind) { stack in
+            try await stack.write(durability: .committed) { context in
+                for id in 1...2 { try context.insert(StackNote(id: id, title: "old", rank: id)) }
+            }
+            let context = stack.newBackgroundContext()
+            try await context.delete(StackNote.self, id: 1)
+            let (again, created) = try await context.findOrCreate(StackNote(id: 1, title: "new", rank: 1))
+            #expect(created && again.title == "new")
+            try await context.saveToStore()
+            #expect(try await stack.store.object(StackNote.self, id: 1)?.value.title == "new")
+
+            // Deleted by a queued write.
+            stack.holdCommits()
+            try await stack.write { try await $0.delete(StackNote.self, id: 2) }
+            let later = stack.newBackgroundContext()
+            let (recreated, createdAgain) = try await later.findOrCreate(StackNote(id: 2, title: "new", rank: 2))
+            #expect(createdAgain && recreated.title == "new")
+            try later.save()
+            stack.releaseCommits()
+            try await stack.write(durability: .committed) { _ in }
+            try await eventually { stack.queuedCommits == 0 }
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 3, title: "fence", rank: 3)) }
+            #expect(try await stack.store.object(StackNote.self, id: 2)?.value.title == "new")
+        }
+    }
+
     @Test("An update that changes nothing writes nothing", arguments: StackKind.allCases)
     func unchangedUpdate(kind: StackKind) async throws {
         try await StackTestServer.withStack(kind) { stack in
