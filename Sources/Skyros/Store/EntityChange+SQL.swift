@@ -28,7 +28,9 @@ extension EntityChange {
         for index in indices {
             guard let original = originals[plan.columnNames[index]] else { continue }
             binds.append(original)
-            sql += " AND \(quoteIdentifier(plan.columnNames[index])) IS NOT DISTINCT FROM $\(binds.count)"
+            // A JSON value is bound as jsonb, which a json column has no operator for: compare both as jsonb.
+            let cast = original.type == .jsonb || original.type == .json ? "::jsonb" : ""
+            sql += " AND \(quoteIdentifier(plan.columnNames[index]))\(cast) IS NOT DISTINCT FROM $\(binds.count)\(cast)"
         }
         sql += " RETURNING \(plan.versionExpression)"
         if mustAffectRow { sql = EntityPlan<T>.mustAffectRow(sql + " AS v") }

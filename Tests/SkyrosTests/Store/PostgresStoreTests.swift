@@ -1,5 +1,5 @@
 import Foundation
-import Skyros
+@testable import Skyros
 import SkyrosPostgres
 import Testing
 
@@ -117,6 +117,31 @@ struct PostgresStoreTests {
         }
     }
 
+    /// A merge-by-property update guards each changed column with the value it read; on a `json` column that
+    /// value is bound as jsonb, which `json` has no operator for: both are compared as jsonb.
+    @Test func mergeByPropertyGuardsAJSONColumn() async throws {
+        try await StoreTestServer.withStore(.postgres) { harness in
+            let store = try #require(harness.store as? PostgresStore)
+            for type in ["json", "jsonb"] {
+                try await harness.execute(
+                    "DROP TABLE IF EXISTS \(harness.table("settings")); CREATE TABLE \(harness.table("settings")) (id integer PRIMARY KEY, prefs \(type) NOT NULL)")
+                let read = StoreSettings(id: 1, prefs: .init(theme: "dark", size: 12))
+                try await store.insert(read)
+                let original = try RowEncoder(plan: EntityPlan<StoreSettings>.shared).encode(read)[1]
+                var changed = read
+                changed.prefs.size = 14
+                var update = ChangeSet()
+                _ = update.update(changed, changedColumns: ["prefs"], expectedVersion: nil, resolution: .compareColumns(originals: ["prefs": original]))
+                #expect(try await store.apply(update).changes.count == 1, "\(type)")
+                #expect(try await store.object(StoreSettings.self, id: 1)?.value.prefs.size == 14, "\(type)")
+                // A guard that no longer holds is a conflict.
+                var stale = ChangeSet()
+                _ = stale.update(read, changedColumns: ["prefs"], expectedVersion: nil, resolution: .compareColumns(originals: ["prefs": original]))
+                await #expect(throws: StoreError.self, "\(type)") { try await store.apply(stale) }
+            }
+        }
+    }
+
     @Test func concurrentFindOrCreateCreatesExactlyOnce() async throws {
         try await StoreTestServer.withStore(.postgres) { harness in
             let store = harness.store
@@ -149,6 +174,17 @@ struct StoreBigCountSigned: Entity, Equatable {
     var n: Int
     static let tableName = "big_counts"
     static let columns: [EntityColumn<StoreBigCountSigned>] = [EntityColumn(\.id, "id"), EntityColumn(\.n, "n")]
+}
+
+struct StoreSettings: Entity, Equatable {
+    struct Prefs: Codable, Equatable, Sendable {
+        var theme: String
+        var size: Int
+    }
+    var id: Int
+    var prefs: Prefs
+    static let tableName = "settings"
+    static let columns: [EntityColumn<StoreSettings>] = [EntityColumn(\.id, "id"), EntityColumn(\.prefs, "prefs")]
 }
 
 /// `moods` with its enum column read as a String.
