@@ -34,6 +34,7 @@ enum SQLScript {
         var startLine = firstLine
         var words: [String] = []
         var atomicDepth = 0
+        var parenthesisDepth = 0
 
         func finish(at end: Int) {
             if let begin = start {
@@ -46,6 +47,7 @@ enum SQLScript {
             start = nil
             words = []
             atomicDepth = 0
+            parenthesisDepth = 0
         }
         func markStart() {
             if start == nil {
@@ -114,7 +116,9 @@ enum SQLScript {
                 continue
             }
             if c == ";" {
-                if atomicDepth > 0 {
+                // Inside parentheses (a rule's action list: `DO ALSO (INSERT …; INSERT …)`) or a BEGIN ATOMIC body,
+                // as psql does: the statement goes on.
+                if atomicDepth > 0 || parenthesisDepth > 0 {
                     i += 1
                     continue
                 }
@@ -144,6 +148,11 @@ enum SQLScript {
                     i += 1
                 }
                 continue
+            }
+            if c == "(" {
+                parenthesisDepth += 1
+            } else if c == ")", parenthesisDepth > 0 {
+                parenthesisDepth -= 1
             }
             if isWordStart(c) {
                 var j = i

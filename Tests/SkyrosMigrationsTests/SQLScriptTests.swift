@@ -30,6 +30,19 @@ struct SQLScriptTests {
         #expect(statements[4].text == "SELECT $1")
     }
 
+    /// A semicolon inside parentheses does not end the statement (as in psql): a rule's action list.
+    @Test func semicolonsInsideParenthesesDoNotSplit() {
+        let sql = """
+            CREATE RULE r AS ON INSERT TO t DO ALSO (INSERT INTO log VALUES (1); INSERT INTO log VALUES (2));
+            SELECT ')';
+            SELECT (1);
+            """
+        let statements = SQLScript.statements(in: sql, firstLine: 1)
+        #expect(statements.count == 3)
+        #expect(statements.first?.text.hasSuffix("VALUES (2))") == true)
+        #expect(statements.map(\.line) == [1, 2, 3])
+    }
+
     @Test func serverPositionMapsToFileLine() throws {
         let statements = SQLScript.statements(in: "\n\nINSERT INTO a\n  VALUES (1),\n  (nope);", firstLine: 5)
         let statement = try #require(statements.first)
