@@ -272,8 +272,17 @@ public final class DataStack: DataStackProtocol, Service {
             store: self.store, cacheLimit: self.configuration.cacheLimit, generation: self.store.generation,
             logger: self.logger, queueConfiguration: self.configuration.commitQueue,
             onCommitError: { continuation.yield($0) })
+        // Its commits wait until the change feed has attached to it: one before that would write no change-log
+        // entry and send no hint, and other processes would keep what they cache of it.
+        core.holdCommits()
         self.current.withLock { $0 = Current(core: core, main: DataContext(core: core, parent: .root, isMain: true)) }
-        try await self.sync.storeRebuilt(core: core)
+        do {
+            try await self.sync.storeRebuilt(core: core)
+        } catch {
+            core.releaseCommits()
+            throw error
+        }
+        core.releaseCommits()
         self.logger.info("store destroyed and rebuilt")
     }
 

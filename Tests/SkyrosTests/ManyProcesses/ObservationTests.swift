@@ -1,5 +1,5 @@
 import Foundation
-import Skyros
+@testable import Skyros
 import SkyrosTestFixtures
 import SkyrosPostgres
 import Testing
@@ -224,6 +224,47 @@ struct ObservationTests {
             #expect(a.changeFeedStatistics.remoteEntries == 0, "\(a.changeFeedStatistics)")
             await a.shutdown()
             await b.shutdown()
+        }
+    }
+
+    /// A write made while `destroyAndRebuild` is still recreating the change log (the new store is live already)
+    /// commits only once the change feed is attached, so it is announced like any other. It committed unlogged
+    /// before. The rebuild is held at the log's creation by holding its advisory lock from another session.
+    @Test func aWriteDuringTheRebuildIsAnnounced() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await ManyProcessHarness.stack(schema: schema)
+            let store = try #require(a.store as? PostgresStore)
+            let logTable = ChangeLog(schema: schema).logTable
+            let blocker = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            _ = try await blocker.query("SELECT pg_advisory_lock(hashtext(\(logTable)))")
+            let rebuilding = Task { try await a.destroyAndRebuild(confirm: .iUnderstandThisDeletesData) }
+            // Wait until the rebuild waits for that lock (its new store is live by then).
+            let deadline = ContinuousClock.now + .seconds(20)
+            while try await blocker.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0]
+                .decode(Int.self, at: 0) == 0
+            {
+                try #require(ContinuousClock.now < deadline, "the rebuild never waited for the change log's lock")
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            _ = try await blocker.execute(script: """
+                CREATE TABLE \(quoteIdentifier(schema)).mp_items (id bigint PRIMARY KEY, owner integer NOT NULL,
+                                                                 value integer NOT NULL, title text NOT NULL);
+                CREATE TABLE \(quoteIdentifier(schema)).mp_done (id integer PRIMARY KEY);
+                """)
+            let written = Locked(false)
+            let writing = Task {
+                try await a.write(durability: .committed) { try $0.insert(MPItem(id: 77, owner: 0, value: 1, title: "window")) }
+                written.withLock { $0 = true }
+            }
+            // The write is queued and held (or, without the hold, committed at once, unlogged).
+            try await eventually { a.queuedCommits == 1 || written.withLock { $0 } }
+            _ = try await blocker.query("SELECT pg_advisory_unlock(hashtext(\(logTable)))")
+            try await rebuilding.value
+            try await writing.value
+            let entries = try await GroupPipelineTests.changeLogEntries(store)
+            #expect(entries.contains { $0.contains("77") }, "\(entries)")
+            await blocker.close()
+            await a.shutdown()
         }
     }
 }
