@@ -585,6 +585,9 @@ final class StackCore: Sendable {
         let started = ContinuousClock.now
         var attempt = 0
         var mustCheckLog = false
+        // An attempt failed in a way that may have committed it (the connection broke), and no read of the
+        // commit log since has said which of its sets did.
+        var outcomeUnresolved = false
         while true {
             var remaining = outcomes.indices.filter { outcomes[$0] == nil }
             do {
@@ -596,6 +599,7 @@ final class StackCore: Sendable {
                     }
                     remaining = remaining.filter { outcomes[$0] == nil }
                     mustCheckLog = false
+                    outcomeUnresolved = false
                 }
                 if remaining.isEmpty { break }
                 let outcome = try await self.apply(
@@ -615,10 +619,13 @@ final class StackCore: Sendable {
                     }
                     break
                 }
+                if Self.mayHaveCommitted(error) { outcomeUnresolved = true }
                 guard Self.isTransient(error), !abandoned,
                     ContinuousClock.now - started < self.queueConfiguration.maximumRetryDuration
                 else {
-                    let failure = await self.settleAbandonedAttempt(batch, remaining: remaining, error: error, into: &outcomes)
+                    let failure =
+                        outcomeUnresolved
+                        ? await self.settleAbandonedAttempt(batch, remaining: remaining, error: error, into: &outcomes) : error
                     for index in remaining where outcomes[index] == nil { outcomes[index] = .failure(failure) }
                     break
                 }
@@ -634,16 +641,16 @@ final class StackCore: Sendable {
         return .results(outcomes.map { $0 ?? .failure(DataStackError(code: .commitFailed, message: "the write was not committed")) })
     }
 
-    /// Before the sets of a group that failed transiently are given up (its retries ran out, or a shutdown
-    /// deadline abandoned it): the failed attempt may have committed (the connection broke after `COMMIT` was
-    /// sent), so the commit log is asked once which of them did; those succeed. When the log cannot be read
+    /// Before the sets of a group are given up (its retries ran out, or a shutdown deadline abandoned it) after
+    /// an attempt that may have committed (the connection broke, perhaps after `COMMIT` was sent; see
+    /// ``mayHaveCommitted(_:)``): the commit log is asked once which of them did; those succeed. When the log cannot be read
     /// either, the others fail with ``DataStackError/Code/commitOutcomeUnknown`` (not the plain error, which
     /// would claim they were not committed).
     /// - Returns: the error for the sets that did not commit.
     private func settleAbandonedAttempt(
         _ batch: [QueuedCommit], remaining: [Int], error: any Error, into outcomes: inout [Result<ChangeSetResult, any Error>?]
     ) async -> any Error {
-        guard Self.isTransient(error), let postgres = self.store as? PostgresStore else { return error }
+        guard let postgres = self.store as? PostgresStore else { return error }
         do {
             let committed = try await postgres.committedIDs(remaining.map { batch[$0].commitID }, since: batch[0].commitID)
             for index in remaining where committed.contains(batch[index].commitID) {
@@ -664,6 +671,19 @@ final class StackCore: Sendable {
         var delay = configuration.initialRetryDelay
         for _ in 1..<min(attempt, 20) where delay < configuration.maximumRetryDelay { delay *= 2 }
         return min(delay, configuration.maximumRetryDelay)
+    }
+
+    /// Whether a failed attempt may have committed all the same: the connection broke (or the server shut
+    /// down) while it ran, perhaps after `COMMIT` reached the server. Not a lease that timed out or a connection
+    /// that never opened (nothing was sent), nor a deadlock or serialization failure (rolled back).
+    static func mayHaveCommitted(_ error: any Error) -> Bool {
+        guard let error = error as? PostgresError else { return false }
+        switch error.kind {
+        case .connectionLost, .connectionClosed: return true
+        case .poolTimeout, .connectionFailed, .serializationFailure, .deadlock: return false
+        default:
+            return error.sqlState ~= .connectionException || error.sqlState == .adminShutdown || error.sqlState == .crashShutdown
+        }
     }
 
     static func isTransient(_ error: any Error) -> Bool {

@@ -230,10 +230,19 @@ extension PostgresStore {
     /// `DEFERRABLE INITIALLY DEFERRED` constraint (SQLSTATE class 23), checked only then. Nothing of the group was
     /// committed, and no savepoint tells which set broke it (they were all released): the commit queue commits
     /// the group's sets one by one instead, so that only the sets that break it fail.
+    ///
+    /// Errors of Skyros's own tables are not such a failure: on the savepoint path the commit-log row is its own
+    /// statement, with no index either, and its primary key conflicting means an earlier attempt of these sets
+    /// committed (they must not be applied again one by one).
     static func failedAtCommit(_ error: any Error) -> Bool {
-        guard let error = error as? PostgresError else { return false }
-        return error.statementIndex == nil && error.sqlState ~= .integrityConstraintViolation
+        guard let error = error as? PostgresError, error.statementIndex == nil,
+            error.sqlState ~= .integrityConstraintViolation
+        else { return false }
+        return !Self.ownTables.contains(error.table ?? "")
     }
+
+    /// The tables Skyros writes in every group transaction besides the sets' own.
+    private static let ownTables: Set<String> = [commitLogTable, "skyros_change_log", "skyros_change_log_state"]
 
     /// Whether an error inside a set stops the whole group (the transaction is unusable or the failure is
     /// transient and the group must be retried).

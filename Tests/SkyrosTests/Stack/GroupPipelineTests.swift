@@ -383,6 +383,46 @@ struct GroupPipelineTests {
         }
     }
 
+    /// A write that never reached the server (no connection could be leased before retrying stopped) fails
+    /// with that error, not as an unknown outcome: no attempt could have committed.
+    @Test("A commit that never reached the server fails with its error, not as an unknown outcome")
+    func neverSentIsNotAnUnknownOutcome() async throws {
+        try await StackTestServer.withQueueStack({
+            $0.commitQueue.maximumRetryDuration = .zero
+            $0.pool = .init(maximumConnections: 1, leaseTimeout: .milliseconds(200))
+        }) { stack in
+            let store = try #require(stack.store as? PostgresStore)
+            let release = AsyncStream.makeStream(of: Void.self)
+            let holding = Task {
+                try await store.pool.withConnection { _ in for await _ in release.stream { break } }
+            }
+            try await eventually { store.pool.statistics.inUse == 1 }
+            let error = await thrownError {
+                try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 90, title: "never sent", rank: 90)) }
+            }
+            #expect((error as? PostgresError)?.kind == .poolTimeout, "\(String(describing: error))")
+            release.continuation.finish()
+            try await holding.value
+            #expect(try await store.fetch(StackNote.self).isEmpty)
+        }
+    }
+
+    /// A commit-log conflict on the savepoint path (an earlier attempt of the same sets committed) is not a
+    /// deferred constraint: the sets are not committed again one by one.
+    @Test func aCommitLogConflictIsNotTakenForADeferredConstraint() {
+        let conflict = PostgresError(
+            kind: .uniqueViolation, sqlState: .uniqueViolation, message: "duplicate key", table: PostgresStore.commitLogTable,
+            constraint: "skyros_commit_groups_pkey")
+        #expect(!PostgresStore.failedAtCommit(conflict))
+        let deferred = PostgresError(
+            kind: .uniqueViolation, sqlState: .uniqueViolation, message: "duplicate key", table: "stack_notes",
+            constraint: "stack_notes_title_once")
+        #expect(PostgresStore.failedAtCommit(deferred))
+        var indexed = deferred
+        indexed.statementIndex = 2
+        #expect(!PostgresStore.failedAtCommit(indexed))
+    }
+
     /// A delete by predicate whose reply is lost after it committed: the commit log says it committed, but not
     /// which rows it removed, so the cached rows of its table are dropped (one it removed would otherwise be
     /// served from the cache, deleted).
