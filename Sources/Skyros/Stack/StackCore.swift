@@ -844,9 +844,9 @@ final class StackCore: Sendable {
     func setCommitHook(_ hook: (any CommitTransactionHook)?) { self.state.withLock { $0.hook = hook } }
 
     /// A committed set: its rows leave the queue and enter the cache with the versions PostgreSQL gave them.
-    /// `reread`: gets the slots of rows evicted instead because the stored row may not be the value written
-    /// (the store won a conflict, a merge, another process's change, or no version known), which observers
-    /// were shown while the set was queued.
+    /// `reread`: gets the slots of rows evicted instead because the stored row is not, or may not be, the value
+    /// written (the store won a conflict, another process's change, or no version known), which observers were
+    /// shown while the set was queued.
     private func succeed(_ commit: QueuedCommit, result: ChangeSetResult, state: inout State, reread: inout [ResolvedSlot]) {
         let changes = result.changes
         // Most sets write a row or two: a linear search beats building a dictionary for them.
@@ -861,14 +861,19 @@ final class StackCore: Sendable {
             let remoteChanged = !state.remoteChangedWhilePending.isEmpty && state.remoteChangedWhilePending.contains(row.key)
             let stillPending = self.unqueue(row.key, commit: commit.id, state: &state)
             if let value = row.value {
-                if let version = change(for: row.key)?.version, !Self.mayHaveMerged(row, policy: commit.policy), !remoteChanged {
+                let version = change(for: row.key)?.version
+                if let version, !Self.mayHaveMerged(row, policy: commit.policy), !remoteChanged {
                     state.cache.put(row.key, value: value, version: version, bytes: commit.slotBytes[index], pinned: stillPending)
                 } else {
                     // Not written (the store won a conflict), its version is unknown, the stored row may
                     // hold another writer's columns (merged), or another process changed it meanwhile
                     // (before or after this commit: no telling): read it again.
                     state.cache.remove(row.key)
-                    reread.append(slot)
+                    // Observers look again when the stored row is not the value written (the store won: not
+                    // written) or may not be (no version; another process's change). Not after every update
+                    // under a merging policy: the stored row is the value written unless another writer changed
+                    // other columns meanwhile, and waking for each would double what observers read.
+                    if version == nil || remoteChanged { reread.append(slot) }
                 }
             } else {
                 state.cache.remove(row.key)

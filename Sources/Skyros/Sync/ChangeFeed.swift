@@ -50,6 +50,10 @@ final class ChangeFeed: Sendable {
         var horizonRead: Task<Void, Never>?
         /// The read that follows the last of a run of hints is scheduled (see `scheduleTrailingRead()`).
         var trailingRead: Task<Void, Never>?
+        /// When the last hint arrived, and when the last read started: a read that started after the last hint
+        /// moved the horizon past its entry.
+        var lastHint = ContinuousClock.now
+        var lastReadStarted = ContinuousClock.now
         var stopped = false
         /// Hints on the log's channel handed to the event loop and not yet handled there: while there are any,
         /// the listener's thread hands it the next ones too, so hints are handled in the order they arrived.
@@ -334,13 +338,14 @@ final class ChangeFeed: Sendable {
     private func scheduleTrailingRead() {
         let interval = self.configuration.horizonReadInterval
         self.state.withLock { state in
+            state.lastHint = .now
             guard state.trailingRead == nil, !state.stopped else { return }
             state.trailingRead = Task { [weak self] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: interval)
                     guard let self, !Task.isCancelled else { return }
                     let due = self.state.withLock { state -> Bool? in
-                        guard state.hintsSinceRead + state.skippedSinceRead > 0 else {
+                        guard state.lastReadStarted <= state.lastHint else {
                             state.trailingRead = nil
                             return nil
                         }
@@ -401,7 +406,10 @@ final class ChangeFeed: Sendable {
     /// Reads the entries since the cursor's horizon and delivers the new ones from other stacks.
     func read() async throws {
         try await self.reader.run {
-            let horizon = self.state.withLock { $0.cursor.horizonText }
+            let horizon = self.state.withLock { state in
+                state.lastReadStarted = .now
+                return state.cursor.horizonText
+            }
             let (entries, xmin, pruned, logID) = try await self.pool.withConnection { try await self.log.read(from: horizon, excluding: self.origin, on: $0) }
             let outcome = self.state.withLock { state -> ChangeCursor.Outcome in
                 state.skippedSinceRead = 0
