@@ -34,7 +34,8 @@ package enum SQLQueryBuilder {
     }
 
     /// `" ORDER BY …"` for `sort`, or for `T.defaultSort` when `sort` is empty, always ending with the primary
-    /// key so the order is total. Strings sort as `text` with `COLLATE "C"`; `nil` sorts first ascending, last descending.
+    /// key so the order is total. Strings sort as `text` with `COLLATE "C"`; `nil` sorts first ascending, last
+    /// descending.
     /// - Throws: ``QueryError`` (`unsupportedSort`, `unmappedKeyPath`) for a sort that SQL cannot reproduce.
     package static func orderBy<T: Entity>(_ sort: [SortDescriptor<T>]) throws -> String {
         let metadata = try EntityQueryMetadata.of(T.self)

@@ -643,9 +643,9 @@ final class StackCore: Sendable {
 
     /// Before the sets of a group are given up (its retries ran out, or a shutdown deadline abandoned it) after
     /// an attempt that may have committed (the connection broke, perhaps after `COMMIT` was sent; see
-    /// ``mayHaveCommitted(_:)``): the commit log is asked once which of them did; those succeed. When the log cannot be read
-    /// either, the others fail with ``DataStackError/Code/commitOutcomeUnknown`` (not the plain error, which
-    /// would claim they were not committed).
+    /// ``mayHaveCommitted(_:)``): the commit log is asked once which of them did; those succeed. When the log
+    /// cannot be read either, the others fail with ``DataStackError/Code/commitOutcomeUnknown`` (not the plain
+    /// error, which would claim they were not committed).
     /// - Returns: the error for the sets that did not commit.
     private func settleAbandonedAttempt(
         _ batch: [QueuedCommit], remaining: [Int], error: any Error, into outcomes: inout [Result<ChangeSetResult, any Error>?]
