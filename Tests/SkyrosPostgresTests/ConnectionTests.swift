@@ -216,6 +216,17 @@ struct ConnectionTests {
         }
     }
 
+    /// The server ends the session in the middle of a pipeline: the pipeline fails with the lost connection
+    /// instead of waiting for a sync that can never come (libpq has nothing more to report, and is not busy).
+    @Test(.timeLimit(.minutes(1))) func aPipelineWhoseConnectionDropsFailsWithTheLoss() async throws {
+        let connection = try await TestServer.connect()
+        let error = await #expect(throws: PostgresError.self) {
+            try await connection.pipeline(["SELECT \(1)", "SELECT pg_terminate_backend(pg_backend_pid())", "SELECT \(2)"])
+        }
+        #expect(error?.isTransient == true, "\(String(describing: error))")
+        await connection.close()
+    }
+
     /// A deferred constraint is checked when the implicit transaction commits, at the sync, after every statement
     /// succeeded: libpq reports that error as one more result. It fails the pipeline with no statement index.
     @Test func pipelineWhoseImplicitCommitFailsReportsTheConstraint() async throws {
