@@ -191,7 +191,7 @@ extension PostgresStore {
                 return results
             }
         }
-        if let fault = self.afterNextGroupCommitted.withLock({ fault in defer { fault = nil }; return fault }) { try await fault() }
+        try await self.runFaultAfterCommit()
         return .results(results)
     }
 
@@ -242,7 +242,7 @@ extension PostgresStore {
     }
 
     /// The tables Skyros writes in every group transaction besides the sets' own.
-    private static let ownTables: Set<String> = [commitLogTable, "skyros_change_log", "skyros_change_log_state"]
+    private static let ownTables: Set<String> = [commitLogTable, ChangeLog.logTableName, ChangeLog.stateTableName]
 
     /// Whether an error inside a set stops the whole group (the transaction is unusable or the failure is
     /// transient and the group must be retried).

@@ -116,7 +116,7 @@ extension PostgresStore {
             return nil
         }
         self.groupCommitPaths.withLock { $0.onePipeline += 1 }
-        if let fault = self.afterNextGroupCommitted.withLock({ fault in defer { fault = nil }; return fault }) { try await fault() }
+        try await self.runFaultAfterCommit()
         return SentGroup(prepared: prepared, rows: rows)
     }
 

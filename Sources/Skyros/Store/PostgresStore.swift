@@ -31,6 +31,11 @@ public final class PostgresStore: Store {
     /// makes the commit look lost with its reply, as when the connection breaks then).
     package let afterNextGroupCommitted = Locked<(@Sendable () async throws -> Void)?>(nil)
 
+    /// Runs (and clears) ``afterNextGroupCommitted``, if set.
+    func runFaultAfterCommit() async throws {
+        if let fault = self.afterNextGroupCommitted.withLock({ fault in defer { fault = nil }; return fault }) { try await fault() }
+    }
+
     /// Creates a store over a pool.
     /// - Parameters:
     ///   - pool: the connection pool.

@@ -165,7 +165,7 @@ struct ChangeLog: Sendable {
     init(schema: String?) {
         self.schema = schema
         self.channel = Self.channelName(schema: schema)
-        let insert = "WITH entry AS (INSERT INTO \(Self.qualified("skyros_change_log", in: schema)) (origin, changes) VALUES ($1::uuid, $2) "
+        let insert = "WITH entry AS (INSERT INTO \(Self.qualified(Self.logTableName, in: schema)) (origin, changes) VALUES ($1::uuid, $2) "
         self.recordSQL = insert + "RETURNING position) SELECT position, pg_notify($3, position::text || ' ' || $1) FROM entry"
         self.recordWithEntrySQL = insert
             + "RETURNING position, xid) SELECT position, pg_notify($3, position::text || ' ' || $1 || ' ' || xid::text || ' ' || $4) FROM entry"
@@ -188,8 +188,12 @@ struct ChangeLog: Sendable {
         return quoteIdentifier(name)
     }
 
-    var logTable: String { self.qualified("skyros_change_log") }
-    private var stateTable: String { self.qualified("skyros_change_log_state") }
+    /// The log's table and its state table, unqualified.
+    static let logTableName = "skyros_change_log"
+    static let stateTableName = "skyros_change_log_state"
+
+    var logTable: String { self.qualified(Self.logTableName) }
+    private var stateTable: String { self.qualified(Self.stateTableName) }
 
     /// Creates the log tables unless they exist (serialised by an advisory lock: several processes start at once).
     func createIfNeeded(on connection: Connection) async throws {

@@ -276,8 +276,7 @@ struct GroupPipelineTests {
     func deferredConstraintFailsAtCommit() async throws {
         try await StackTestServer.withStack(.postgres) { stack in
             let store = try #require(stack.store as? PostgresStore)
-            try await StackTestServer.execute(
-                stack, "ALTER TABLE stack_notes ADD CONSTRAINT stack_notes_title_once UNIQUE (title) DEFERRABLE INITIALLY DEFERRED")
+            try await Self.addDeferredTitleConstraint(stack)
             try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 20, title: "a", rank: 20)) }
             let logBefore = try await Self.changeLogEntries(store)
             let pathsBefore = store.groupCommitPaths.withLock { $0 }
@@ -328,8 +327,7 @@ struct GroupPipelineTests {
     func deferredConstraintFailsAtPipelineSync() async throws {
         try await StackTestServer.withStack(.postgres) { stack in
             let store = try #require(stack.store as? PostgresStore)
-            try await StackTestServer.execute(
-                stack, "ALTER TABLE stack_notes ADD CONSTRAINT stack_notes_title_once UNIQUE (title) DEFERRABLE INITIALLY DEFERRED")
+            try await Self.addDeferredTitleConstraint(stack)
             let pathsBefore = store.groupCommitPaths.withLock { $0 }
             stack.holdCommits()
             var writes = HeldWrites(stack: stack)
@@ -451,6 +449,12 @@ struct GroupPipelineTests {
             #expect(try await store.fetch(StackNote.self).isEmpty)
             #expect(try await stack.mainContext.object(StackNote.self, id: 70) == nil)
         }
+    }
+
+    /// Makes `stack_notes.title` unique, checked only at commit (`stack_notes_title_once`).
+    static func addDeferredTitleConstraint(_ stack: DataStack) async throws {
+        try await StackTestServer.execute(
+            stack, "ALTER TABLE stack_notes ADD CONSTRAINT stack_notes_title_once UNIQUE (title) DEFERRABLE INITIALLY DEFERRED")
     }
 
     /// The change log's entries (`changes` as text), oldest first.
