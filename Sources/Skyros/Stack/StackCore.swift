@@ -845,8 +845,8 @@ final class StackCore: Sendable {
 
     /// A committed set: its rows leave the queue and enter the cache with the versions PostgreSQL gave them.
     /// `reread`: gets the slots of rows evicted instead because the stored row is not, or may not be, the value
-    /// written (the store won a conflict, another process's change, or no version known), which observers were
-    /// shown while the set was queued.
+    /// written (the store won a conflict, an update kept another writer's columns, another process's change,
+    /// or no version known), which observers were shown while the set was queued.
     private func succeed(_ commit: QueuedCommit, result: ChangeSetResult, state: inout State, reread: inout [ResolvedSlot]) {
         let changes = result.changes
         // Most sets write a row or two: a linear search beats building a dictionary for them.
@@ -861,19 +861,18 @@ final class StackCore: Sendable {
             let remoteChanged = !state.remoteChangedWhilePending.isEmpty && state.remoteChangedWhilePending.contains(row.key)
             let stillPending = self.unqueue(row.key, commit: commit.id, state: &state)
             if let value = row.value {
-                let version = change(for: row.key)?.version
-                if let version, !Self.mayHaveMerged(row, policy: commit.policy), !remoteChanged {
+                let written = change(for: row.key)
+                // An update under a merging policy returned the stored row: it may hold another writer's columns.
+                let merged = Self.mayHaveMerged(row, policy: commit.policy) && written?.isStoredAsWritten != true
+                if let version = written?.version, !merged, !remoteChanged {
                     state.cache.put(row.key, value: value, version: version, bytes: commit.slotBytes[index], pinned: stillPending)
                 } else {
-                    // Not written (the store won a conflict), its version is unknown, the stored row may
-                    // hold another writer's columns (merged), or another process changed it meanwhile
-                    // (before or after this commit: no telling): read it again.
+                    // Not written (the store won a conflict), its version is unknown, the stored row holds
+                    // another writer's columns (merged), or another process changed it meanwhile (before or
+                    // after this commit: no telling): read it again, and so do observers, which were shown the
+                    // value written.
                     state.cache.remove(row.key)
-                    // Observers look again when the stored row is not the value written (the store won: not
-                    // written) or may not be (no version; another process's change). Not after every update
-                    // under a merging policy: the stored row is the value written unless another writer changed
-                    // other columns meanwhile, and waking for each would double what observers read.
-                    if version == nil || remoteChanged { reread.append(slot) }
+                    reread.append(slot)
                 }
             } else {
                 state.cache.remove(row.key)

@@ -150,6 +150,10 @@ public struct RowChange: Sendable, Hashable {
     /// For a guarded update sent in a group commit's pipeline: the whole row as written, so other stacks that
     /// cache the version it replaced can refresh their copy from the announcement instead of reading it again.
     package var row: AnnouncedRow?
+    /// For an update that may keep other writers' changes (unguarded, or merged by property): the stored row
+    /// is the value written, so a stack may cache that value at ``version``. `false` when it is not (another
+    /// writer's columns were kept: the stack reads the row again) or not known.
+    package var isStoredAsWritten = false
 
     public init(entity: String, table: String, id: PostgresValue, kind: Kind, version: Int64?) {
         self.entity = entity

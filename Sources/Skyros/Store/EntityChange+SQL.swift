@@ -1,14 +1,20 @@
 import SkyrosPostgres
 
 extension EntityChange {
-    /// `UPDATE … SET <changed columns>[, version + 1] WHERE id = … [AND <guard>] RETURNING <version>`, and the
-    /// row's key; `nil` when no column changes. The guard is the expected version, or with
+    /// `UPDATE … SET <changed columns>[, version + 1] WHERE id = … [AND <guard>] RETURNING <version>`, the
+    /// row's key and its values; `nil` when no column changes. The guard is the expected version, or with
     /// ``ConflictResolution/compareColumns(originals:)`` the changed columns' values as read. `encoded`: the
     /// row's values as ``RowEncoder`` encodes them, when the caller has them.
+    ///
+    /// An update that may keep other writers' changes to the columns it does not write (no version guard:
+    /// unguarded, or merged by property) also returns, in column `asWrittenColumn`, whether each of those
+    /// columns holds the value written (compared as PostgreSQL prints both, so a value that prints differently
+    /// counts as changed): then the stored row is the value written. Only scalars are returned, so a cached
+    /// statement keeps working when a column's type changes.
     static func updateQuery(
         _ value: T, _ columns: [String], expected: Int64?, resolution: ConflictResolution, schema: String?,
         encoded: [PostgresValue]? = nil, mustAffectRow: Bool = false
-    ) throws -> (query: PostgresQuery, key: PostgresValue, values: [PostgresValue])? {
+    ) throws -> (query: PostgresQuery, key: PostgresValue, values: [PostgresValue], asWrittenColumn: Int?)? {
         let plan = try EntityPlan<T>.shared
         let indices = try Self.columnIndices(columns, plan: plan)
         if indices.isEmpty { return nil }
@@ -18,23 +24,37 @@ extension EntityChange {
         binds.reserveCapacity(indices.count + 2)
         for index in indices { binds.append(values[index]) }
         binds.append(key)
-        guard case .compareColumns(let originals) = resolution else {
-            if let expected { binds.append(PostgresValue(type: .int8, text: String(expected))) }
-            let sql = plan.updateSQL(schema: schema, columns: indices, guardedByVersion: expected != nil, mustAffectRow: mustAffectRow)
-            return (PostgresQuery(unsafeSQL: sql, binds: binds), key, values)
+        var sql: String
+        switch resolution {
+        case .compareColumns(let originals):
+            // Merge by property: only the columns this update changes must still hold what was read.
+            sql = plan.updateHead(schema: schema, columns: indices)
+            for index in indices {
+                guard let original = originals[plan.columnNames[index]] else { continue }
+                binds.append(original)
+                // A JSON value is bound as jsonb, which a json column has no operator for: compare both as jsonb.
+                let cast = original.type == .jsonb || original.type == .json ? "::jsonb" : ""
+                sql += " AND \(quoteIdentifier(plan.columnNames[index]))\(cast) IS NOT DISTINCT FROM $\(binds.count)\(cast)"
+            }
+        case .fail, .skip:
+            if let expected {
+                binds.append(PostgresValue(type: .int8, text: String(expected)))
+                let sql = plan.updateSQL(schema: schema, columns: indices, guardedByVersion: true, mustAffectRow: mustAffectRow)
+                return (PostgresQuery(unsafeSQL: sql, binds: binds), key, values, nil)
+            }
+            sql = plan.updateHead(schema: schema, columns: indices)
         }
-        // Merge by property: only the columns this update changes must still hold what was read.
-        var sql = plan.updateHead(schema: schema, columns: indices)
-        for index in indices {
-            guard let original = originals[plan.columnNames[index]] else { continue }
-            binds.append(original)
-            // A JSON value is bound as jsonb, which a json column has no operator for: compare both as jsonb.
-            let cast = original.type == .jsonb || original.type == .json ? "::jsonb" : ""
-            sql += " AND \(quoteIdentifier(plan.columnNames[index]))\(cast) IS NOT DISTINCT FROM $\(binds.count)\(cast)"
+        var unchanged: [String] = []
+        for index in values.indices where index != plan.idIndex && !indices.contains(index) {
+            binds.append(values[index])
+            unchanged.append("\(quoteIdentifier(plan.columnNames[index]))::text IS NOT DISTINCT FROM $\(binds.count)::text")
         }
-        sql += " RETURNING \(plan.versionExpression)"
-        if mustAffectRow { sql = EntityPlan<T>.mustAffectRow(sql + " AS v") }
-        return (PostgresQuery(unsafeSQL: sql, binds: binds), key, values)
+        let asWritten = unchanged.isEmpty ? "true" : unchanged.joined(separator: " AND ")
+        sql += " RETURNING \(plan.versionExpression) AS v, (\(asWritten)) AS as_written"
+        if mustAffectRow {
+            sql = "WITH skyros_write AS (\(sql)) SELECT max(skyros_write.v), 1 / count(*), bool_and(skyros_write.as_written) FROM skyros_write"
+        }
+        return (PostgresQuery(unsafeSQL: sql, binds: binds), key, values, mustAffectRow ? 2 : 1)
     }
 
     /// `DELETE FROM … WHERE id = $1 [AND <version> = $2]`, and the row's key.

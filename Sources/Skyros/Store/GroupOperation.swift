@@ -64,9 +64,12 @@ extension EntityChange {
                 if plan.versionColumn != nil { announcedRow.version = expected + 1 }
                 announcedRow.row = AnnouncedRow(base: expected, layout: plan.layout, values: update.values)
             }
+            let asWrittenColumn = update.asWrittenColumn
             return .statement(
                 PipelinedStatement(query: query) { rows in
-                    [change(key, .updated, try rows.first?.decode(Int64.self, at: 0))]
+                    var updated = change(key, .updated, try rows.first?.decode(Int64.self, at: 0))
+                    if let asWrittenColumn { updated.isStoredAsWritten = try rows.first?.decode(Bool?.self, at: asWrittenColumn) == true }
+                    return [updated]
                 }, announced: [announcedRow])
 
         case .delete(let id, let expected):

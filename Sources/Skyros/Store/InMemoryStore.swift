@@ -234,10 +234,16 @@ extension EntityChange {
                 if case .skip = self.resolution { return [] }
                 throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: row.version)
             }
-            row.set(try RowEncoder(plan: plan).encode(value), at: indices, plan: plan)
+            let written = try RowEncoder(plan: plan).encode(value)
+            row.set(written, at: indices, plan: plan)
             row.version += 1
             database.setRow(table, key, row)
-            return [change(key, .updated, row.version)]
+            var updated = change(key, .updated, row.version)
+            // As on PostgreSQL: an update that may keep other writers' columns tells whether it did.
+            var mayMerge = expected == nil
+            if case .compareColumns = self.resolution { mayMerge = true }
+            if mayMerge { updated.isStoredAsWritten = row.values(for: plan) == written }
+            return [updated]
 
         case .delete(let id, let expected):
             let key = try plan.idValue(id)

@@ -293,13 +293,17 @@ extension EntityChange {
             return try await self.bulkInsert(encoded, plan: plan, context: context)
 
         case .update(let value, let columns, let expected):
-            guard let (query, key, _) = try Self.updateQuery(
+            guard let (query, key, _, asWrittenColumn) = try Self.updateQuery(
                 value, columns, expected: expected, resolution: self.resolution, schema: context.schema, encoded: self.encodedRows?.first)
             else {
                 return []
             }
             let rows = try await connection.query(query)
-            if let row = rows.first { return [change(key, .updated, try row.decode(Int64.self, at: 0))] }
+            if let row = rows.first {
+                var updated = change(key, .updated, try row.decode(Int64.self, at: 0))
+                if let asWrittenColumn { updated.isStoredAsWritten = try row.decode(Bool?.self, at: asWrittenColumn) == true }
+                return [updated]
+            }
             if case .skip = self.resolution, expected != nil { return [] }
             let actual = try await currentVersion(key)
             if case .compareColumns = self.resolution, actual != nil || expected != nil {

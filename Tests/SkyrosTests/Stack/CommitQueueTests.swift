@@ -237,6 +237,50 @@ struct CommitQueueTests {
         }
     }
 
+    @Test(
+        "Merging policies on both stores: an update that kept another writer's columns reaches observers and the cache as stored; one that kept none stays cached as written",
+        arguments: StackKind.allCases)
+    func mergedUpdateReachesObservers(kind: StackKind) async throws {
+        for policy in [MergePolicy.mergeByProperty, .contextWins] {
+            try await StackTestServer.withStack(kind) { stack in
+                try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "original", rank: 1)) }
+                let latest = Locked<StackNote?>(nil)
+                let observing = Task {
+                    for try await value in stack.observe(StackNote.self, id: 1) { latest.withLock { $0 = value } }
+                }
+                defer { observing.cancel() }
+                try await eventually { latest.withLock { $0 }?.title == "original" }
+
+                // No other writer: the stored row is the value written, which stays cached.
+                try await stack.write(durability: .committed, mergePolicy: policy) { context in
+                    var row = try #require(try await context.object(StackNote.self, id: 1))
+                    row.rank = 2
+                    try await context.update(row)
+                }
+                let misses = stack.cacheStatistics.misses
+                #expect(try await stack.read { try await $0.object(StackNote.self, id: 1) } == StackNote(id: 1, title: "original", rank: 2))
+                #expect(stack.cacheStatistics.misses == misses, "\(policy): the row was evicted")
+
+                // Another writer changes the title straight in the store (no local save, no announcement)…
+                var other = ChangeSet()
+                other.update(StackNote(id: 1, title: "other", rank: 2), changedColumns: ["title"])
+                _ = try await stack.store.apply(other)
+                // …then this stack writes the rank to the copy it cached: the stored row keeps the other title.
+                try await stack.write(durability: .committed, mergePolicy: policy) { context in
+                    var row = try #require(try await context.object(StackNote.self, id: 1))
+                    #expect(row.title == "original")
+                    row.rank = 3
+                    try await context.update(row)
+                }
+                let stored = StackNote(id: 1, title: "other", rank: 3)
+                #expect(try await stack.store.object(StackNote.self, id: 1)?.value == stored)
+                try await eventually { latest.withLock { $0 } == stored }
+                #expect(latest.withLock { $0 } == stored, "\(policy): the observer kept \(String(describing: latest.withLock { $0 }))")
+                #expect(try await stack.read { try await $0.object(StackNote.self, id: 1) } == stored)
+            }
+        }
+    }
+
     @Test("The stack's default policy applies when a write names none")
     func stackDefaultPolicy() async throws {
         try await StackTestServer.withStack(.postgres) { a in

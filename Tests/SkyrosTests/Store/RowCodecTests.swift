@@ -67,8 +67,9 @@ struct RowCodecTests {
         #expect(try RowEncoder<StoreUser>().changedColumns(from: before, to: before).isEmpty)
     }
 
-    /// Update statements are built once per schema, column set and guard, and reused: each key gets its own
-    /// text, binds follow it, and merge-by-property guards are added to the shared head. The read by id is kept
+    /// Update statements guarded by a version are built once per schema, column set and guard, and reused: each
+    /// key gets its own text, and binds follow it. Unguarded and merge-by-property updates add their guards and
+    /// their as-written check to the shared head. The read by id is kept
     /// per schema.
     @Test func statementsAreKeptPerSchemaColumnsAndGuard() throws {
         let row = StoreQuoted(id: UUID(), order: 3, select: "x", mixedCase: "y")
@@ -82,14 +83,17 @@ struct RowCodecTests {
         #expect(guarded.binds.map(\.text) == ["3", "x", row.id.uuidString.lowercased(), "7"])
         #expect(try update(["order", "select"], expected: 7, schema: "a").sql == guarded.sql)
         #expect(try update(["order", "select"], expected: 7, schema: "b").sql.hasPrefix(#"UPDATE "b"."user data" SET"#))
-        #expect(try update(["order", "select"], expected: nil, schema: "a").sql
-            == #"UPDATE "a"."user data" SET "order" = $1, "select" = $2 WHERE "id" = $3 RETURNING xmin::text::int8"#)
-        #expect(try update(["Mixed \"Case\""], expected: nil, schema: nil).sql
-            == #"UPDATE "user data" SET "Mixed ""Case""" = $1 WHERE "id" = $2 RETURNING xmin::text::int8"#)
+        // Without a version guard, the update also tells whether the columns it does not write hold the value
+        // it carries (bound after the others).
+        let unguarded = try update(["order", "select"], expected: nil, schema: "a")
+        #expect(unguarded.sql
+            == #"UPDATE "a"."user data" SET "order" = $1, "select" = $2 WHERE "id" = $3 RETURNING xmin::text::int8 AS v, ("Mixed ""Case"""::text IS NOT DISTINCT FROM $4::text) AS as_written"#)
+        #expect(unguarded.binds.map(\.text) == ["3", "x", row.id.uuidString.lowercased(), "y"])
+        #expect(try update(["order", "select", "Mixed \"Case\""], expected: nil, schema: nil).sql.hasSuffix("RETURNING xmin::text::int8 AS v, (true) AS as_written"))
         let merged = try update(
             ["select"], expected: 7, schema: "a", resolution: .compareColumns(originals: ["select": PostgresValue(type: .text, text: "w")]))
-        #expect(merged.sql == #"UPDATE "a"."user data" SET "select" = $1 WHERE "id" = $2 AND "select" IS NOT DISTINCT FROM $3 RETURNING xmin::text::int8"#)
-        #expect(merged.binds.map(\.text) == ["x", row.id.uuidString.lowercased(), "w"])
+        #expect(merged.sql == #"UPDATE "a"."user data" SET "select" = $1 WHERE "id" = $2 AND "select" IS NOT DISTINCT FROM $3 RETURNING xmin::text::int8 AS v, ("order"::text IS NOT DISTINCT FROM $4::text AND "Mixed ""Case"""::text IS NOT DISTINCT FROM $5::text) AS as_written"#)
+        #expect(merged.binds.map(\.text) == ["x", row.id.uuidString.lowercased(), "w", "3", "y"])
         #expect(try EntityChange<StoreQuoted>.updateQuery(row, [], expected: 7, resolution: .fail, schema: "a") == nil)
 
         let plan = try EntityPlan<StoreQuoted>.shared

@@ -22,6 +22,41 @@ struct StoreConformanceTests {
         }
     }
 
+    /// A stack caches the value an unguarded or merged update wrote only when the store says the stored row is
+    /// that value; otherwise another writer's columns were kept and the stack reads the row again.
+    @Test(
+        "An update that may keep other writers' columns tells whether the stored row is the value written, for every property kind",
+        arguments: StoreKind.allCases)
+    func mergingUpdateTellsWhetherTheRowIsAsWritten(kind: StoreKind) async throws {
+        try await StoreTestServer.withStore(kind) { harness in
+            let store = harness.store
+            // 6 has every optional property set; 7 has them nil.
+            for id in [6, 7] {
+                try await store.insert(StoreUser.make(id, age: 1))
+                func update(_ value: StoreUser, _ resolution: ConflictResolution) async throws -> RowChange {
+                    var changes = ChangeSet()
+                    changes.update(value, changedColumns: ["name"], expectedVersion: nil, resolution: resolution)
+                    return try #require(try await store.apply(changes).changes.first)
+                }
+                var written = StoreUser.make(id, name: "a", age: 1)
+                #expect(try await update(written, .fail).isStoredAsWritten, "\(id): unguarded, nothing else changed")
+                // Another writer changes the age; this one writes the name to the copy it read.
+                var other = ChangeSet()
+                other.update(StoreUser.make(id, name: "a", age: 99), changedColumns: ["age"])
+                _ = try await store.apply(other)
+                written.name = "b"
+                let merged = try await update(written, .compareColumns(originals: ["name": try PostgresValue("a")]))
+                #expect(!merged.isStoredAsWritten, "\(id): merged by property, the age was kept")
+                #expect(try await store.object(StoreUser.self, id: id)?.value == StoreUser.make(id, name: "b", age: 99))
+                #expect(!(try await update(written, .fail).isStoredAsWritten), "\(id): unguarded, the age was kept")
+                written = StoreUser.make(id, name: "c", age: 99)
+                let clean = try await update(written, .compareColumns(originals: ["name": try PostgresValue("b")]))
+                #expect(clean.isStoredAsWritten, "\(id): merged by property, nothing else changed")
+                #expect(try await store.object(StoreUser.self, id: id)?.value == written)
+            }
+        }
+    }
+
     @Test(arguments: StoreKind.allCases)
     func duplicatePrimaryKeyIsAUniqueViolationNamingTheConstraint(kind: StoreKind) async throws {
         try await StoreTestServer.withStore(kind) { harness in
