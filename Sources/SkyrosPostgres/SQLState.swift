@@ -55,6 +55,7 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let characterNotInRepertoire = SQLState("22021")
     public static let invalidTextRepresentation = SQLState("22P02")
     public static let numericValueOutOfRange = SQLState("22003")
+    public static let divisionByZero = SQLState("22012")
     public static let stringDataRightTruncation = SQLState("22001")
     public static let integrityConstraintViolation = SQLState("23000")
     public static let notNullViolation = SQLState("23502")

@@ -103,7 +103,9 @@ public final class PostgresStore: Store {
 
     /// ``findOrCreate(_:)`` for a stack: with `hook` (its change feed), a row it creates is announced like a
     /// commit's — its change-log entry and hint written in the same transaction — so other processes' observers
-    /// see it. A row found is read in one statement, outside a transaction.
+    /// see it. A row found is read in one statement, outside a transaction; a row created takes one more round
+    /// trip, a pipeline holding the insert and the announcement (the insert fails the pipeline when the row
+    /// exists by then, so that nothing is announced: a third round trip reads it).
     func findOrCreate<T: Entity>(
         _ value: T, announcing hook: (any CommitTransactionHook)?
     ) async throws -> (value: Versioned<T>, created: Bool) {
@@ -115,6 +117,9 @@ public final class PostgresStore: Store {
                 unsafeSQL: " ON CONFLICT (\(quoteIdentifier(plan.idColumn))) DO NOTHING RETURNING \(self.selectList(plan))"))
         let select = self.selectByID(plan, id: values[plan.idIndex])
         let decoder = RowDecoder(plan: plan)
+        // The announcement, sent in one pipeline after an insert that must insert.
+        let creation = RowChange(entity: plan.entityName, table: plan.tableName, id: values[plan.idIndex], kind: .inserted, version: nil)
+        let announcement = try? hook?.pipelinedStatement(announcing: [creation])
         // The row can vanish between the two statements (deleted concurrently): then insert again.
         for _ in 0..<3 {
             let (created, row) = try await self.pool.withConnection { connection -> (Bool, Versioned<T>?) in
@@ -124,6 +129,23 @@ public final class PostgresStore: Store {
                     return (false, try decoder.decode(try await connection.query(select)).first)
                 }
                 if let found = try decoder.decode(try await connection.query(select)).first { return (false, found) }
+                if let announcement {
+                    let mustInsert = PostgresQuery(
+                        unsafeSQL: "WITH skyros_insert AS (\(insert.sql)) SELECT skyros_insert.*, 1 / (SELECT count(*) FROM skyros_insert) "
+                            + "AS skyros_inserted FROM (SELECT) AS skyros_one LEFT JOIN skyros_insert ON true",
+                        binds: insert.binds)
+                    do {
+                        let rows = try await connection.pipeline([mustInsert, announcement])
+                        return (true, try decoder.decode(rows[0]).first)
+                    } catch let error as PostgresError where error.statementIndex == 0 && error.sqlState == .divisionByZero {
+                        // Inserted by someone else since the select: nothing was written.
+                        try? await connection.rollback()
+                        return (false, try decoder.decode(try await connection.query(select)).first)
+                    } catch {
+                        try? await connection.rollback()
+                        throw error
+                    }
+                }
                 return try await connection.withTransaction { connection in
                     guard let inserted = try decoder.decode(try await connection.query(insert)).first else {
                         return (false, try decoder.decode(try await connection.query(select)).first)

@@ -227,6 +227,41 @@ struct ObservationTests {
         }
     }
 
+    /// `findOrCreate` sends the insert and its announcement in one pipeline, after the read that found nothing.
+    /// When another session inserts the row in between, the insert inserts nothing and fails the pipeline, so
+    /// nothing is announced, and the row is read and returned as found. The other session's insert is held open
+    /// until `findOrCreate`'s insert waits for it.
+    @Test func findOrCreateLosingARaceAnnouncesNothing() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await ManyProcessHarness.stack(schema: schema)
+            let logTable = ChangeLog(schema: schema).logTable
+            let other = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            func logEntries() async throws -> Int {
+                try await other.query("SELECT count(*) FROM \(unsafeRaw: logTable)")[0].decode(Int.self, at: 0)
+            }
+            let entriesBefore = try await logEntries()
+            _ = try await other.execute(script: "BEGIN")
+            try await other.query(
+                "INSERT INTO \(unsafeRaw: quoteIdentifier(schema)).mp_items (id, owner, value, title) VALUES (5, 0, 1, 'theirs')")
+            let finding = Task { try await a.mainContext.findOrCreate(MPItem(id: 5, owner: 0, value: 2, title: "ours")) }
+            let deadline = ContinuousClock.now + .seconds(20)
+            while try await other.query("SELECT count(*) FROM pg_locks WHERE NOT granted")[0].decode(Int.self, at: 0) == 0 {
+                try #require(ContinuousClock.now < deadline, "findOrCreate's insert never waited for the other session's")
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            _ = try await other.execute(script: "COMMIT")
+            let (found, created) = try await finding.value
+            #expect(!created && found.title == "theirs")
+            #expect(try await logEntries() == entriesBefore)
+            // The pipeline's path creates and announces when nothing is in the way.
+            let (made, madeNow) = try await a.mainContext.findOrCreate(MPItem(id: 6, owner: 0, value: 3, title: "ours"))
+            #expect(madeNow && made.title == "ours")
+            #expect(try await logEntries() == entriesBefore + 1)
+            await other.close()
+            await a.shutdown()
+        }
+    }
+
     /// A write made while `destroyAndRebuild` is still recreating the change log (the new store is live already)
     /// commits only once the change feed is attached, so it is announced like any other. It committed unlogged
     /// before. The rebuild is held at the log's creation by holding its advisory lock from another session.
