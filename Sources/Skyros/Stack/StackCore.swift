@@ -862,7 +862,7 @@ final class StackCore: Sendable {
             let stillPending = self.unqueue(row.key, commit: commit.id, state: &state)
             if let value = row.value {
                 let written = change(for: row.key)
-                // An update under a merging policy returned the stored row: it may hold another writer's columns.
+                // An update under a merging policy kept another writer's columns unless it reported otherwise.
                 let merged = Self.mayHaveMerged(row, policy: commit.policy) && written?.isStoredAsWritten != true
                 if let version = written?.version, !merged, !remoteChanged {
                     state.cache.put(row.key, value: value, version: version, bytes: commit.slotBytes[index], pinned: stillPending)
