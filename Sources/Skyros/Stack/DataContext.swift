@@ -363,6 +363,6 @@ public final class DataContext: Sendable {
                 for (key, row) in keyed where changes[key] == nil { tracker.remember(key, value: row.value, base: row.base) }
             }
         }
-        return try Overlay.apply(descriptor, base: parentRows.map { ($0.value, $0.base) }, changes: changes, changeBase: .none)
+        return try Overlay.apply(descriptor, base: parentRows.map { ($0.value, $0.base) }, changes: changes, changeBase: { _ in .none })
     }
 }

@@ -18,9 +18,10 @@ enum Overlay {
     /// Removes rows the changes touch, adds the changed rows that match, sorts and windows again.
     /// - Parameters:
     ///   - base: the parent's rows for ``widened(_:by:)`` (when `changes` is not empty).
-    ///   - changeBase: the version base reported for changed rows.
+    ///   - changeBase: the version base reported for a changed row.
     static func apply<T: Entity>(
-        _ descriptor: FetchDescriptor<T>, base: [(T, BaseVersion)], changes: [RowKey: PendingRow], changeBase: BaseVersion
+        _ descriptor: FetchDescriptor<T>, base: [(T, BaseVersion)], changes: [RowKey: PendingRow],
+        changeBase: (RowKey) -> BaseVersion
     ) throws -> [(value: T, base: BaseVersion)] {
         if changes.isEmpty { return base.map { (value: $0.0, base: $0.1) } }
         var values: [T] = []
@@ -35,10 +36,11 @@ enum Overlay {
         for (key, row) in changes {
             guard let value = row.value as? T else { continue }
             values.append(value)
-            bases[key] = changeBase
+            bases[key] = changeBase(key)
         }
         return try InMemoryQuery.apply(descriptor, to: values).map { value in
-            (value: value, base: bases[try RowKey(value)] ?? changeBase)
+            let key = try RowKey(value)
+            return (value: value, base: bases[key] ?? changeBase(key))
         }
     }
 }

@@ -50,9 +50,15 @@ struct RowKey: Hashable, Sendable {
 enum BaseVersion: Sendable, Hashable {
     /// Read from the store or the cache: the version the row had.
     case known(Int64)
-    /// Read from a change still queued for commit: resolved to the version that commit produced, when the
-    /// change set is built (in commit order).
-    case pending
+    /// Read from a change still queued for commit (the stack's commit `commit`): resolved, when the change set
+    /// is built (in commit order), to the version that commit produced. When that is not known — the commit
+    /// failed or wrote nothing (the store won), the row was evicted or changed since — to
+    /// ``unknownVersion``, so that the write conflicts instead of going out unguarded.
+    case pending(commit: UInt64)
     /// No optimistic check (the row was not read, or was created in the same change).
     case none
+
+    /// The expected version of a write whose base is no longer known: no row has it, so the write conflicts
+    /// (or, under ``MergePolicy/storeWins``, is dropped).
+    static let unknownVersion: Int64 = -1
 }

@@ -77,11 +77,11 @@ final class StackCore: Sendable {
         var queuedCount: Int { self.queue.count - self.queueHead }
 
         /// The latest queued change of each row of `table`.
-        func pendingRows(ofTable table: String) -> [RowKey: PendingRow] {
+        func pendingRows(ofTable table: String) -> [RowKey: PendingEntry] {
             guard self.pendingCountByTable[table] > 0 else { return [:] }
-            var rows: [RowKey: PendingRow] = [:]
+            var rows: [RowKey: PendingEntry] = [:]
             for (key, entries) in self.pending where key.table == table {
-                if let last = entries.last { rows[key] = last.row }
+                if let last = entries.last { rows[key] = last }
             }
             return rows
         }
@@ -135,7 +135,7 @@ final class StackCore: Sendable {
         for attempt in 0..<3 {
             let phase = self.state.withLock { state -> LocalLookup in
                 if let entry = state.pending[key]?.last {
-                    return .found(FoundRow(entry.row.value, as: T.self, base: .pending))
+                    return .found(FoundRow(entry.row.value, as: T.self, base: .pending(commit: entry.commit)))
                 }
                 if let entry = state.cache.get(key), entry.value is T {
                     return .found(FoundRow(value: entry.value, base: .known(entry.version)))
@@ -160,7 +160,7 @@ final class StackCore: Sendable {
         }
         // A change queued while the row was read wins over what the store returned.
         return self.state.withLock { state in
-            if let entry = state.pending[key]?.last { return FoundRow(entry.row.value, as: T.self, base: .pending) }
+            if let entry = state.pending[key]?.last { return FoundRow(entry.row.value, as: T.self, base: .pending(commit: entry.commit)) }
             return fetched.map { FoundRow(value: $0.value, base: .known($0.version)) }
         }
     }
@@ -185,22 +185,22 @@ final class StackCore: Sendable {
             let keyed = try rows.map { row in
                 (key: try RowKey(row.value), row: row, bytes: measure ? try self.size(of: row.value) : 0)
             }
-            let (settled, current) = self.state.withLock { state -> (Bool, [RowKey: PendingRow]) in
+            let (settled, current) = self.state.withLock { state -> (Bool, [RowKey: PendingEntry]) in
                 guard state.finishedCommits == before else { return (false, [:]) }
                 for entry in keyed where state.pending[entry.key] == nil {
                     state.cache.put(entry.key, value: entry.row.value, version: entry.row.version, bytes: entry.bytes)
                 }
-                var current: [RowKey: PendingRow] = [:]
-                for key in snapshot.keys { current[key] = state.pending[key]?.last?.row }
+                var current: [RowKey: PendingEntry] = [:]
+                for key in snapshot.keys { current[key] = state.pending[key]?.last }
                 return (true, current)
             }
             if !settled && attempt < 2 { continue }
             // Overlay the rows that were queued when the read began, in their latest queued state.
             var overlay = snapshot
-            for (key, row) in current { overlay[key] = row }
+            for (key, entry) in current { overlay[key] = entry }
             result = try Overlay.apply(
-                descriptor, base: rows.map { ($0.value, BaseVersion.known($0.version)) }, changes: overlay,
-                changeBase: .pending)
+                descriptor, base: rows.map { ($0.value, BaseVersion.known($0.version)) }, changes: overlay.mapValues(\.row),
+                changeBase: { key in overlay[key].map { .pending(commit: $0.commit) } ?? .none })
             break
         }
         return result
@@ -522,9 +522,7 @@ final class StackCore: Sendable {
         guard let first = batch.first else { return nil }
         let group = postgres.prepareGroupPipeline(
             ids: batch.map(\.commitID),
-            build: { index, prior in
-                try self.changeSet(for: batch[index], state: nil, prior: prior)
-            },
+            build: { index, _ in try self.changeSet(for: batch[index], state: nil, prior: [], group: []) },
             operations: { self.insertOperations(for: batch[$0], store: postgres) },
             hook: hook)
         return group.map { PreparedAhead(firstCommit: first.id, count: batch.count, group: $0) }
@@ -578,8 +576,7 @@ final class StackCore: Sendable {
     ///   when settled). `prepared`: the group built ahead, sent on the first attempt. `prior`: the outcomes of
     ///   the sets queued before `batch` that are not settled yet (a set may need a version one of them wrote).
     private func commitGroup(
-        _ batch: [QueuedCommit], prepared: PostgresStore.PreparedGroup? = nil,
-        prior: [Result<ChangeSetResult, any Error>] = []
+        _ batch: [QueuedCommit], prepared: PostgresStore.PreparedGroup? = nil, prior: [PriorOutcome] = []
     ) async -> GroupOutcome {
         var outcomes = [Result<ChangeSetResult, any Error>?](repeating: nil, count: batch.count)
         let started = ContinuousClock.now
@@ -614,7 +611,9 @@ final class StackCore: Sendable {
                         "a deferred constraint failed the group's commit; committing its sets one by one",
                         metadata: ["skyros.stack.sets": "\(remaining.count)", "skyros.error": "\(error)"])
                     for index in remaining {
-                        let earlier = prior + outcomes[..<index].compactMap { $0 }
+                        let earlier = prior + zip(batch[..<index], outcomes[..<index]).compactMap { commit, outcome in
+                            outcome.map { PriorOutcome(commit: commit.id, result: $0) }
+                        }
                         outcomes[index] = await self.commitGroup([batch[index]], prior: earlier).results[0]
                     }
                     break
@@ -694,11 +693,16 @@ final class StackCore: Sendable {
     /// One attempt: PostgreSQL gets one transaction with a savepoint per set; other stores apply set by set.
     /// `earlier`: the outcomes of unsettled sets queued before these, which a set's versions may come from.
     private func apply(
-        _ commits: [QueuedCommit], prepared: PostgresStore.PreparedGroup?, prior earlier: [Result<ChangeSetResult, any Error>]
+        _ commits: [QueuedCommit], prepared: PostgresStore.PreparedGroup?, prior earlier: [PriorOutcome]
     ) async throws -> GroupOutcome {
-        let build = { (index: Int, prior: [Result<ChangeSetResult, any Error>]) throws -> ChangeSet in
-            let prior = earlier.isEmpty ? prior : earlier + prior
-            return try self.state.withLock { try self.changeSet(for: commits[index], state: $0, prior: prior) }
+        let group = commits.map(\.id)
+        // `results`: the outcomes of the first sets of `commits`, in order (none when the group is built as
+        // one pipeline, before any of it ran).
+        let build = { (index: Int, results: [Result<ChangeSetResult, any Error>]) throws -> ChangeSet in
+            var prior = earlier
+            prior.reserveCapacity(earlier.count + results.count)
+            for (offset, result) in results.enumerated() { prior.append(PriorOutcome(commit: commits[offset].id, result: result)) }
+            return try self.state.withLock { try self.changeSet(for: commits[index], state: $0, prior: prior, group: group) }
         }
         if let postgres = self.store as? PostgresStore {
             let hook = self.state.withLock { $0.hook }
@@ -742,13 +746,17 @@ final class StackCore: Sendable {
     }
 
     /// The change set of a commit; expected versions of rows read from earlier queued commits are resolved now,
-    /// from the versions those commits produced (`prior`: the results of the earlier sets of the same group;
-    /// `state`: the stack's state, read under its lock). Without `state` the set is built ahead, while an
-    /// earlier group may still be running, so such a version is not known yet: it throws
-    /// ``NeedsSettledVersions``. Nothing else reads the state (a queued commit does not change), so a set built
-    /// ahead takes no lock.
+    /// from the versions those commits produced: `prior` holds the outcomes of the sets of this group (`group`)
+    /// that ran before it, and of unsettled sets before the group; a commit settled before is looked up in the
+    /// cache (`state`, read under its lock), which keeps the commit that wrote each version. A version that is
+    /// not known — that commit failed, wrote nothing, or the row was evicted or changed since — resolves to
+    /// ``BaseVersion/unknownVersion``: the write conflicts rather than going out unguarded. Without `state` the
+    /// set is built ahead, while an earlier group may still be running, and it throws
+    /// ``NeedsSettledVersions`` when it needs such a version; so it does when built before a set of its own
+    /// group that it needs has run (as one pipeline). Nothing else reads the state (a queued commit does not
+    /// change), so a set built ahead takes no lock.
     private func changeSet(
-        for commit: QueuedCommit, state: State?, prior: [Result<ChangeSetResult, any Error>]
+        for commit: QueuedCommit, state: State?, prior: [PriorOutcome], group: [UInt64]
     ) throws -> ChangeSet {
         var changes = ChangeSet(expectedGeneration: self.generation)
         var needsSettledVersions = false
@@ -756,17 +764,23 @@ final class StackCore: Sendable {
             switch base {
             case .known(let version): return version
             case .none: return nil
-            case .pending:
+            case .pending(let source):
                 guard let state else {
                     needsSettledVersions = true
                     return nil
                 }
-                for case .success(let result) in prior.reversed() {
-                    if let change = result.changes.last(where: { $0.table == key.table && $0.id == key.id }) {
-                        return change.version
-                    }
+                if let outcome = prior.last(where: { $0.commit == source }) {
+                    guard case .success(let result) = outcome.result,
+                        let version = result.changes.last(where: { $0.table == key.table && $0.id == key.id })?.version
+                    else { return BaseVersion.unknownVersion }
+                    return version
                 }
-                return state.cache.version(key)
+                if group.contains(source) {
+                    needsSettledVersions = true
+                    return nil
+                }
+                if let entry = state.cache.peek(key), entry.commit == source { return entry.version }
+                return BaseVersion.unknownVersion
             }
         }
         var inserts: [PendingRow] = []
@@ -865,7 +879,8 @@ final class StackCore: Sendable {
                 // An update under a merging policy kept another writer's columns unless it reported otherwise.
                 let merged = Self.mayHaveMerged(row, policy: commit.policy) && written?.isStoredAsWritten != true
                 if let version = written?.version, !merged, !remoteChanged {
-                    state.cache.put(row.key, value: value, version: version, bytes: commit.slotBytes[index], pinned: stillPending)
+                    state.cache.put(
+                        row.key, value: value, version: version, bytes: commit.slotBytes[index], pinned: stillPending, commit: commit.id)
                 } else {
                     // Not written (the store won a conflict), its version is unknown, the stored row holds
                     // another writer's columns (merged), or another process changed it meanwhile (before or
@@ -1024,3 +1039,9 @@ final class StackCore: Sendable {
 
 /// A set built ahead needs the version a commit still running produces (see `StackCore.prepareAhead()`).
 private struct NeedsSettledVersions: Error {}
+
+/// The outcome of a set that ran before the one being built (see ``StackCore/changeSet(for:state:prior:group:)``).
+private struct PriorOutcome {
+    let commit: UInt64
+    let result: Result<ChangeSetResult, any Error>
+}

@@ -159,8 +159,16 @@ extension PostgresStore {
                     var changes: ChangeSet
                     do {
                         changes = try build(index, results)
-                    } catch {
+                    } catch _ where !segment.isEmpty {
+                        // It may need a version a set of the unsent segment writes: built again once they ran.
                         try await sendSegment()
+                        do {
+                            changes = try build(index, results)
+                        } catch {
+                            results.append(.failure(error))
+                            continue
+                        }
+                    } catch {
                         results.append(.failure(error))
                         continue
                     }

@@ -281,6 +281,89 @@ struct CommitQueueTests {
         }
     }
 
+    @Test(".storeWins on both stores: a write based on an earlier queued write of the same group is applied, not dropped", arguments: StackKind.allCases)
+    func storeWinsOnAQueuedWriteOfTheSameGroup(kind: StackKind) async throws {
+        try await StackTestServer.withStack(kind) { stack in
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "original", rank: 1)) }
+            _ = try await stack.read { try await $0.object(StackNote.self, id: 1) }
+            stack.holdCommits()
+            try await stack.write { context in
+                var row = try #require(try await context.object(StackNote.self, id: 1))
+                row.title = "first"
+                try await context.update(row)
+            }
+            try await stack.write(mergePolicy: .storeWins) { context in
+                var row = try #require(try await context.object(StackNote.self, id: 1))   // the queued write's value
+                row.rank = 42
+                try await context.update(row)
+            }
+            #expect(stack.queuedCommits == 2)
+            stack.releaseCommits()
+            try await stack.newBackgroundContext().saveToStore()   // nothing to save: waits for the queue
+            #expect(try await stack.store.object(StackNote.self, id: 1)?.value == StackNote(id: 1, title: "first", rank: 42))
+            #expect(try await stack.read { try await $0.object(StackNote.self, id: 1) } == StackNote(id: 1, title: "first", rank: 42))
+        }
+    }
+
+    /// A change read from a queued write is based on the version that write produces — not on whatever version
+    /// the main context holds when the change commits, and never on none.
+    @Test("On both stores: a change read from a queued write conflicts when the row changed after that write, or when that write failed", arguments: StackKind.allCases)
+    func aChangeReadFromAQueuedWriteIsGuarded(kind: StackKind) async throws {
+        try await StackTestServer.withStack(kind) { stack in
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "original", rank: 1)) }
+            _ = try await stack.read { try await $0.object(StackNote.self, id: 1) }
+
+            // 1. The queued write commits; another write changes the row; then the change read from the first
+            //    is saved.
+            stack.holdCommits()
+            try await stack.write { context in
+                var row = try #require(try await context.object(StackNote.self, id: 1))
+                row.title = "A1"
+                try await context.update(row)
+            }
+            let reader = stack.newBackgroundContext()
+            var read = try #require(try await reader.object(StackNote.self, id: 1))
+            #expect(read.title == "A1")
+            stack.releaseCommits()
+            try await stack.newBackgroundContext().saveToStore()   // nothing to save: waits for the queue
+            try await stack.write(durability: .committed) { context in
+                var row = try #require(try await context.object(StackNote.self, id: 1))
+                row.title = "B"
+                try await context.update(row)
+            }
+            read.rank = 7
+            try await reader.update(read)
+            await #expect(throws: StoreError.self) { try await reader.saveToStore() }
+            #expect(try await stack.store.object(StackNote.self, id: 1)?.value == StackNote(id: 1, title: "B", rank: 1))
+
+            // 2. The queued write fails (the row changed behind the stack's back), so the value read from it never
+            //    existed.
+            _ = try await stack.read { try await $0.object(StackNote.self, id: 1) }   // cached again (the conflict evicted it)
+            var behind = ChangeSet()
+            behind.update(StackNote(id: 1, title: "behind", rank: 1), changedColumns: ["title"])
+            _ = try await stack.store.apply(behind)
+            stack.holdCommits()
+            let failing = Task {
+                try await stack.write { context in
+                    var row = try #require(try await context.object(StackNote.self, id: 1))
+                    #expect(row.title == "B")   // the cached copy, older than the store's
+                    row.title = "stale"
+                    try await context.update(row)
+                }
+            }
+            try await failing.value
+            let second = stack.newBackgroundContext()
+            var fromFailing = try #require(try await second.object(StackNote.self, id: 1))
+            #expect(fromFailing.title == "stale")
+            stack.releaseCommits()
+            try await stack.newBackgroundContext().saveToStore()   // nothing to save: waits for the queue
+            fromFailing.rank = 9
+            try await second.update(fromFailing)
+            await #expect(throws: StoreError.self) { try await second.saveToStore() }
+            #expect(try await stack.store.object(StackNote.self, id: 1)?.value == StackNote(id: 1, title: "behind", rank: 1))
+        }
+    }
+
     @Test("The stack's default policy applies when a write names none")
     func stackDefaultPolicy() async throws {
         try await StackTestServer.withStack(.postgres) { a in
