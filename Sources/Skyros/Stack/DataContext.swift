@@ -202,7 +202,9 @@ public final class DataContext: Sendable {
     /// created in the store at once with `INSERT … ON CONFLICT DO NOTHING` (race-free across processes), not
     /// on save; a row this context or a queued write already holds is returned without touching the store.
     /// A row it creates is announced as a commit's rows are: observers in this stack see it, and other processes
-    /// learn of it through the change log (its entry and hint are written in the creating transaction).
+    /// learn of it through the change log (its entry and hint are written in the creating transaction). The row
+    /// returned is remembered like a row read: a later update of it in this context conflicts if another write
+    /// changed it meanwhile.
     ///
     /// ```swift
     /// let (tag, created) = try await context.findOrCreate(Tag(id: "swift", uses: 0))
@@ -220,10 +222,11 @@ public final class DataContext: Sendable {
             try self.insert(value)
             return (value, true)
         }
-        let (row, created) = try await self.core.findOrCreate(value)
+        let (row, version, created) = try await self.core.findOrCreate(value)
         if !self.isMain {
+            // Like a row read: a later update of it is guarded by the version it has now.
             let key = try RowKey(row)
-            self.tracker.withLock { $0.remember(key, value: row, base: .none) }
+            self.tracker.withLock { $0.remember(key, value: row, base: .known(version)) }
         }
         return (row, created)
     }

@@ -221,8 +221,8 @@ final class StackCore: Sendable {
     /// The row is cached only if no commit of this stack settled while it was read (as ``lookup(_:id:key:)``
     /// does): one that changed it would otherwise be overwritten in the cache by the older row.
     /// A row it creates is announced as a commit's are: to other processes by the change feed's hook (in the
-    /// creating transaction), and to this stack's observers.
-    func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
+    /// creating transaction), and to this stack's observers. Returns the row with the version it has.
+    func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, version: Int64, created: Bool) {
         let (before, hook) = self.state.withLock { ($0.finishedCommits, $0.hook) }
         let (row, created) =
             if let postgres = self.store as? PostgresStore {
@@ -240,7 +240,7 @@ final class StackCore: Sendable {
         if created {
             self.saves.saved([.row(PendingRow(key: key, kind: EntityKind<T>(), id: row.value.id, state: .inserted(row.value)))])
         }
-        return (row.value, created)
+        return (row.value, row.version, created)
     }
 
     private func size<T: Entity>(of value: T) throws -> Int {

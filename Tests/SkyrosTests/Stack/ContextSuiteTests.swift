@@ -109,6 +109,24 @@ struct ContextSuiteTests {
         }
     }
 
+    @Test("A row findOrCreate gave a context is guarded like a row it read: updating it after another write changed it conflicts", arguments: StackKind.allCases)
+    func findOrCreateThenUpdateIsGuarded(kind: StackKind) async throws {
+        try await StackTestServer.withStack(kind) { stack in
+            let context = stack.newBackgroundContext()
+            var (row, created) = try await context.findOrCreate(note(5))
+            #expect(created)
+            try await stack.write(durability: .committed) { other in
+                var theirs = try #require(try await other.object(StackNote.self, id: 5))
+                theirs.title = "other"
+                try await other.update(theirs)
+            }
+            row.rank = 99
+            try await context.update(row)
+            await #expect(throws: StoreError.self) { try await context.saveToStore() }
+            #expect(try await stack.store.object(StackNote.self, id: 5)?.value == StackNote(id: 5, title: "other", rank: 5))
+        }
+    }
+
     @Test("An update that changes nothing writes nothing", arguments: StackKind.allCases)
     func unchangedUpdate(kind: StackKind) async throws {
         try await StackTestServer.withStack(kind) { stack in
