@@ -38,6 +38,17 @@ struct ChangeTracker: Sendable {
 
     func snapshot(_ key: RowKey) -> (value: any Entity, base: BaseVersion)? { self.snapshots[key] }
 
+    /// The error for `change` when this context holds an unsaved change of its row as another entity type of the
+    /// same table (the two cannot be merged into one row change); `nil` otherwise.
+    func typeMismatch(_ change: PendingRow) -> DataStackError? {
+        guard let held = self.rows[change.key]?.row.kind, ObjectIdentifier(type(of: held)) != ObjectIdentifier(type(of: change.kind))
+        else { return nil }
+        return DataStackError(
+            code: .entityTypeMismatch,
+            message: "row \(change.key.id.text ?? "NULL") of table \(change.key.table) has an unsaved change as \(held.entityName); "
+                + "save it before changing the row as \(change.kind.entityName)")
+    }
+
     /// Records `change` on top of this context's current change of the row (merging the two).
     /// - Parameter moveToEnd: place the row after every earlier change (after a `delete(where:)`).
     mutating func record(_ change: PendingRow, moveToEnd: Bool = false) {

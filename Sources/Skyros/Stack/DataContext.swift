@@ -114,6 +114,8 @@ public final class DataContext: Sendable {
         try self.checkValid()
         let key = try RowKey(value)
         if let own = self.tracker.withLock({ $0.row(key) }) {
+            let probe = PendingRow(key: key, kind: EntityKind<T>(), id: value.id, state: .inserted(value))
+            if let mismatch = self.tracker.withLock({ $0.typeMismatch(probe) }) { throw mismatch }
             switch own.state {
             case .deleted:
                 throw StoreError.notFound(entity: String(describing: T.self), id: key.id.text ?? "NULL")
@@ -163,7 +165,7 @@ public final class DataContext: Sendable {
         let change = PendingRow(key: key, kind: EntityKind<T>(), id: id, state: .deleted(base: .none, emit: true))
         if let own = self.tracker.withLock({ $0.row(key) }) {
             if case .deleted = own.state { return }
-            self.tracker.withLock { $0.record(change) }
+            try self.record(change)
             return
         }
         let base: BaseVersion
@@ -302,9 +304,16 @@ public final class DataContext: Sendable {
                 return ticket
             }
         case .context(let parent):
-            self.tracker.withLock { tracker in
-                let slots = tracker.take()
-                parent.tracker.withLock { $0.merge(slots) }
+            try self.tracker.withLock { tracker in
+                var copy = tracker
+                let slots = copy.take()
+                try parent.tracker.withLock { parentTracker in
+                    for case .row(let row) in slots {
+                        if let mismatch = parentTracker.typeMismatch(row) { throw mismatch }
+                    }
+                    parentTracker.merge(slots)
+                }
+                tracker = copy
             }
             return nil
         }
@@ -315,8 +324,15 @@ public final class DataContext: Sendable {
     }
 
     private func record<T: Entity>(_ value: T, _ state: PendingRow.State) throws {
-        let change = try self.change(value, state)
-        self.tracker.withLock { $0.record(change) }
+        try self.record(self.change(value, state))
+    }
+
+    /// Records a change of a row, unless this context holds a change of it as another entity type.
+    private func record(_ change: PendingRow) throws {
+        try self.tracker.withLock { tracker in
+            if let mismatch = tracker.typeMismatch(change) { throw mismatch }
+            tracker.record(change)
+        }
     }
 
     /// The row with `id` as this context sees it (its own change, else its parent's view); `nil` also when the

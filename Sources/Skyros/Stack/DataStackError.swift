@@ -20,6 +20,7 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
             case commitFailed = "commit failed"
             case changeFeedUnavailable = "change feed unavailable"
             case commitOutcomeUnknown = "commit outcome unknown"
+            case entityTypeMismatch = "entity type mismatch"
         }
 
         private let base: Base
@@ -46,6 +47,10 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
         /// log could say whether it committed. It was reverted from the main context; it may be in PostgreSQL:
         /// look up its commit id in the `skyros_commit_groups` table (see the CommitQueue article).
         public static let commitOutcomeUnknown = Code(.commitOutcomeUnknown)
+        /// A context was asked to change a row as one entity type while it holds an unsaved change of that row
+        /// as another entity type mapped to the same table: save (or reset) the first change before making the
+        /// second. Nothing was recorded.
+        public static let entityTypeMismatch = Code(.entityTypeMismatch)
 
         public var description: String { self.base.rawValue }
     }

@@ -99,6 +99,8 @@ struct PendingDeleteWhere: Sendable {
 /// The typed operations on one entity type, behind a type-erased ``PendingRow``.
 protocol AnyEntityKind: Sendable {
     var table: String { get }
+    /// The entity type's name.
+    var entityName: String { get }
     /// Appends the operation for `row` (consecutive inserts of one type become one bulk insert by the caller).
     /// `encoded`: the row's values as ``encode(_:)`` made them when it was queued (an insert reuses them).
     func emit(
@@ -123,6 +125,7 @@ func approximateSize(of values: [PostgresValue]?) -> Int {
 /// The ``AnyEntityKind`` of `T`.
 struct EntityKind<T: Entity>: AnyEntityKind {
     var table: String { T.tableName }
+    var entityName: String { String(describing: T.self) }
 
     func mergeableInsert(rows: [[PostgresValue]], schema: String?) throws -> MergeableInsert {
         try MergeableInsert(plan: EntityPlan<T>.shared, values: [], encoded: rows, schema: schema)

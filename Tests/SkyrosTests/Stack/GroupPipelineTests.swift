@@ -213,6 +213,40 @@ struct GroupPipelineTests {
         }
     }
 
+    /// Two entity types of one table cannot be merged into one change of a row: the second change is refused
+    /// with a clear error and nothing is recorded (it trapped, or dropped the row on commit).
+    @Test("A context refuses to change a row as a second entity type of its table while it holds a change of it as the first", arguments: StackKind.allCases)
+    func secondEntityTypeOfARowIsRefused(kind: StackKind) async throws {
+        try await StackTestServer.withStack(kind) { stack in
+            try await stack.write(durability: .committed) { try $0.insert(note(1)) }
+            func expectMismatch(_ body: () async throws -> Void) async {
+                let error = await #expect(throws: DataStackError.self) { try await body() }
+                #expect(error?.code == .entityTypeMismatch, "\(String(describing: error))")
+            }
+            try await stack.write(durability: .committed) { context in
+                try context.insert(StackNoteHeadline(id: 5, rank: 5, title: "h"))
+                await expectMismatch { try context.upsert(StackNote(id: 5, title: "n", rank: 5)) }
+                var headline = try #require(try await context.object(StackNoteHeadline.self, id: 1))
+                headline.title = "as headline"
+                try await context.update(headline)
+                await expectMismatch { try await context.update(StackNote(id: 1, title: "as note", rank: 1)) }
+                await expectMismatch { try await context.delete(StackNote.self, id: 1) }
+            }
+            #expect(try await stack.store.object(StackNote.self, id: 5)?.value == StackNote(id: 5, title: "h", rank: 5))
+            #expect(try await stack.store.object(StackNote.self, id: 1)?.value.title == "as headline")
+
+            // A child's save into a parent holding the row as the other type.
+            let parent = stack.newBackgroundContext()
+            try parent.insert(StackNoteHeadline(id: 6, rank: 6, title: "parent"))
+            let child = parent.newChildContext()
+            try child.upsert(StackNote(id: 6, title: "child", rank: 6))
+            await expectMismatch { try child.save() }
+            #expect(child.hasChanges)   // kept: nothing was merged
+            try await parent.saveToStore()
+            #expect(try await stack.store.object(StackNote.self, id: 6)?.value == StackNote(id: 6, title: "parent", rank: 6))
+        }
+    }
+
     @Test("A large merged insert reads the transaction id once; its rows get it as their version")
     func largeMergedInsertVersions() async throws {
         try await StackTestServer.withStack(.postgres) { stack in
