@@ -256,8 +256,11 @@ public final class DataStack: DataStackProtocol, Service {
 
     /// Deletes every row (``Store/destroy(confirm:)``), re-applies the migrations, and starts over with an
     /// empty cache and a new main context. Contexts created before throw ``DataStackError`` `.contextInvalidated`;
-    /// queued commits that had not started fail with the same error.
-    /// - Throws: the store's error, or ``DataStackError`` `.migrationFailed`.
+    /// queued commits that had not started fail with the same error. With a change feed, the change log is
+    /// created again too: if that fails, this throws, and writes fail (rather than commit unannounced to other
+    /// processes) until a later call succeeds.
+    /// - Throws: the store's error, ``DataStackError`` `.migrationFailed`, or the error that stopped the change
+    ///   log's creation.
     public func destroyAndRebuild(confirm: DestroyConfirmation) async throws {
         let old = self.core
         old.holdCommits()

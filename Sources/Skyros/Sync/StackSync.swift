@@ -52,16 +52,20 @@ final class StackSync: CommitTransactionHook, Sendable {
         self.observers.finishAll(throwing: nil, closing: true)
     }
 
-    /// Ends every observation with ``ObservationError/storeRebuilt``, recreates the change log (the rebuild
-    /// dropped it), tells the other stacks (their next read finds a new log and flushes their caches), and
-    /// attaches the new core.
+    /// Ends every observation with ``ObservationError/storeRebuilt``, attaches the new core, recreates the change
+    /// log (the rebuild dropped it), and tells the other stacks (their next read finds a new log and flushes
+    /// their caches).
+    ///
+    /// The new core is attached first (its commits are held until the caller releases them): other stacks'
+    /// changes then reach its cache, and its saves reach observers, from the start. When the log cannot be
+    /// created, its commits still carry the log's statements, so they fail instead of committing unannounced.
     func storeRebuilt(core: StackCore) async throws {
         self.observers.finishAll(throwing: ObservationError.storeRebuilt)
+        self.attach(core)
         if let feed = self.changeFeed {
             try await feed.createLog()
             await feed.announceNewLog()
         }
-        self.attach(core)
     }
 
     // MARK: CommitTransactionHook

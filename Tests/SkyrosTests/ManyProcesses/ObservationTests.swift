@@ -302,4 +302,50 @@ struct ObservationTests {
             await a.shutdown()
         }
     }
+
+    /// A rebuild that cannot recreate the change log (here: its lock wait times out) throws; the new core is
+    /// attached all the same, so a write made before the next successful rebuild fails instead of committing
+    /// unannounced (other processes would keep what they cache of its rows), and after that rebuild writes are
+    /// announced and observed again.
+    @Test func aRebuildThatCannotRecreateTheLogCommitsNothingUnannounced() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            var session = try ManyProcessHarness.configuration
+            session["options"] = "-c lock_timeout=300"
+            let a = try await DataStack.start(DataStackConfiguration(
+                store: .postgres(session, schema: schema), entities: [MPItem.self, MPDone.self]))
+            let store = try #require(a.store as? PostgresStore)
+            let logTable = ChangeLog(schema: schema).logTable
+            let blocker = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            let createTables = """
+                CREATE TABLE IF NOT EXISTS \(quoteIdentifier(schema)).mp_items (id bigint PRIMARY KEY, owner integer NOT NULL,
+                                                                 value integer NOT NULL, title text NOT NULL);
+                CREATE TABLE IF NOT EXISTS \(quoteIdentifier(schema)).mp_done (id integer PRIMARY KEY);
+                """
+            _ = try await blocker.query("SELECT pg_advisory_lock(hashtext(\(logTable)))")
+            await #expect(throws: (any Error).self) { try await a.destroyAndRebuild(confirm: .iUnderstandThisDeletesData) }
+            _ = try await blocker.query("SELECT pg_advisory_unlock(hashtext(\(logTable)))")
+            _ = try await blocker.execute(script: createTables)
+            await #expect(throws: (any Error).self) {
+                try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "unlogged")) }
+            }
+            #expect(try await blocker.query("SELECT count(*) FROM \(unsafeRaw: quoteIdentifier(schema)).mp_items")[0].decode(Int.self, at: 0) == 0)
+
+            try await a.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
+            _ = try await blocker.execute(script: createTables)
+            let seen = Locked<[Int64]?>(nil)
+            let observing = Task {
+                for try await result in a.observe(FetchDescriptor<MPItem>(sortBy: [SortDescriptor(\.id)])) {
+                    seen.withLock { $0 = result.values.map(\.id) }
+                }
+            }
+            defer { observing.cancel() }
+            #expect(await ManyProcessHarness.eventually { seen.withLock { $0 } == [] })
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 2, title: "logged")) }
+            #expect(await ManyProcessHarness.eventually { seen.withLock { $0 } == [2] })
+            let entries = try await GroupPipelineTests.changeLogEntries(store)
+            #expect(entries.contains { $0.contains("2") }, "\(entries)")
+            await blocker.close()
+            await a.shutdown()
+        }
+    }
 }
