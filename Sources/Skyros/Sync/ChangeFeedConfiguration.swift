@@ -17,9 +17,11 @@ public struct ChangeFeedConfiguration: Sendable {
     public var listener: PostgresConfiguration?
     /// The listener's `application_name`; `nil` gives `skyros-listener-<stack origin>`.
     public var applicationName: String?
-    /// Log entries older than this are pruned (by any stack of the schema).
+    /// Log entries older than this are pruned (by any stack of the schema). Entries of transactions that a
+    /// snapshot still open on the server may not have seen are kept until it ends (see "Running many
+    /// instances"): a long transaction anywhere holds pruning back, as it holds back vacuum.
     public var retention: Duration
-    /// At most this many log entries are kept.
+    /// At most this many log entries are kept (beyond, as for ``retention``, while a long transaction is open).
     public var maximumEntries: Int
     /// How often a stack prunes the log.
     public var pruneInterval: Duration

@@ -375,6 +375,12 @@ struct ChangeLog: Sendable {
     /// Deletes committed entries older than `age`, and beyond the newest `maxEntries`; raises the pruning
     /// watermark to the newest deleted transaction id in the same statement, so a reader whose horizon is
     /// not above it knows it may have lost entries.
+    ///
+    /// Only entries of transactions below the oldest `xmin` of the server's snapshots are deleted. A reader's
+    /// horizon is its snapshot's `xmin`, which any long transaction anywhere on the server holds back: pruning
+    /// entries above it made every reader see a gap at every prune (a cache flush in every stack, every
+    /// observer refetching) for as long as that transaction stayed open. Such entries are kept until it ends,
+    /// as PostgreSQL's own vacuum keeps row versions.
     /// - Returns: the number of entries deleted.
     @discardableResult
     func prune(olderThan age: Duration, keepingAtMost maxEntries: Int, on connection: Connection) async throws -> Int {
@@ -382,8 +388,9 @@ struct ChangeLog: Sendable {
         let rows = try await connection.query("""
             WITH doomed AS (
                 DELETE FROM \(unsafeRaw: self.logTable)
-                WHERE changed_at < now() - make_interval(secs => \(seconds))
-                   OR position <= (SELECT max(position) FROM \(unsafeRaw: self.logTable)) - \(Int64(maxEntries))
+                WHERE (changed_at < now() - make_interval(secs => \(seconds))
+                       OR position <= (SELECT max(position) FROM \(unsafeRaw: self.logTable)) - \(Int64(maxEntries)))
+                  AND xid < pg_snapshot_xmin(pg_current_snapshot())
                 RETURNING xid)
             UPDATE \(unsafeRaw: self.stateTable) SET pruned_through = greatest(pruned_through, (SELECT max(xid) FROM doomed))
             WHERE (SELECT count(*) FROM doomed) > 0

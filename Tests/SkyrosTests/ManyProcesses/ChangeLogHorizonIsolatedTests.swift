@@ -35,4 +35,63 @@ struct ChangeLogHorizonIsolatedTests {
             await b.shutdown()
         }
     }
+
+    /// Runs alone: pruning deletes only entries below every open snapshot's `xmin`, which other tests'
+    /// transactions hold back in the parallel run.
+    @Test func pruningEntriesAReaderNeverSawIsReportedAsAGap() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let log = ChangeLog(schema: schema)
+            let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            try await log.createIfNeeded(on: connection)
+            var cursor = ChangeCursor()
+            let start = try await log.read(from: nil, on: connection)
+            _ = cursor.advance(entries: start.entries, xmin: start.xmin, prunedThrough: start.prunedThrough)
+            let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(1)), kind: .deleted, version: nil)
+            for _ in 0..<3 { try await log.record([change], origin: UUID().uuidString.lowercased(), on: connection) }
+            #expect(try await log.prune(olderThan: .zero, keepingAtMost: 0, on: connection) == 3)
+            let read = try await log.read(from: cursor.horizonText, on: connection)
+            #expect(cursor.advance(entries: read.entries, xmin: read.xmin, prunedThrough: read.prunedThrough) == .gap)
+            await connection.close()
+        }
+    }
+
+    /// A transaction left open anywhere on the server holds every reader's horizon back. Pruning entries above
+    /// it made every reader see a gap at every prune: a cache flush in every stack. They are kept until it ends.
+    @Test func aLongTransactionElsewhereHoldsPruningBackInsteadOfFlushingEveryCache() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await ManyProcessHarness.stack(schema: schema)
+            let b = try await ManyProcessHarness.stack(schema: schema) { $0.horizonReadInterval = .milliseconds(300) }
+            let idle = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            _ = try await idle.execute(script: "BEGIN")
+            _ = try await idle.query("SELECT pg_current_xact_id()")   // holds an xid: every snapshot's xmin stays at or below it
+            let readsAtStart = b.changeFeedStatistics.reads
+            for id: Int64 in 1...5 {
+                try await a.write(durability: .committed) { try $0.insert(MPItem(id: id, owner: 0, value: 0, title: "")) }
+            }
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 5 })
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.reads > readsAtStart })
+            #expect(try await a.pruneChangeLog(olderThan: .zero, keepingAtMost: 0) == 0)
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 6, owner: 0, value: 0, title: "")) }
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 6 })
+            let reads = b.changeFeedStatistics.reads
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.reads > reads })
+            #expect(b.changeFeedStatistics.flushes == 0, "\(b.changeFeedStatistics)")
+            // The transaction ends; B's next read (after the next hint) moves its horizon past the entries, and
+            // the prune after that deletes them, still without a gap.
+            _ = try await idle.execute(script: "COMMIT")
+            let readsAtCommit = b.changeFeedStatistics.reads
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 7, owner: 0, value: 0, title: "")) }
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 7 })
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.reads > readsAtCommit })
+            #expect(try await a.pruneChangeLog(olderThan: .zero, keepingAtMost: 0) >= 7)
+            let readsAfterPrune = b.changeFeedStatistics.reads
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 8, owner: 0, value: 0, title: "")) }
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 8 })
+            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.reads > readsAfterPrune })
+            #expect(b.changeFeedStatistics.flushes == 0, "\(b.changeFeedStatistics)")
+            await idle.close()
+            await a.shutdown()
+            await b.shutdown()
+        }
+    }
 }
