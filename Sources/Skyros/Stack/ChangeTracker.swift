@@ -19,6 +19,10 @@ struct ChangeTracker: Sendable {
     private(set) var snapshots: [RowKey: (value: any Entity, base: BaseVersion)] = [:]
     /// The number of changed rows per table.
     private(set) var countByTable = TableCounts()
+    /// Rows this context saved, with the base that a change a child read from them while they were unsaved
+    /// (``BaseVersion/parentChange``) takes when it arrives after the save. Kept across saves (bounded).
+    private(set) var savedBases: [RowKey: BaseVersion] = [:]
+    private static let savedBasesLimit = 10_000
 
     var hasChanges: Bool { !self.rows.isEmpty || self.slots.contains { if case .deleteWhere? = $0 { return true } else { return false } } }
 
@@ -80,7 +84,8 @@ struct ChangeTracker: Sendable {
         self.slots.append(.deleteWhere(deleteWhere))
     }
 
-    /// The changes in order, for a save; the tracker is left empty (snapshots too).
+    /// The changes in order, for a save; the tracker is left empty (snapshots too), but for what
+    /// ``noteSaved(_:as:)`` recorded.
     mutating func take() -> [ResolvedSlot] {
         let result: [ResolvedSlot] = self.slots.compactMap { slot in
             switch slot {
@@ -89,16 +94,30 @@ struct ChangeTracker: Sendable {
             case nil: return nil
             }
         }
+        let saved = self.savedBases
         self = ChangeTracker()
+        self.savedBases = saved
         return result
     }
 
-    /// Applies a child's saved changes on top of these, in the child's order.
+    /// Records that `slots` were saved, so that a change a child read from them arrives based on `base`.
+    mutating func noteSaved(_ slots: [ResolvedSlot], as base: BaseVersion) {
+        // Past the bound, what was noted goes: such a child's change then conflicts (the base is not known).
+        if self.savedBases.count > Self.savedBasesLimit { self.savedBases.removeAll() }
+        for case .row(let row) in slots { self.savedBases[row.key] = base }
+    }
+
+    /// Applies a child's saved changes on top of these, in the child's order. A change the child read from
+    /// this context's own change (``BaseVersion/parentChange``) is merged with it, or, when this context saved
+    /// it since, takes the base that save gave it.
     mutating func merge(_ changes: [ResolvedSlot]) {
         var afterDeleteWhere = false
         for slot in changes {
             switch slot {
-            case .row(let row):
+            case .row(var row):
+                if row.base == .parentChange, self.rows[row.key] == nil {
+                    row.rebase(self.savedBases[row.key] ?? .known(BaseVersion.unknownVersion))
+                }
                 self.record(row, moveToEnd: afterDeleteWhere)
             case .deleteWhere(let operation):
                 self.record(deleteWhere: operation)

@@ -299,9 +299,11 @@ public final class DataContext: Sendable {
         case .root:
             return try self.tracker.withLock { tracker in
                 var copy = tracker
-                let ticket = try self.core.enqueue(copy.take(), policy: policy)
+                let slots = copy.take()
+                let queued = try self.core.enqueue(slots, policy: policy)
+                if let queued { copy.noteSaved(slots, as: .pending(commit: queued.commit)) }
                 tracker = copy
-                return ticket
+                return queued?.ticket
             }
         case .context(let parent):
             try self.tracker.withLock { tracker in
@@ -313,6 +315,7 @@ public final class DataContext: Sendable {
                     }
                     parentTracker.merge(slots)
                 }
+                copy.noteSaved(slots, as: .parentChange)
                 tracker = copy
             }
             return nil
@@ -341,7 +344,8 @@ public final class DataContext: Sendable {
         try self.checkValid()
         let key = try key ?? RowKey(type, id: id)
         if let own = self.tracker.withLock({ $0.row(key) }) {
-            return FoundRow(own.value, as: T.self, base: .none)
+            // Only a child context keeps the base of a row it reads here (this context's own change).
+            return FoundRow(own.value, as: T.self, base: .parentChange)
         }
         return try await self.parentLookup(type, id: id, key: key)
     }
@@ -382,6 +386,6 @@ public final class DataContext: Sendable {
                 for (key, row) in keyed where changes[key] == nil { tracker.remember(key, value: row.value, base: row.base) }
             }
         }
-        return try Overlay.apply(descriptor, base: parentRows.map { ($0.value, $0.base) }, changes: changes, changeBase: { _ in .none })
+        return try Overlay.apply(descriptor, base: parentRows.map { ($0.value, $0.base) }, changes: changes, changeBase: { _ in .parentChange })
     }
 }

@@ -30,6 +30,25 @@ struct PendingRow: Sendable {
         (self.key, self.kind, self.id, self.state) = (key, kind, id, state)
     }
 
+    /// The version base of an update or delete.
+    var base: BaseVersion? {
+        switch self.state {
+        case .updated(_, _, let base), .deleted(let base, _): base
+        case .inserted, .upserted: nil
+        }
+    }
+
+    /// Replaces the version base of an update or delete (keeping ``encoded``: the values are the same).
+    mutating func rebase(_ base: BaseVersion) {
+        let encoded = self.encoded
+        switch self.state {
+        case .updated(let value, let original, _): self.state = .updated(value, original: original, base: base)
+        case .deleted(_, let emit): self.state = .deleted(base: base, emit: emit)
+        case .inserted, .upserted: return
+        }
+        self.encoded = encoded
+    }
+
     /// An update, with its value's and its original's encodings.
     init(
         key: RowKey, kind: any AnyEntityKind, id: any Sendable, updated value: any Entity, original: any Entity,

@@ -55,6 +55,12 @@ enum BaseVersion: Sendable, Hashable {
     /// failed or wrote nothing (the store won), the row was evicted or changed since — to
     /// ``unknownVersion``, so that the write conflicts instead of going out unguarded.
     case pending(commit: UInt64)
+    /// Read from the parent context's own unsaved change of the row. When this context's change reaches the
+    /// parent, it is merged with that change (whose base stands), or — when the parent has saved that change
+    /// since — takes the base the save gave it: ``pending(commit:)`` for a save into the commit queue, this
+    /// case again (one level up) for a save into the parent's own parent, ``unknownVersion`` when the parent
+    /// discarded it.
+    case parentChange
     /// No optimistic check (the row was not read, or was created in the same change).
     case none
 

@@ -251,9 +251,9 @@ final class StackCore: Sendable {
     // MARK: Commits
 
     /// Makes saved changes visible to every reader at once and queues their commit.
-    /// - Returns: the commit's ticket, or `nil` when there was nothing to commit.
+    /// - Returns: the commit's ticket and its number in the queue, or `nil` when there was nothing to commit.
     /// - Throws: ``DataStackError`` `.stackShutDown` after ``shutdown()``.
-    func enqueue(_ slots: [ResolvedSlot], policy: MergePolicy? = nil) throws -> CommitTicket? {
+    func enqueue(_ slots: [ResolvedSlot], policy: MergePolicy? = nil) throws -> (ticket: CommitTicket, commit: UInt64)? {
         if slots.isEmpty { return nil }
         let ticket = CommitTicket()
         var slotBytes: [Int] = []
@@ -275,7 +275,7 @@ final class StackCore: Sendable {
             bytes += size
         }
         let policy = policy ?? self.queueConfiguration.mergePolicy
-        let startDrain = try self.state.withLock { state -> Bool in
+        let (startDrain, commit) = try self.state.withLock { state -> (Bool, UInt64) in
             guard state.accepting else {
                 throw DataStackError(code: .stackShutDown, message: "the stack was shut down; the write was not saved")
             }
@@ -299,11 +299,11 @@ final class StackCore: Sendable {
             state.unfinishedBytes += bytes
             self.metrics.queueDepth.record(state.unfinishedCount)
             state.lastTicket = ticket
-            return self.claimDrain(&state)
+            return (self.claimDrain(&state), id)
         }
         if startDrain { self.startDrain() }
         self.saves.saved(slots)
-        return ticket
+        return (ticket, commit)
     }
 
     /// Whether the caller should start a drainer (and marks one as running).
@@ -522,7 +522,7 @@ final class StackCore: Sendable {
         guard let first = batch.first else { return nil }
         let group = postgres.prepareGroupPipeline(
             ids: batch.map(\.commitID),
-            build: { index, _ in try self.changeSet(for: batch[index], state: nil, prior: [], group: []) },
+            build: { index, _ in try self.changeSet(for: batch[index], state: nil, prior: PriorOutcomes()) },
             operations: { self.insertOperations(for: batch[$0], store: postgres) },
             hook: hook)
         return group.map { PreparedAhead(firstCommit: first.id, count: batch.count, group: $0) }
@@ -695,14 +695,11 @@ final class StackCore: Sendable {
     private func apply(
         _ commits: [QueuedCommit], prepared: PostgresStore.PreparedGroup?, prior earlier: [PriorOutcome]
     ) async throws -> GroupOutcome {
-        let group = commits.map(\.id)
         // `results`: the outcomes of the first sets of `commits`, in order (none when the group is built as
         // one pipeline, before any of it ran).
         let build = { (index: Int, results: [Result<ChangeSetResult, any Error>]) throws -> ChangeSet in
-            var prior = earlier
-            prior.reserveCapacity(earlier.count + results.count)
-            for (offset, result) in results.enumerated() { prior.append(PriorOutcome(commit: commits[offset].id, result: result)) }
-            return try self.state.withLock { try self.changeSet(for: commits[index], state: $0, prior: prior, group: group) }
+            let prior = PriorOutcomes(earlier: earlier, group: commits, results: results)
+            return try self.state.withLock { try self.changeSet(for: commits[index], state: $0, prior: prior) }
         }
         if let postgres = self.store as? PostgresStore {
             let hook = self.state.withLock { $0.hook }
@@ -746,8 +743,8 @@ final class StackCore: Sendable {
     }
 
     /// The change set of a commit; expected versions of rows read from earlier queued commits are resolved now,
-    /// from the versions those commits produced: `prior` holds the outcomes of the sets of this group (`group`)
-    /// that ran before it, and of unsettled sets before the group; a commit settled before is looked up in the
+    /// from the versions those commits produced: `prior` holds the outcomes of the sets of its group that ran
+    /// before it, and of unsettled sets before the group; a commit settled before is looked up in the
     /// cache (`state`, read under its lock), which keeps the commit that wrote each version. A version that is
     /// not known — that commit failed, wrote nothing, or the row was evicted or changed since — resolves to
     /// ``BaseVersion/unknownVersion``: the write conflicts rather than going out unguarded. Without `state` the
@@ -755,29 +752,33 @@ final class StackCore: Sendable {
     /// ``NeedsSettledVersions`` when it needs such a version; so it does when built before a set of its own
     /// group that it needs has run (as one pipeline). Nothing else reads the state (a queued commit does not
     /// change), so a set built ahead takes no lock.
-    private func changeSet(
-        for commit: QueuedCommit, state: State?, prior: [PriorOutcome], group: [UInt64]
-    ) throws -> ChangeSet {
+    private func changeSet(for commit: QueuedCommit, state: State?, prior: PriorOutcomes) throws -> ChangeSet {
         var changes = ChangeSet(expectedGeneration: self.generation)
         var needsSettledVersions = false
         func resolve(_ key: RowKey, _ base: BaseVersion) -> Int64? {
             switch base {
             case .known(let version): return version
             case .none: return nil
+            case .parentChange:
+                // Resolved when the change reached a context: none reaches the queue (a stack's contexts
+                // resolve it), but never unguarded if one did.
+                return BaseVersion.unknownVersion
             case .pending(let source):
                 guard let state else {
                     needsSettledVersions = true
                     return nil
                 }
-                if let outcome = prior.last(where: { $0.commit == source }) {
-                    guard case .success(let result) = outcome.result,
-                        let version = result.changes.last(where: { $0.table == key.table && $0.id == key.id })?.version
-                    else { return BaseVersion.unknownVersion }
-                    return version
-                }
-                if group.contains(source) {
+                switch prior.outcome(of: source) {
+                case .ran(.success(let result)):
+                    let change = result.changes.last { $0.table == key.table && $0.id == key.id }
+                    return change?.version ?? BaseVersion.unknownVersion
+                case .ran(.failure):
+                    return BaseVersion.unknownVersion
+                case .notYetRun:
                     needsSettledVersions = true
                     return nil
+                case .settled:
+                    break
                 }
                 if let entry = state.cache.peek(key), entry.commit == source { return entry.version }
                 return BaseVersion.unknownVersion
@@ -1040,8 +1041,33 @@ final class StackCore: Sendable {
 /// A set built ahead needs the version a commit still running produces (see `StackCore.prepareAhead()`).
 private struct NeedsSettledVersions: Error {}
 
-/// The outcome of a set that ran before the one being built (see ``StackCore/changeSet(for:state:prior:group:)``).
+/// The outcome of a set that ran before the one being built (see ``StackCore/changeSet(for:state:prior:)``).
 private struct PriorOutcome {
     let commit: UInt64
     let result: Result<ChangeSetResult, any Error>
+}
+
+/// The outcomes a set being built may take versions from: unsettled sets before its group, then the first sets
+/// of its group (`results[i]` is `group[i]`'s), without copying them for each set.
+private struct PriorOutcomes {
+    var earlier: [PriorOutcome] = []
+    var group: [StackCore.QueuedCommit] = []
+    var results: [Result<ChangeSetResult, any Error>] = []
+
+    enum Lookup {
+        /// The commit ran before (in this group, or unsettled before it).
+        case ran(Result<ChangeSetResult, any Error>)
+        /// It is in this group and has not run yet (the group is built before any of it runs).
+        case notYetRun
+        /// Neither: it settled before this group.
+        case settled
+    }
+
+    func outcome(of commit: UInt64) -> Lookup {
+        if let index = self.group.firstIndex(where: { $0.id == commit }) {
+            return index < self.results.count ? .ran(self.results[index]) : .notYetRun
+        }
+        if let earlier = self.earlier.last(where: { $0.commit == commit }) { return .ran(earlier.result) }
+        return .settled
+    }
 }

@@ -70,7 +70,8 @@ struct CommitQueueBackpressureTests {
                 }
             }
             // The drain holds the only connection while the queue has work; it gives it back when a read waits.
-            try await eventually { try await stack.store.count(FetchDescriptor<StackNote>()) >= 1_000 }
+            // (A generous deadline: on a loaded machine the first thousand rows took over ten seconds.)
+            try await eventually(timeout: .seconds(60)) { try await stack.store.count(FetchDescriptor<StackNote>()) >= 1_000 }
             for _ in 0..<5 {
                 _ = try await stack.store.count(FetchDescriptor<StackNote>())
                 #expect(written.withLock { $0 } < writes, "the reads finished only after the writer")

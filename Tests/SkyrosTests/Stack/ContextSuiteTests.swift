@@ -127,6 +127,43 @@ struct ContextSuiteTests {
         }
     }
 
+    /// A child that read its parent's unsaved change, when the parent saved that change before the child saves
+    /// its own, is guarded by the version the parent's save produced: it commits when nothing else changed the
+    /// row, and conflicts when something did (it went out unguarded and overwrote that change).
+    @Test("A child's change read from its parent's unsaved change is guarded by the version the parent's save produced", arguments: StackKind.allCases)
+    func childChangeReadFromAParentChangeSavedSince(kind: StackKind) async throws {
+        try await StackTestServer.withStack(kind) { stack in
+            try await stack.write(durability: .committed) { try $0.insert(note(1)) }
+            for interferes in [false, true] {
+                let parent = stack.newBackgroundContext()
+                var edited = try #require(try await parent.object(StackNote.self, id: 1))
+                edited.title = "parent \(interferes)"
+                try await parent.update(edited)
+                let child = parent.newChildContext()
+                var fromParent = try #require(try await child.object(StackNote.self, id: 1))
+                #expect(fromParent.title == "parent \(interferes)")
+                try await parent.saveToStore()
+                if interferes {
+                    try await stack.write(durability: .committed) { other in
+                        var theirs = try #require(try await other.object(StackNote.self, id: 1))
+                        theirs.rank = 50
+                        try await other.update(theirs)
+                    }
+                }
+                fromParent.tag = "child \(interferes)"
+                try await child.update(fromParent)
+                let stored = { try await stack.store.object(StackNote.self, id: 1)?.value }
+                if interferes {
+                    await #expect(throws: StoreError.self) { try await child.saveToStore() }
+                    #expect(try await stored() == StackNote(id: 1, title: "parent true", rank: 50, tag: "child false"))
+                } else {
+                    try await child.saveToStore()
+                    #expect(try await stored() == StackNote(id: 1, title: "parent false", rank: 1, tag: "child false"))
+                }
+            }
+        }
+    }
+
     @Test("An update that changes nothing writes nothing", arguments: StackKind.allCases)
     func unchangedUpdate(kind: StackKind) async throws {
         try await StackTestServer.withStack(kind) { stack in
