@@ -252,11 +252,7 @@ struct CommitQueueTests {
                 try await eventually { latest.withLock { $0 }?.title == "original" }
 
                 // No other writer: the stored row is the value written, which stays cached.
-                try await stack.write(durability: .committed, mergePolicy: policy) { context in
-                    var row = try #require(try await context.object(StackNote.self, id: 1))
-                    row.rank = 2
-                    try await context.update(row)
-                }
+                try await stack.editNote(1, durability: .committed, policy: policy) { $0.rank = 2 }
                 let misses = stack.cacheStatistics.misses
                 #expect(try await stack.read { try await $0.object(StackNote.self, id: 1) } == StackNote(id: 1, title: "original", rank: 2))
                 #expect(stack.cacheStatistics.misses == misses, "\(policy): the row was evicted")
@@ -266,11 +262,9 @@ struct CommitQueueTests {
                 other.update(StackNote(id: 1, title: "other", rank: 2), changedColumns: ["title"])
                 _ = try await stack.store.apply(other)
                 // …then this stack writes the rank to the copy it cached: the stored row keeps the other title.
-                try await stack.write(durability: .committed, mergePolicy: policy) { context in
-                    var row = try #require(try await context.object(StackNote.self, id: 1))
+                try await stack.editNote(1, durability: .committed, policy: policy) { row in
                     #expect(row.title == "original")
                     row.rank = 3
-                    try await context.update(row)
                 }
                 let stored = StackNote(id: 1, title: "other", rank: 3)
                 #expect(try await stack.store.object(StackNote.self, id: 1)?.value == stored)
@@ -287,16 +281,8 @@ struct CommitQueueTests {
             try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "original", rank: 1)) }
             _ = try await stack.read { try await $0.object(StackNote.self, id: 1) }
             stack.holdCommits()
-            try await stack.write { context in
-                var row = try #require(try await context.object(StackNote.self, id: 1))
-                row.title = "first"
-                try await context.update(row)
-            }
-            try await stack.write(mergePolicy: .storeWins) { context in
-                var row = try #require(try await context.object(StackNote.self, id: 1))   // the queued write's value
-                row.rank = 42
-                try await context.update(row)
-            }
+            try await stack.editNote(1) { $0.title = "first" }
+            try await stack.editNote(1, policy: .storeWins) { $0.rank = 42 }   // reads the queued write's value
             #expect(stack.queuedCommits == 2)
             stack.releaseCommits()
             try await stack.newBackgroundContext().saveToStore()   // nothing to save: waits for the queue
@@ -316,21 +302,13 @@ struct CommitQueueTests {
             // 1. The queued write commits; another write changes the row; then the change read from the first
             //    is saved.
             stack.holdCommits()
-            try await stack.write { context in
-                var row = try #require(try await context.object(StackNote.self, id: 1))
-                row.title = "A1"
-                try await context.update(row)
-            }
+            try await stack.editNote(1) { $0.title = "A1" }
             let reader = stack.newBackgroundContext()
             var read = try #require(try await reader.object(StackNote.self, id: 1))
             #expect(read.title == "A1")
             stack.releaseCommits()
             try await stack.newBackgroundContext().saveToStore()   // nothing to save: waits for the queue
-            try await stack.write(durability: .committed) { context in
-                var row = try #require(try await context.object(StackNote.self, id: 1))
-                row.title = "B"
-                try await context.update(row)
-            }
+            try await stack.editNote(1, durability: .committed) { $0.title = "B" }
             read.rank = 7
             try await reader.update(read)
             await #expect(throws: StoreError.self) { try await reader.saveToStore() }
@@ -343,15 +321,10 @@ struct CommitQueueTests {
             behind.update(StackNote(id: 1, title: "behind", rank: 1), changedColumns: ["title"])
             _ = try await stack.store.apply(behind)
             stack.holdCommits()
-            let failing = Task {
-                try await stack.write { context in
-                    var row = try #require(try await context.object(StackNote.self, id: 1))
-                    #expect(row.title == "B")   // the cached copy, older than the store's
-                    row.title = "stale"
-                    try await context.update(row)
-                }
+            try await stack.editNote(1) { row in
+                #expect(row.title == "B")   // the cached copy, older than the store's
+                row.title = "stale"
             }
-            try await failing.value
             let second = stack.newBackgroundContext()
             var fromFailing = try #require(try await second.object(StackNote.self, id: 1))
             #expect(fromFailing.title == "stale")

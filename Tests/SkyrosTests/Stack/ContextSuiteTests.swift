@@ -115,11 +115,7 @@ struct ContextSuiteTests {
             let context = stack.newBackgroundContext()
             var (row, created) = try await context.findOrCreate(note(5))
             #expect(created)
-            try await stack.write(durability: .committed) { other in
-                var theirs = try #require(try await other.object(StackNote.self, id: 5))
-                theirs.title = "other"
-                try await other.update(theirs)
-            }
+            try await stack.editNote(5, durability: .committed) { $0.title = "other" }
             row.rank = 99
             try await context.update(row)
             await #expect(throws: StoreError.self) { try await context.saveToStore() }
@@ -143,13 +139,7 @@ struct ContextSuiteTests {
                 var fromParent = try #require(try await child.object(StackNote.self, id: 1))
                 #expect(fromParent.title == "parent \(interferes)")
                 try await parent.saveToStore()
-                if interferes {
-                    try await stack.write(durability: .committed) { other in
-                        var theirs = try #require(try await other.object(StackNote.self, id: 1))
-                        theirs.rank = 50
-                        try await other.update(theirs)
-                    }
-                }
+                if interferes { try await stack.editNote(1, durability: .committed) { $0.rank = 50 } }
                 fromParent.tag = "child \(interferes)"
                 try await child.update(fromParent)
                 let stored = { try await stack.store.object(StackNote.self, id: 1)?.value }

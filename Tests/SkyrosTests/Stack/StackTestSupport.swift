@@ -110,3 +110,23 @@ func eventually(
 func note(_ id: Int, rank: Int? = nil, tag: String? = nil) -> StackNote {
     StackNote(id: id, title: "note \(id)", rank: rank ?? id, tag: tag)
 }
+
+extension DataStack {
+    /// One write that reads note `id` (it must exist), changes it with `change`, and updates it; `policy`:
+    /// the write's merge policy (`nil`: the stack's).
+    func editNote(
+        _ id: Int, durability: WriteDurability = .visible, policy: MergePolicy? = nil,
+        _ change: @Sendable (inout StackNote) throws -> Void
+    ) async throws {
+        let body: (DataContext) async throws -> Void = { context in
+            var row = try #require(try await context.object(StackNote.self, id: id))
+            try change(&row)
+            try await context.update(row)
+        }
+        if let policy {
+            try await self.write(durability: durability, mergePolicy: policy, body)
+        } else {
+            try await self.write(durability: durability, body)
+        }
+    }
+}
