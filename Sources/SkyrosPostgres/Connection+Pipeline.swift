@@ -7,7 +7,11 @@ extension Connection {
     /// The statements run in one implicit transaction unless they contain their own `BEGIN`/`COMMIT`: if one
     /// fails, PostgreSQL aborts the rest up to the sync, nothing commits, and the thrown error's
     /// ``PostgresError/statementIndex`` names the failing statement. When they all succeed but the commit at the
-    /// sync fails (a deferred constraint), the error has no statement index. Statements with parameters use this
+    /// sync fails (a deferred constraint), the error has no statement index. A statement that cannot be sent (a
+    /// value that does not encode, a NUL character in its text or a parameter, more than 65535 parameters) fails
+    /// the pipeline with ``PostgresError/Kind/encoding`` and its index before anything is sent; should sending
+    /// still fail part way, the statements already sent are rolled back, never committed by the sync (and a
+    /// transaction they opened is rolled back too). Statements with parameters use this
     /// connection's prepared statements; a new one is prepared inside the same pipeline, once however often it
     /// repeats (unless prepared statements are disabled or the cache is full: then it is sent unnamed).
     ///
@@ -18,12 +22,20 @@ extension Connection {
     /// - Returns: one ``PostgresRows`` per statement.
     @discardableResult
     public func pipeline(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
-        if queries.isEmpty { return [] }
+        // Checked before pipeline mode is entered: a statement found unsendable half way would leave the ones
+        // before it sent.
         for (i, query) in queries.enumerated() {
-            if let encodingError = query.encodingError {
-                throw PostgresError(kind: .encoding, message: encodingError, statementIndex: i)
+            if let reason = LibPQ.unsendableReason(query) {
+                throw PostgresError(kind: .encoding, message: reason, statementIndex: i)
             }
         }
+        return try await self.pipelineWithoutChecking(queries)
+    }
+
+    /// ``pipeline(_:)`` without checking first that every statement can be sent: for tests of what happens when
+    /// sending fails part way (the statements sent before are rolled back).
+    package func pipelineWithoutChecking(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
+        if queries.isEmpty { return [] }
         self.logger.debug("pipeline", metadata: ["skyros.pipeline.count": "\(queries.count)"])
         let secrets = self.redactionSecrets
         let steps = self.pipelineSteps(for: queries)
@@ -65,13 +77,25 @@ extension Connection {
         }
         var reader = PipelineReader(prepareItems: items)
         var syncSent = false
+        /// How many items (statements and `Prepare`s) were handed to libpq.
+        var itemsSent = 0
         // Runs after the drain below: the statements whose Prepare succeeded exist on the server.
         defer { prepared = reader.prepared }
         defer {
             if !syncSent, PQstatus(connection) == CONNECTION_OK {
-                PQpipelineSync(connection)
-                PQsetnonblocking(connection, 0)
-                PQflush(connection)
+                // Sending failed part way (on this side: the server has not failed the pipeline, or it would have
+                // been synced). A bare sync would commit the statements already sent (their implicit transaction),
+                // so a ROLLBACK goes before it: it ends that transaction, or one the statements began, without
+                // committing (skipped, and not needed, when a statement already failed on the server).
+                reader.stopAfter(items: itemsSent)
+                if PQsendQueryParams(connection, "ROLLBACK", 0, nil, nil, nil, nil, 0) == 1, PQpipelineSync(connection) == 1 {
+                    PQsetnonblocking(connection, 0)
+                    PQflush(connection)
+                } else {
+                    // Not even that could be queued: end the session instead (the server rolls back what it
+                    // received when the connection closes without a sync); the drain below sees it broken.
+                    shutdown(PQsocket(connection), Int32(SHUT_RDWR))
+                }
             }
             // Drain whatever is left so the connection returns to a clean state.
             if !reader.finished, PQstatus(connection) == CONNECTION_OK {
@@ -115,18 +139,30 @@ extension Connection {
         }
 
         for (index, query) in queries.enumerated() {
-            let sent = try LibPQ.withParameters(query.binds) { count, types, values -> Int32 in
-                switch steps[index] {
-                case .unnamed:
-                    return PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0)
-                case .prepared(let name):
-                    return PQsendQueryPrepared(connection, name, count, values, nil, nil, 0)
-                case .prepare(let name):
-                    guard PQsendPrepare(connection, name, query.sql, count, types) == 1 else { return 0 }
-                    return PQsendQueryPrepared(connection, name, count, values, nil, nil, 0)
+            let sent: Int32
+            do {
+                sent = try LibPQ.withParameters(query.binds) { count, types, values -> Int32 in
+                    switch steps[index] {
+                    case .unnamed:
+                        return PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0)
+                    case .prepared(let name):
+                        return PQsendQueryPrepared(connection, name, count, values, nil, nil, 0)
+                    case .prepare(let name):
+                        guard PQsendPrepare(connection, name, query.sql, count, types) == 1 else { return 0 }
+                        itemsSent += 1
+                        return PQsendQueryPrepared(connection, name, count, values, nil, nil, 0)
+                    }
                 }
+            } catch var error as PostgresError {
+                error.statementIndex = index
+                throw error
             }
-            guard sent == 1 else { throw LibPQ.error(result: nil, connection: connection, secrets: secrets) }
+            guard sent == 1 else {
+                var error = LibPQ.error(result: nil, connection: connection, secrets: secrets)
+                error.statementIndex = index
+                throw error
+            }
+            itemsSent += 1
             if index % 256 == 255 {
                 if PQconsumeInput(connection) == 0 {
                     throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
@@ -167,7 +203,7 @@ enum PipelineStep {
 /// NULL after each, then a sync.
 private struct PipelineReader {
     /// Per item, in order: whether it is a `Prepare` (its result is not one of the statements' results).
-    let prepareItems: [Bool]
+    private(set) var prepareItems: [Bool]
     var item = 0
     var results: [PostgresRows] = []
     /// The indices of the statements whose `Prepare` succeeded.
@@ -182,6 +218,12 @@ private struct PipelineReader {
     init(prepareItems: [Bool]) {
         self.prepareItems = prepareItems
         self.results.reserveCapacity(prepareItems.count)
+    }
+
+    /// Only the first `count` items were sent (sending failed part way): what follows them (the `ROLLBACK`
+    /// sent instead) is no statement's result, and no `Prepare`'s.
+    mutating func stopAfter(items count: Int) {
+        if count < self.prepareItems.count { self.prepareItems = Array(self.prepareItems.prefix(count)) }
     }
 
     mutating func take(_ result: OpaquePointer, connection: OpaquePointer) {

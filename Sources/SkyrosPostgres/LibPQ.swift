@@ -103,6 +103,37 @@ enum LibPQ {
         }
     }
 
+    /// The most parameters one statement can have (the protocol counts them in 16 bits).
+    static let maximumParameterCount = 65_535
+
+    /// Why `query` cannot be sent, found without sending anything: an interpolated value that failed to encode,
+    /// a NUL in its text or in a parameter (a C string would end there), or more parameters than the protocol
+    /// carries. `nil` when ``withParameters(_:_:)`` and libpq's send functions will accept it.
+    static func unsendableReason(_ query: PostgresQuery) -> String? {
+        if let encodingError = query.encodingError { return encodingError }
+        if containsNUL(query.sql) { return "statement text contains a NUL (0x00) character" }
+        if query.binds.count > maximumParameterCount {
+            return "\(query.binds.count) parameters: a statement can have at most \(maximumParameterCount)"
+        }
+        for (i, bind) in query.binds.enumerated() {
+            if let text = bind.text, containsNUL(text) { return nulParameterMessage(i) }
+        }
+        return nil
+    }
+
+    private static func nulParameterMessage(_ index: Int) -> String {
+        "parameter $\(index + 1) contains a NUL (0x00) character, which PostgreSQL text cannot store; use bytea"
+    }
+
+    /// Whether `text` contains a NUL byte (checked in bulk: a change-log entry is kilobytes).
+    static func containsNUL(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            guard let base = bytes.baseAddress else { return false }
+            return memchr(base, 0, bytes.count) != nil
+        }
+    }
+
     /// Runs `body` with C parameter arrays for `binds` (text format, declared types).
     static func withParameters<R>(
         _ binds: [PostgresValue],
@@ -133,9 +164,7 @@ enum LibPQ {
                 return true
             }
             guard copied else {
-                throw PostgresError(
-                    kind: .encoding,
-                    message: "parameter $\(i + 1) contains a NUL (0x00) character, which PostgreSQL text cannot store; use bytea")
+                throw PostgresError(kind: .encoding, message: nulParameterMessage(i))
             }
             buffer.append(0)
         }
