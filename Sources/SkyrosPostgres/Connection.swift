@@ -461,7 +461,9 @@ public actor Connection {
         try await withTaskExecutorPreference(self.executor, operation: body)
     }
 
-    /// Closes the connection and stops its thread. Further calls throw `.connectionClosed`.
+    /// Closes the connection and stops its thread. Further calls throw `.connectionClosed` (``isClosed`` is `true`;
+    /// calling `close()` again does nothing): each runs briefly on a thread of its own, never waits for the
+    /// stopped one.
     public func close() {
         if self.handle != nil { self.logger.debug("closed") }
         self.owned.finish()
@@ -486,6 +488,10 @@ public actor Connection {
     package var busyPollsNextReply: Bool { self.replyWait.pollsNext }
     /// How many connection threads may busy-poll at once, and the most that ever did (for tests).
     package static var busyPollers: (limit: Int, peak: Int) { (ReplyWait.maximumPollers, ReplyWait.peakConcurrentPollers) }
+
+    /// Whether the connection's own thread has stopped (after ``close()``), asked without running on it (for
+    /// tests of calls after `close()`).
+    package nonisolated var threadHasExited: Bool { self.executor.hasExited }
 
     /// Whether this connection's libpq calls run on its own thread (for tests of the threading model).
     package func runsOnOwnThread() async throws -> Bool {

@@ -5,6 +5,10 @@ import Foundation
 /// Every ``Connection`` runs on its own `ThreadExecutor`, so blocking libpq calls never occupy a thread of
 /// Swift's cooperative pool. Jobs run in FIFO order; the thread spins briefly before sleeping so a
 /// request/response loop does not pay a full wake-up on every call.
+///
+/// After ``shutdown()`` the thread exits once its queue is empty. A job enqueued after that (a call on a closed
+/// connection) still runs: on a short-lived thread that runs the queue until it is empty again and exits, one
+/// such thread at a time, so jobs stay serial and in order.
 final class ThreadExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
     // @unchecked Sendable: all mutable state is inside `state` (a Mutex) or `wakeup` (a semaphore).
     private struct State {
@@ -12,6 +16,9 @@ final class ThreadExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
         var head = 0
         var stopped = false
         var sleeping = false
+        /// A thread is in ``loop()`` (the dedicated one, or after shutdown a short-lived one): it will run the
+        /// queued jobs. At most one at a time.
+        var running = true
     }
 
     private let state = Locked(State())
@@ -23,23 +30,37 @@ final class ThreadExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
 
     init(name: String) {
         self.name = name
+        self.startThread()
+    }
+
+    private func startThread() {
         let thread = Thread { [self] in self.loop() }
-        thread.name = name
+        thread.name = self.name
         thread.stackSize = 1 << 20
         thread.start()
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
         let unowned = UnownedJob(job)
-        let mustSignal = self.state.withLock { state -> Bool in
+        enum Wake { case none, signal, startThread }
+        let wake = self.state.withLock { state -> Wake in
             state.jobs.append(unowned)
+            if !state.running {
+                // Shut down, and the thread has exited: nothing would ever run this job.
+                state.running = true
+                return .startThread
+            }
             if state.sleeping {
                 state.sleeping = false
-                return true
+                return .signal
             }
-            return false
+            return .none
         }
-        if mustSignal { self.wakeup.signal() }
+        switch wake {
+        case .none: break
+        case .signal: self.wakeup.signal()
+        case .startThread: self.startThread()
+        }
     }
 
     func asUnownedSerialExecutor() -> UnownedSerialExecutor {
@@ -50,7 +71,7 @@ final class ThreadExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
         UnownedTaskExecutor(ordinary: self)
     }
 
-    /// Stops the thread once the queued jobs have run.
+    /// Stops the thread once the queued jobs have run (later jobs still run, see the type's documentation).
     func shutdown() {
         let mustSignal = self.state.withLock { state -> Bool in
             state.stopped = true
@@ -80,11 +101,17 @@ final class ThreadExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
                 }
                 return .run(job)
             }
-            if state.stopped { return .exit }
+            if state.stopped {
+                state.running = false
+                return .exit
+            }
             if mayRegisterSleep { state.sleeping = true }
             return .sleep
         }
     }
+
+    /// Whether the thread has stopped (after ``shutdown()``, once its queue was empty) and none runs now.
+    var hasExited: Bool { self.state.withLock { $0.stopped && !$0.running } }
 
     /// Whether the caller runs on this executor's thread.
     var isCurrentThread: Bool {
