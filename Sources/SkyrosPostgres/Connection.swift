@@ -137,8 +137,9 @@ public actor Connection {
         self.logger.debug(
             "connected",
             metadata: [
-                PostgresLogKey.host: "\(String(cString: PQhost(connection)))",
-                PostgresLogKey.database: "\(String(cString: PQdb(connection)))",
+                // Redacted: a password that was not percent-encoded may have been split into these.
+                PostgresLogKey.host: "\(PostgresConfiguration.redact(String(cString: PQhost(connection)), secrets: self.secrets))",
+                PostgresLogKey.database: "\(PostgresConfiguration.redact(String(cString: PQdb(connection)), secrets: self.secrets))",
             ])
     }
 

@@ -9,10 +9,18 @@ import CLibPQ
 /// ```
 ///
 /// `description` never contains a password (nor any other keyword whose name contains `password`, such as
-/// `sslpassword`).
+/// `sslpassword`). A password that is not percent-encoded in a URL (one containing `/`, `@`, …) makes libpq
+/// split the URL elsewhere than meant, so parts of it may end up in another field (the port, the host, the
+/// database) or in the parse error: every part of the URL's user information after its first `:` (up to the
+/// last `@`), and its pieces between `/`, `@`, `:` and whitespace, is then treated as a secret too, replaced by
+/// `********` in errors, logs and `description`. The same holds for the words that follow an unquoted
+/// `password=` value in a conninfo string. Percent-encode the password (`%2F` for `/`, `%40` for `@`).
 public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible {
     /// The libpq keyword/value pairs, in libpq's order; only the options that were set.
     public private(set) var options: [Option]
+    /// Pieces of a password that libpq did not parse as the password (it was not percent-encoded), so they may
+    /// show in other values: redacted like the password.
+    private var passwordFragments: [String] = []
 
     public struct Option: Sendable, Hashable {
         public var keyword: String
@@ -62,12 +70,12 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
 
     /// Parses a keyword conninfo string (`host=… port=… dbname=…`) or a URL.
     public init(conninfo: String) throws {
-        let secrets = Self.passwordCandidates(in: conninfo)
+        let candidates = Self.passwordCandidates(in: conninfo)
         var errorMessage: UnsafeMutablePointer<CChar>?
         guard let parsed = PQconninfoParse(conninfo, &errorMessage) else {
             var message = "invalid connection string"
             if let errorMessage {
-                message = Self.redact(String(cString: errorMessage), secrets: secrets)
+                message = Self.redact(String(cString: errorMessage), secrets: candidates.all)
                     .trimmingCharacters(in: .whitespacesAndNewlines)
                 PQfreemem(errorMessage)
             }
@@ -83,6 +91,11 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
             cursor += 1
         }
         self.options = options
+        let parsedSecrets = Set(self.options.filter { Self.isSecret($0.keyword) }.map(\.value))
+        // A password that libpq parsed whole leaves nothing elsewhere; one it split (not percent-encoded) may
+        // have left any of its pieces in another value.
+        let splitApart = candidates.whole.contains { !parsedSecrets.contains($0) }
+        self.passwordFragments = (splitApart ? candidates.all : candidates.whole).filter { !parsedSecrets.contains($0) }
         try self.validate()
         if self["application_name"] == nil { self["application_name"] = "skyros" }
     }
@@ -92,13 +105,17 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
         if let ports = self["port"] {
             for port in ports.split(separator: ",", omittingEmptySubsequences: false) {
                 guard port.isEmpty || (Int(port).map { (1...65_535).contains($0) } ?? false) else {
-                    throw PostgresError(kind: .invalidConfiguration, message: "invalid port \"\(port)\": expected a number from 1 to 65535")
+                    throw PostgresError(
+                        kind: .invalidConfiguration,
+                        message: Self.redact("invalid port \"\(port)\": expected a number from 1 to 65535", secrets: self.secrets))
                 }
             }
         }
         for keyword in ["connect_timeout", "keepalives_idle", "keepalives_interval", "keepalives_count"] {
             if let value = self[keyword], Int(value) == nil {
-                throw PostgresError(kind: .invalidConfiguration, message: "invalid \(keyword) \"\(value)\": expected an integer")
+                throw PostgresError(
+                    kind: .invalidConfiguration,
+                    message: Self.redact("invalid \(keyword) \"\(value)\": expected an integer", secrets: self.secrets))
             }
         }
     }
@@ -144,10 +161,13 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     }
 
     /// Keyword conninfo with the value of every password keyword (`password`, `sslpassword`, …) replaced by
-    /// `********`.
+    /// `********`, and any piece of a password that was not percent-encoded redacted from the other values.
     public var description: String {
-        self.options.map { option in
-            let value = Self.isSecret(option.keyword) ? "********" : option.value
+        let parsedSecrets = Set(self.options.filter { Self.isSecret($0.keyword) }.map(\.value))
+        // The parsed password shows masked; what else of it is redacted is what libpq split off elsewhere.
+        let fragments = self.passwordFragments.filter { !parsedSecrets.contains($0) }
+        return self.options.map { option in
+            let value = Self.isSecret(option.keyword) ? "********" : Self.redact(option.value, secrets: fragments)
             return "\(option.keyword)=\(Self.quote(value))"
         }.joined(separator: " ")
     }
@@ -162,7 +182,13 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     /// reach an error or a log.
     package var secrets: [String] {
         // Longest first: a secret inside another is not left half-redacted.
-        self.options.filter { Self.isSecret($0.keyword) && !$0.value.isEmpty }.map(\.value).sorted { $0.count > $1.count }
+        let values = self.options.filter { Self.isSecret($0.keyword) && !$0.value.isEmpty }.map(\.value)
+        return Self.longestFirst(values + self.passwordFragments)
+    }
+
+    /// Without duplicates or empty strings, longest first.
+    private static func longestFirst(_ strings: [String]) -> [String] {
+        Set(strings.filter { !$0.isEmpty }).sorted { $0.count != $1.count ? $0.count > $1.count : $0 < $1 }
     }
 
     private static func quote(_ value: String) -> String {
@@ -179,48 +205,86 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
         return result
     }
 
-    /// Best-effort extraction of password spellings from a raw URL or conninfo, used only to scrub messages
-    /// of strings libpq could not parse (the parsed password is always known otherwise).
-    static func passwordCandidates(in conninfo: String) -> [String] {
-        var candidates: [String] = []
+    /// Best-effort extraction of password spellings from a raw URL or conninfo, before libpq parses it: `whole`
+    /// holds each password as written (and percent-decoded); `all` adds the pieces libpq may split a password
+    /// into when it is not percent-encoded (or, in a conninfo string, not quoted). Longest first.
+    static func passwordCandidates(in conninfo: String) -> (whole: [String], all: [String]) {
+        var whole: [String] = []
+        var pieces: [String] = []
+        func addPieces(of text: Substring, separators: (Character) -> Bool) {
+            let split = text.split(whereSeparator: separators).map(String.init)
+            if split.count > 1 { pieces += split + split.compactMap { $0.removingPercentEncoding } }
+        }
         if let schemeEnd = conninfo.range(of: "://") {
             let rest = conninfo[schemeEnd.upperBound...]
-            let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
-            let authority = rest[..<authorityEnd]
+            // The password may hold `/` and `@` unencoded: the user information runs to the last `@` before
+            // the query string (libpq ends it at the first `/` or `@`).
+            let authority = rest.prefix { $0 != "?" }
             if let at = authority.lastIndex(of: "@") {
                 let userinfo = authority[..<at]
                 if let colon = userinfo.firstIndex(of: ":") {
-                    let raw = String(userinfo[userinfo.index(after: colon)...])
-                    candidates.append(raw)
-                    if let decoded = raw.removingPercentEncoding { candidates.append(decoded) }
+                    let raw = userinfo[userinfo.index(after: colon)...]
+                    whole.append(String(raw))
+                    if let decoded = raw.removingPercentEncoding { whole.append(decoded) }
+                    addPieces(of: raw) { $0 == "/" || $0 == "@" || $0 == ":" || $0.isWhitespace }
                 }
             }
             // Every `…password=` parameter (`password`, `sslpassword`).
             var searched = conninfo[...]
             while let query = searched.range(of: "password=") {
                 let value = conninfo[query.upperBound...].prefix { $0 != "&" }
-                candidates.append(String(value))
-                if let decoded = String(value).removingPercentEncoding { candidates.append(decoded) }
+                whole.append(String(value))
+                if let decoded = String(value).removingPercentEncoding { whole.append(decoded) }
                 searched = conninfo[query.upperBound...]
             }
         } else {
             // Every `…password = value` keyword (`password`, `sslpassword`).
             var searched = conninfo[...]
             while let key = searched.range(of: "password") {
-                var rest = conninfo[key.upperBound...].drop { $0 == " " }
+                var rest = conninfo[key.upperBound...].drop { $0.isWhitespace }
                 if rest.first == "=" {
-                    rest = rest.dropFirst().drop { $0 == " " }
+                    rest = rest.dropFirst().drop { $0.isWhitespace }
                     if rest.first == "'" {
-                        candidates.append(String(rest.dropFirst().prefix { $0 != "'" }))
+                        whole.append(String(rest.dropFirst().prefix { $0 != "'" }))
                     } else {
-                        candidates.append(String(rest.prefix { $0 != " " }))
+                        // Unquoted, the value ends at the first space: the words after it, up to the next
+                        // `keyword=`, are likely the rest of the password (libpq then reports them).
+                        let words = rest.split(whereSeparator: \.isWhitespace)
+                        var taken: [Substring] = []
+                        for (i, word) in words.enumerated() {
+                            let name = word.prefix { $0 != "=" }
+                            let assigns = word.contains("=") || (i + 1 < words.count && words[i + 1].first == "=")
+                            if i > 0, assigns, Self.libpqKeywords.contains(String(name)) { break }
+                            taken.append(word)
+                        }
+                        if let first = taken.first { whole.append(String(first)) }
+                        if taken.count > 1 {
+                            pieces.append(taken.joined(separator: " "))
+                            for word in taken {
+                                pieces.append(String(word))
+                                pieces += word.split(separator: "=").map(String.init)
+                            }
+                        }
                     }
                 }
                 searched = conninfo[key.upperBound...]
             }
         }
-        return candidates.sorted { $0.count > $1.count }
+        return (Self.longestFirst(whole), Self.longestFirst(whole + pieces))
     }
+
+    /// Every keyword libpq knows (`host`, `dbname`, `sslmode`, …).
+    private static let libpqKeywords: Set<String> = {
+        guard let defaults = PQconndefaults() else { return [] }
+        defer { PQconninfoFree(defaults) }
+        var names: Set<String> = []
+        var cursor = defaults
+        while let keyword = cursor.pointee.keyword {
+            names.insert(String(cString: keyword))
+            cursor += 1
+        }
+        return names
+    }()
 }
 
 import Foundation

@@ -37,3 +37,57 @@ struct ConfigurationSecretsTests {
         #expect(!config.description.contains(secret))
     }
 }
+
+/// A password that is not percent-encoded makes libpq split the URL (or conninfo) elsewhere than meant, so parts
+/// of it end up in another field (port, host, database) or in libpq's parse error. None of it may show in an
+/// error, nor in `description`.
+@Suite("Configuration secrets: passwords that are not percent-encoded")
+struct UnencodedPasswordTests {
+    static let cases: [(input: String, fragments: [String])] = [
+        ("postgres://app:s3cr3t/2024@db:5432/app", ["s3cr3t", "2024"]),
+        ("postgres://app:123/s3cr3t@h:5432/app", ["s3cr3t", "123"]),
+        ("postgres://app:p@zq9@127.0.0.1:1/app", ["zq9"]),
+        ("host=127.0.0.1 port=1 user=app password=abc def dbname=app", ["abc", "def"]),
+        ("host=127.0.0.1 port=1 user=app password=abc xyz=def dbname=app", ["abc", "xyz", "def"]),
+    ]
+
+    @Test(.timeLimit(.minutes(1)), arguments: 0..<cases.count)
+    func noFragmentOfThePasswordShows(_ index: Int) async throws {
+        let (input, fragments) = Self.cases[index]
+        var shown: [String] = []
+        do {
+            let config = try PostgresConfiguration(conninfo: input)
+            shown.append(config.description)
+            shown.append(String(reflecting: config))
+            do {
+                var quick = config
+                quick["connect_timeout"] = "2"
+                let connection = try await Connection.connect(to: quick)
+                await connection.close()
+            } catch {
+                shown += ["\(error)", String(reflecting: error)]
+            }
+        } catch {
+            shown += ["\(error)", String(reflecting: error)]
+        }
+        for text in shown {
+            for fragment in fragments {
+                #expect(!text.contains(fragment), "\(input): \"\(fragment)\" shows in \(text)")
+            }
+        }
+    }
+
+    @Test func aPercentEncodedPasswordStillWorks() async throws {
+        let config = try PostgresConfiguration(url: "postgres://app:s3cr3t%2F2024%40x@db:5432/app")
+        #expect(config["password"] == "s3cr3t/2024@x")
+        #expect(config.host == "db")
+        #expect(config.port == 5432)
+        #expect(config.database == "app")
+        #expect(config.description.contains("host=db"))
+        #expect(config.description.contains("dbname=app"))
+        #expect(!config.description.contains("s3cr3t"))
+        // And connecting with a percent-encoded URL to the test server still works.
+        let connection = try await Connection.connect(to: TestServer.configuration)
+        await connection.close()
+    }
+}
