@@ -99,6 +99,34 @@ struct ValueRoundTripTests {
         await connection.close()
     }
 
+    /// `Decimal` keeps 38 significant digits; `Decimal(string:)` silently drops the ones after. A numeric with
+    /// more must not decode to another number: it fails (naming the type, not the value).
+    @Test func numericWithMoreDigitsThanDecimalKeepsFailsToDecode() async throws {
+        try await TestServer.withConnection { connection in
+            for text in [
+                "12345678901234567890.123456789012345678901", "-1234567890123456789012345678901234567891",
+                "0." + String(repeating: "0", count: 130) + "1234567890",  // beyond Decimal's exponent range
+            ] {
+                let row = try await connection.query("SELECT \(text)::text::numeric")[0]
+                let error = #expect(throws: PostgresError.self, "\(text)") { try row.decode(Decimal.self, at: 0) }
+                #expect(error?.kind == .decoding)
+                #expect(error?.message.contains("numeric") == true, "\(String(describing: error))")
+                #expect(error?.message.contains("1234567890") == false, "the value is not shown: \(String(describing: error))")
+            }
+            // Within Decimal's 38 digits (trailing zeros are no significant digits) values decode exactly.
+            for text in [
+                "1234567890.123456789", "12345678901234567890.123456789012345678", "-0.00012345678901234567890123456789012345678",
+                "123456789012345678901234567890000000000000", "0.000", "100",
+            ] {
+                let row = try await connection.query("SELECT \(text)::text::numeric")[0]
+                let decoded = try row.decode(Decimal.self, at: 0)
+                #expect(decoded == Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")), "\(text)")
+                let back = try await connection.query("SELECT \(decoded)::numeric = \(text)::text::numeric")[0].decode(Bool.self, at: 0)
+                #expect(back, "\(text) round-trips exactly")
+            }
+        }
+    }
+
     @Test func byteaWithZeroBytes() async throws {
         let data = Data([0x00, 0x01, 0xFF, 0x00, 0x7F, 0x5C, 0x27])
         #expect(try await roundTrip(data, as: "bytea") == data)
