@@ -13,7 +13,10 @@ extension Connection {
     /// still fail part way, the statements already sent are rolled back, never committed by the sync (and a
     /// transaction they opened is rolled back too). Statements with parameters use this
     /// connection's prepared statements; a new one is prepared inside the same pipeline, once however often it
-    /// repeats (unless prepared statements are disabled or the cache is full: then it is sent unnamed).
+    /// repeats (unless prepared statements are disabled or the cache is full: then it is sent unnamed). A cached
+    /// statement removed behind the connection's back (`DEALLOCATE ALL`, `DISCARD ALL`) is prepared again: when
+    /// it is the pipeline's first statement (outside a transaction) the pipeline runs once more, otherwise it
+    /// fails this once with SQLSTATE 26000.
     ///
     /// ```swift
     /// let inserts = (0..<10_000).map { i -> PostgresQuery in "INSERT INTO t (n) VALUES (\(i))" }
@@ -37,6 +40,20 @@ extension Connection {
     package func pipelineWithoutChecking(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
         if queries.isEmpty { return [] }
         self.logger.debug("pipeline", metadata: ["skyros.pipeline.count": "\(queries.count)"])
+        let inTransaction = self.isInTransaction
+        do {
+            return try await self.pipelineOnce(queries)
+        } catch let error as PostgresError
+            where error.sqlState == .invalidSQLStatementName && error.statementIndex == 0 && !inTransaction
+            && !self.isInTransaction
+        {
+            // The first statement was a cached one that is gone (`DISCARD ALL`): nothing of the pipeline ran,
+            // and the statements it used are forgotten, so it runs once more (preparing them again).
+            return try await self.pipelineOnce(queries)
+        }
+    }
+
+    private func pipelineOnce(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
         let secrets = self.redactionSecrets
         let steps = self.pipelineSteps(for: queries)
         var prepared: [Int] = []
@@ -57,6 +74,17 @@ extension Connection {
             // A cached statement whose table changed since it was prepared ("cached plan must not change result
             // type"): forget it, so the next pipeline prepares it again (this one's transaction is aborted).
             if let index = error.statementIndex, case .prepared = steps[index] { self.forgetPrepared(queries[index].sql) }
+            throw error
+        } catch let error as PostgresError where error.sqlState == .invalidSQLStatementName {
+            // A cached statement is gone (`DEALLOCATE ALL`, `DISCARD ALL`), and likely every other one with it:
+            // forget all those this pipeline used (the ones still allocated are deallocated before the next
+            // statement), so the next pipeline prepares them again instead of failing on each in turn.
+            if let index = error.statementIndex, case .prepared = steps[index] {
+                for (i, step) in steps.enumerated() {
+                    guard case .prepared = step else { continue }
+                    self.forgetPrepared(queries[i].sql, allocated: i != index)
+                }
+            }
             throw error
         }
     }

@@ -12,7 +12,8 @@ public enum IsolationLevel: String, Sendable, Hashable {
 /// One PostgreSQL connection: a libpq `PGconn` confined to its own dedicated thread.
 ///
 /// Every method is `async` and runs on the connection's thread, so blocking libpq calls never occupy
-/// Swift's cooperative pool. Statements with parameters are prepared once per connection and reused.
+/// Swift's cooperative pool. Statements with parameters are prepared once per connection and reused
+/// (prepared again when a migration outdated them, or `DEALLOCATE ALL`/`DISCARD ALL` removed them).
 /// Cancelling the calling task cancels the running statement (`PQcancel`); the connection stays usable.
 ///
 /// ```swift
@@ -250,13 +251,17 @@ public actor Connection {
             }
             do {
                 return try self.exec(on: connection) { PQsendQueryPrepared(connection, name, count, values, nil, nil, 0) }
-            } catch let error as PostgresError where error.sqlState == .featureNotSupported {
-                // "cached plan must not change result type": the statement's table changed since it was prepared
-                // (`ALTER TABLE … TYPE`, a table dropped and created again by a migration), and the statement
-                // now fails for good on this connection. Forget it; outside a transaction the failed statement
-                // did nothing, so prepare it again and run it once more. In a transaction the error stands (the
-                // transaction is aborted), and the next use prepares it again.
-                self.forgetPrepared(query.sql, name: name, on: connection)
+            } catch let error as PostgresError
+                where error.sqlState == .featureNotSupported || error.sqlState == .invalidSQLStatementName
+            {
+                // "cached plan must not change result type" (0A000): the statement's table changed since it was
+                // prepared (`ALTER TABLE … TYPE`, a table dropped and created again by a migration), and the
+                // statement now fails for good on this connection. Or it is gone (26000: `DEALLOCATE ALL`,
+                // `DISCARD ALL`). Forget it; outside a transaction the failed statement did nothing, so prepare it
+                // again and run it once more. In a transaction the error stands (the transaction is aborted), and
+                // the next use prepares it again.
+                self.forgetPrepared(
+                    query.sql, name: name, on: connection, allocated: error.sqlState != .invalidSQLStatementName)
                 guard PQtransactionStatus(connection) == PQTRANS_IDLE,
                     let again = try self.preparedStatement(for: query, types: types, count: count, on: connection)
                 else { throw error }
@@ -265,12 +270,14 @@ public actor Connection {
         }
     }
 
-    /// Drops a cached statement that no longer works, and deallocates it on the server: at once when
-    /// `connection` is given and has no transaction open, otherwise before this connection's next statement
-    /// outside a transaction (an aborted transaction refuses `DEALLOCATE`). Its name is never reused.
-    func forgetPrepared(_ sql: String, name: String? = nil, on connection: OpaquePointer? = nil) {
+    /// Drops a cached statement that no longer works, and deallocates it on the server (unless it is no longer
+    /// `allocated` there): at once when `connection` is given and has no transaction open, otherwise before this
+    /// connection's next statement outside a transaction (an aborted transaction refuses `DEALLOCATE`). Its name
+    /// is never reused.
+    func forgetPrepared(_ sql: String, name: String? = nil, on connection: OpaquePointer? = nil, allocated: Bool = true) {
         guard let name = name ?? self.statements[sql]?.name else { return }
         self.statements[sql] = nil
+        guard allocated else { return }
         if let connection, PQtransactionStatus(connection) == PQTRANS_IDLE {
             PQclear(PQexec(connection, "DEALLOCATE \(name)"))
         } else {

@@ -249,12 +249,15 @@ package final class ListenerSession {
             }
             do {
                 return try self.exec { PQsendQueryPrepared(connection, name, count, values, nil, nil, 0) }
-            } catch let error as PostgresError where error.sqlState == .featureNotSupported {
-                // "cached plan must not change result type": the statement's table changed since it was prepared,
-                // and it now fails for good on this connection. Forget it, prepare it again and run it once more
-                // (the listener's reads are never in a transaction, so the failed one did nothing).
+            } catch let error as PostgresError
+                where error.sqlState == .featureNotSupported || error.sqlState == .invalidSQLStatementName
+            {
+                // "cached plan must not change result type" (0A000): the statement's table changed since it was
+                // prepared, and it now fails for good on this connection; or it is gone (26000: `DEALLOCATE ALL`,
+                // `DISCARD ALL`). Forget it, prepare it again and run it once more (the listener's reads are
+                // never in a transaction, so the failed one did nothing).
                 self.statements[query.sql] = nil
-                PQclear(PQexec(connection, "DEALLOCATE \(name)"))
+                if error.sqlState == .featureNotSupported { PQclear(PQexec(connection, "DEALLOCATE \(name)")) }
                 guard let again = try self.preparedStatement(for: query, types: types, count: count) else { throw error }
                 return try self.exec { PQsendQueryPrepared(connection, again, count, values, nil, nil, 0) }
             }

@@ -64,6 +64,8 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let checkViolation = SQLState("23514")
     public static let exclusionViolation = SQLState("23P01")
     public static let invalidTransactionState = SQLState("25000")
+    /// A prepared statement that does not exist (for example after `DEALLOCATE ALL` or `DISCARD ALL`).
+    public static let invalidSQLStatementName = SQLState("26000")
     public static let activeSQLTransaction = SQLState("25001")
     public static let inFailedSQLTransaction = SQLState("25P02")
     public static let transactionRollback = SQLState("40000")
