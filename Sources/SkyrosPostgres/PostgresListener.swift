@@ -29,6 +29,14 @@ public struct PostgresNotification: Sendable, Hashable {
 ///
 /// Behind PgBouncer in transaction mode, give the listener a direct URL to PostgreSQL: LISTEN needs a
 /// session.
+///
+/// A listener only reads, so a server that vanished without closing the connection (a host crash, a network
+/// partition) would go unnoticed for as long as the operating system keeps a silent connection (hours). So its
+/// connection gets TCP keepalives (`keepalives=1`, `keepalives_idle=30`, `keepalives_interval=10`,
+/// `keepalives_count=3`, and on Linux `tcp_user_timeout=60000`) for each of these options the configuration
+/// does not set itself, and after 30 seconds without a word from the server it sends an empty statement: when
+/// no reply comes within 20 seconds it reconnects (and yields ``Event/reconnected``) as for a dropped
+/// connection.
 public final class PostgresListener: Sendable {
     /// What the listener reports, in order.
     public enum Event: Sendable, Hashable {
@@ -49,16 +57,46 @@ public final class PostgresListener: Sendable {
     private let logger: Logger
     private let reconnectDelay: Duration
     private let handles: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
+    private let idleCheck: IdleCheck
+
+    /// When the listener checks that its server still answers: after `after` without a word from it, it sends an
+    /// empty statement, and reconnects when no reply comes within `replyTimeout`.
+    package struct IdleCheck: Sendable {
+        package var after: Duration
+        package var replyTimeout: Duration
+        package init(after: Duration, replyTimeout: Duration) {
+            self.after = after
+            self.replyTimeout = replyTimeout
+        }
+        package static let standard = IdleCheck(after: .seconds(30), replyTimeout: .seconds(20))
+    }
+
+    /// The libpq options that make a silent dead peer fail the connection; each applies unless the
+    /// configuration sets it.
+    static var keepaliveOptions: [(keyword: String, value: String)] {
+        var options = [("keepalives", "1"), ("keepalives_idle", "30"), ("keepalives_interval", "10"), ("keepalives_count", "3")]
+        #if os(Linux)
+        // Unacknowledged data (the idle check's statement) fails the connection after a minute, instead of
+        // after the ~15 minutes of retransmissions.
+        options.append(("tcp_user_timeout", "60000"))
+        #endif
+        return options
+    }
 
     private init(
         configuration: PostgresConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration,
-        handles: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
+        idleCheck: IdleCheck, handles: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
     ) {
         (self.events, self.continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
+        var configuration = configuration
+        for (keyword, value) in Self.keepaliveOptions where configuration[keyword] == nil {
+            configuration[keyword] = value
+        }
         self.configuration = configuration
         self.channels = channels
         self.logger = logger
         self.reconnectDelay = reconnectDelay
+        self.idleCheck = idleCheck
         self.handles = handles
     }
 
@@ -83,10 +121,11 @@ public final class PostgresListener: Sendable {
     /// must be quick and must not block: later notifications wait behind it.
     package static func start(
         configuration: PostgresConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration = .milliseconds(50),
-        handles: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
+        idleCheck: IdleCheck = .standard, handles: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
     ) async throws -> PostgresListener {
         let listener = PostgresListener(
-            configuration: configuration, channels: channels, logger: logger, reconnectDelay: reconnectDelay, handles: handles)
+            configuration: configuration, channels: channels, logger: logger, reconnectDelay: reconnectDelay,
+            idleCheck: idleCheck, handles: handles)
         try await withCheckedThrowingContinuation { (ready: CheckedContinuation<Void, any Error>) in
             let thread = Thread { listener.loop(ready: ready) }
             thread.name = "skyros-listener"
@@ -154,12 +193,15 @@ public final class PostgresListener: Sendable {
         }
         var delay = self.reconnectDelay
         var session = connection.map { self.session(on: $0) }
+        let clock = ContinuousClock()
+        var lastHeard = clock.now
         while !self.isStopped {
             guard let current = connection, let currentSession = session else {
                 switch self.connect() {
                 case .success(let c):
                     connection = c
                     session = self.session(on: c)
+                    lastHeard = clock.now
                     delay = self.reconnectDelay
                     self.logger.debug("listener reconnected")
                     self.continuation.yield(.reconnected)
@@ -170,9 +212,16 @@ public final class PostgresListener: Sendable {
                 }
                 continue
             }
-            LibPQ.wait(current, read: true, write: false, timeoutMilliseconds: 100)
-            if PQconsumeInput(current) == 0 || PQstatus(current) != CONNECTION_OK {
-                self.logger.debug("listener connection lost")
+            var alive = true
+            if LibPQ.wait(current, read: true, write: false, timeoutMilliseconds: 100) {
+                lastHeard = clock.now
+            } else if clock.now - lastHeard >= self.idleCheck.after {
+                // Silence: make sure the server is still there (a dead peer never closes the connection).
+                alive = Self.answers(current, within: self.idleCheck.replyTimeout)
+                lastHeard = clock.now
+            }
+            if !alive || PQconsumeInput(current) == 0 || PQstatus(current) != CONNECTION_OK {
+                self.logger.debug(alive ? "listener connection lost" : "listener connection lost: no reply to the idle check")
                 PQfinish(current)
                 connection = nil
                 session = nil
@@ -193,6 +242,24 @@ public final class PostgresListener: Sendable {
             }
         }
         if let connection { PQfinish(connection) }
+    }
+
+    /// Sends an empty statement and waits up to `timeout` for its reply (notifications that arrive meanwhile
+    /// stay queued in libpq). `false` when none came, or the connection failed.
+    private static func answers(_ connection: OpaquePointer, within timeout: Duration) -> Bool {
+        guard PQsendQuery(connection, "") == 1, LibPQ.flush(connection) else { return false }
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            while PQisBusy(connection) == 0 {
+                guard let result = PQgetResult(connection) else { return PQstatus(connection) == CONNECTION_OK }
+                PQclear(result)
+            }
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else { return false }
+            let milliseconds = remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1
+            LibPQ.wait(connection, read: true, write: false, timeoutMilliseconds: Int32(clamping: milliseconds))
+            if PQconsumeInput(connection) == 0 { return false }
+        }
     }
 
     private func session(on connection: OpaquePointer) -> ListenerSession {
@@ -221,6 +288,20 @@ package final class ListenerSession {
         self.connection = connection
         self.secrets = secrets
         self.replyWait = ReplyWait(busyPoll: busyPoll)
+    }
+
+    /// The libpq options this connection was opened with (`PQconninfo`), passwords left out.
+    package var connectionOptions: [String: String] {
+        guard let options = PQconninfo(self.connection) else { return [:] }
+        defer { PQconninfoFree(options) }
+        var result: [String: String] = [:]
+        var cursor = options
+        while let keyword = cursor.pointee.keyword {
+            let name = String(cString: keyword)
+            if let value = cursor.pointee.val, !PostgresConfiguration.isSecret(name) { result[name] = String(cString: value) }
+            cursor += 1
+        }
+        return result
     }
 
     /// Whether this connection's statement and lock timeouts were set (before its first read).
