@@ -245,14 +245,21 @@ public final class ConnectionPool: Service, Sendable {
         waiter?.continuation.resume(returning: connection)
     }
 
-    /// Puts a checked connection back, keeping its idle-since time, or hands it to a waiter.
-    private func returnIdle(_ idle: Idle) {
-        let waiter = self.state.withLock { state -> Waiter? in
-            if !state.waiters.isEmpty { return state.waiters.removeFirst() }
+    /// Puts a checked connection back, keeping its idle-since time, or hands it to a waiter; closes it when the
+    /// pool was shut down meanwhile (``shutdown()`` only closes the connections that are idle when it runs).
+    private func returnIdle(_ idle: Idle) async {
+        let (waiter, closeIt) = self.state.withLock { state -> (Waiter?, Bool) in
+            if state.shutDown {
+                state.leased -= 1
+                state.closed += 1
+                return (nil, true)
+            }
+            if !state.waiters.isEmpty { return (state.waiters.removeFirst(), false) }
             state.leased -= 1
             state.idle.append(idle)
-            return nil
+            return (nil, false)
         }
+        if closeIt { await idle.connection.close() }
         waiter?.continuation.resume(returning: idle.connection)
     }
 
@@ -346,7 +353,8 @@ public final class ConnectionPool: Service, Sendable {
     }
 
     /// One maintenance pass: close expired idle connections, check idle health, open up to the minimum.
-    func maintain() async {
+    /// ``run()`` repeats it (package-visible for tests).
+    package func maintain() async {
         let now = ContinuousClock.now
         let expired = self.state.withLock { state -> [Connection] in
             var expired: [Connection] = []
@@ -376,7 +384,7 @@ public final class ConnectionPool: Service, Sendable {
         }
         for entry in idle {
             if await entry.connection.isHealthy() {
-                self.returnIdle(Idle(connection: entry.connection, since: entry.since, lastChecked: .now))
+                await self.returnIdle(Idle(connection: entry.connection, since: entry.since, lastChecked: .now))
             } else {
                 await self.discard(entry.connection)
             }

@@ -131,3 +131,35 @@ struct ConnectionPoolTests {
         #expect(pool.statistics.idle == 0)
     }
 }
+
+extension ConnectionPoolTests {
+    /// A health check of an idle connection that ends after `shutdown()` must close the connection, not put it
+    /// back among the idle ones (where nothing would ever close it). The check is held up deterministically: the
+    /// connection's thread is busy with a statement waiting for an advisory lock the test holds.
+    @Test(.timeLimit(.minutes(1))) func aHealthCheckThatEndsAfterShutdownClosesTheConnection() async throws {
+        let pool = ConnectionPool(
+            configuration: .init(maximumConnections: 1, healthCheckInterval: .zero), postgres: try TestServer.configuration)
+        let connection = try await pool.withConnection { $0 }
+        #expect(pool.statistics.idle == 1)
+        let key = Int.random(in: 1...1_000_000_000)
+        try await TestServer.withConnection { locker in
+            try await locker.query("SELECT pg_advisory_lock(\(key))")
+            let pid = await connection.backendPID
+            // Occupies the idle connection's thread (as a long statement would) until the lock is released.
+            let blocked = Task { try await connection.query("SELECT pg_advisory_xact_lock(\(key))") }
+            #expect(await eventually {
+                let waiting = try? await locker.query("SELECT count(*) FROM pg_locks WHERE pid = \(pid) AND NOT granted")
+                return (try? waiting?[0].decode(Int.self, at: 0)) == 1
+            })
+            let maintenance = Task { await pool.maintain() }
+            #expect(await eventually { pool.statistics.idle == 0 && pool.statistics.inUse == 1 }, "the check took the connection")
+            await pool.shutdown()
+            try await locker.query("SELECT pg_advisory_unlock(\(key))")
+            _ = try await blocked.value
+            await maintenance.value
+        }
+        #expect(pool.statistics.idle == 0, "nothing went back to the idle list of a shut down pool")
+        #expect(await connection.isClosed, "the connection was closed")
+        #expect(pool.statistics.inUse == 0)
+    }
+}
