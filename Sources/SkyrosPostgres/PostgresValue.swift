@@ -489,7 +489,8 @@ extension Date: PostgresArrayElement {
 
 // MARK: - JSON
 
-/// A `Codable` value stored in a `jsonb` column (use ``PostgresJSON`` for `json`).
+/// A `Codable` value stored in a `jsonb` column (use ``PostgresJSON`` for `json`). Dates inside it are ISO 8601
+/// strings with milliseconds (`2023-11-14T22:13:20.250Z`); ones without a fraction of a second read too.
 ///
 /// ```swift
 /// struct Settings: Codable, Sendable { var theme: String }
@@ -508,7 +509,7 @@ public struct PostgresJSONB<Value: Codable & Sendable>: PostgresArrayElement {
     }
 }
 
-/// A `Codable` value stored in a `json` column.
+/// A `Codable` value stored in a `json` column (dates inside it as in ``PostgresJSONB``).
 public struct PostgresJSON<Value: Codable & Sendable>: PostgresArrayElement {
     public var value: Value
     public init(_ value: Value) { self.value = value }
@@ -521,10 +522,18 @@ public struct PostgresJSON<Value: Codable & Sendable>: PostgresArrayElement {
     }
 }
 
+/// How dates inside ``PostgresJSON`` and ``PostgresJSONB`` values are written: ISO 8601 in UTC with
+/// milliseconds (`2023-11-14T22:13:20.250Z`).
+private let jsonDateWithFraction = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
 private func jsonText<V: Encodable>(_ value: V) throws -> String {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    encoder.dateEncodingStrategy = .iso8601
+    // ISO 8601 with milliseconds (`.iso8601` drops the fraction of a second).
+    encoder.dateEncodingStrategy = .custom { date, encoder in
+        var container = encoder.singleValueContainer()
+        try container.encode(date.formatted(jsonDateWithFraction))
+    }
     do {
         let text = String(decoding: try encoder.encode(value), as: UTF8.self)
         return text
@@ -535,7 +544,14 @@ private func jsonText<V: Encodable>(_ value: V) throws -> String {
 
 private func jsonValue<V: Decodable>(_ type: V.Type, _ bytes: ArraySlice<UInt8>, _ pgType: PostgresType) throws -> V {
     let decoder = JSONDecoder()
-    decoder.dateDecodingStrategy = .iso8601
+    // Both ISO 8601 forms: with a fraction of a second (as written since), and without.
+    decoder.dateDecodingStrategy = .custom { decoder in
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        if let date = try? jsonDateWithFraction.parse(text) { return date }
+        if let date = try? Date.ISO8601FormatStyle().parse(text) { return date }
+        throw DecodingError.dataCorruptedError(in: container, debugDescription: "expected an ISO 8601 date")
+    }
     do {
         return try decoder.decode(V.self, from: Data(bytes))
     } catch {
