@@ -10,8 +10,9 @@ extension Connection {
     /// sync fails (a deferred constraint), the error has no statement index. A statement that cannot be sent (a
     /// value that does not encode, a NUL character in its text or a parameter, more than 65535 parameters) fails
     /// the pipeline with ``PostgresError/Kind/encoding`` and its index before anything is sent; should sending
-    /// still fail part way, the statements already sent are rolled back, never committed by the sync (and a
-    /// transaction they opened is rolled back too). Statements with parameters use this
+    /// still fail part way, the statements already sent never commit: the pipeline fails as if that statement had
+    /// failed on the server (a transaction left open is left failed, for its owner to roll back). Statements with
+    /// parameters use this
     /// connection's prepared statements; a new one is prepared inside the same pipeline, once however often it
     /// repeats (unless prepared statements are disabled or the cache is full: then it is sent unnamed). A cached
     /// statement removed behind the connection's back (`DEALLOCATE ALL`, `DISCARD ALL`) is prepared again: when
@@ -89,6 +90,10 @@ extension Connection {
         }
     }
 
+    /// Fails on the server, so the statements of a pipeline that could not be sent whole commit nothing.
+    static let abortStatement =
+        "DO $$BEGIN RAISE EXCEPTION 'skyros: a pipeline statement could not be sent; the pipeline is rolled back'; END$$"
+
     private static func runPipeline(
         _ queries: [PostgresQuery], steps: [PipelineStep], on connection: OpaquePointer, secrets: [String],
         prepared: inout [Int], replyWait: inout ReplyWait
@@ -111,12 +116,17 @@ extension Connection {
         defer { prepared = reader.prepared }
         defer {
             if !syncSent, PQstatus(connection) == CONNECTION_OK {
-                // Sending failed part way (on this side: the server has not failed the pipeline, or it would have
-                // been synced). A bare sync would commit the statements already sent (their implicit transaction),
-                // so a ROLLBACK goes before it: it ends that transaction, or one the statements began, without
-                // committing (skipped, and not needed, when a statement already failed on the server).
+                // Sending failed part way, on this side. A bare sync would commit the statements already sent
+                // (their implicit transaction), so a statement that fails goes before it, as if the unsendable
+                // one had failed on the server: the implicit transaction is rolled back at the sync, and a
+                // transaction that is open (begun by these statements or before them) is left failed, to be
+                // rolled back by its owner, never committed. (Not a ROLLBACK: it would end a transaction begun
+                // before the pipeline, and the caller's next statements would then run outside it.) Skipped, and
+                // not needed, when a statement already failed on the server.
                 reader.stopAfter(items: itemsSent)
-                if PQsendQueryParams(connection, "ROLLBACK", 0, nil, nil, nil, nil, 0) == 1, PQpipelineSync(connection) == 1 {
+                if PQsendQueryParams(connection, Self.abortStatement, 0, nil, nil, nil, nil, 0) == 1,
+                    PQpipelineSync(connection) == 1
+                {
                     PQsetnonblocking(connection, 0)
                     PQflush(connection)
                 } else {
@@ -248,8 +258,8 @@ private struct PipelineReader {
         self.results.reserveCapacity(prepareItems.count)
     }
 
-    /// Only the first `count` items were sent (sending failed part way): what follows them (the `ROLLBACK`
-    /// sent instead) is no statement's result, and no `Prepare`'s.
+    /// Only the first `count` items were sent (sending failed part way): what follows them (the failing
+    /// statement sent instead) is no statement's result, and no `Prepare`'s.
     mutating func stopAfter(items count: Int) {
         if count < self.prepareItems.count { self.prepareItems = Array(self.prepareItems.prefix(count)) }
     }

@@ -33,19 +33,42 @@ struct PipelineClientFailureTests {
                         #expect(await !connection.isInTransaction)
                     }
                 }
-                // Should sending still fail part way (here: unchecked), what was sent is rolled back, not synced.
+                // Should sending still fail part way (here: unchecked), what was sent does not commit: the pipeline
+                // fails as if the statement had failed on the server.
                 let begin: PostgresQuery = "BEGIN"
+                func count() async throws -> Int {
+                    try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0)
+                }
                 for (name, failing) in [("NUL in a bind", withNUL), ("70,000 binds", tooManyBinds)] {
-                    for batch in [[first, first, failing, first], [begin, first, failing]] {
-                        let error = await #expect(throws: PostgresError.self, "\(name)") {
-                            try await connection.pipelineWithoutChecking(batch)
-                        }
-                        #expect(error?.statementIndex == 2, "\(name)")
-                        let count = try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0]
-                            .decode(Int.self, at: 0)
-                        #expect(count == 0, "\(name), \(batch.count) statements: nothing was committed")
-                        #expect(await !connection.isInTransaction, "\(name): the transaction the pipeline began was rolled back")
+                    let implicit = await #expect(throws: PostgresError.self, "\(name)") {
+                        try await connection.pipelineWithoutChecking([first, first, failing, first])
                     }
+                    #expect(implicit?.kind == .encoding || implicit?.kind == .protocolViolation, "\(name)")
+                    #expect(implicit?.statementIndex == 2, "\(name)")
+                    #expect(try await count() == 0, "\(name): nothing was committed")
+                    #expect(await !connection.isInTransaction, "\(name): the implicit transaction was rolled back")
+
+                    // A transaction the pipeline began is left failed (as after a server error): nothing commits.
+                    let own = await #expect(throws: PostgresError.self, "\(name)") {
+                        try await connection.pipelineWithoutChecking([begin, first, failing, "COMMIT"])
+                    }
+                    #expect(own?.statementIndex == 2, "\(name)")
+                    #expect(await connection.isInTransaction, "\(name): the failed transaction waits for its rollback")
+                    try await connection.execute(script: "COMMIT")  // ends a failed transaction as ROLLBACK
+                    #expect(try await count() == 0, "\(name): nothing was committed")
+
+                    // A transaction begun before the pipeline stays open, failed: the caller's COMMIT rolls back.
+                    try await connection.execute(script: "BEGIN")
+                    try await connection.query("INSERT INTO \(qualified: [schema, "items"]) (label) VALUES (\("before"))")
+                    await #expect(throws: PostgresError.self, "\(name)") {
+                        try await connection.pipelineWithoutChecking([first, failing])
+                    }
+                    #expect(await connection.isInTransaction, "\(name): the caller's transaction was not ended")
+                    await #expect(throws: PostgresError.self, "\(name): statements after it do not run outside it") {
+                        try await connection.query("INSERT INTO \(qualified: [schema, "items"]) (label) VALUES (\("after"))")
+                    }
+                    try await connection.execute(script: "COMMIT")
+                    #expect(try await count() == 0, "\(name): nothing of the caller's transaction was committed")
                 }
                 // The connection is still usable, and a valid pipeline commits.
                 try await connection.pipeline([first, first])
