@@ -75,7 +75,7 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
         guard let parsed = PQconninfoParse(conninfo, &errorMessage) else {
             var message = "invalid connection string"
             if let errorMessage {
-                message = Self.redact(String(cString: errorMessage), secrets: candidates.all)
+                message = Self.redact(String(cString: errorMessage), secrets: Self.longestFirst(candidates.flatMap(\.all)))
                     .trimmingCharacters(in: .whitespacesAndNewlines)
                 PQfreemem(errorMessage)
             }
@@ -92,10 +92,12 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
         }
         self.options = options
         let parsedSecrets = Set(self.options.filter { Self.isSecret($0.keyword) }.map(\.value))
-        // A password that libpq parsed whole leaves nothing elsewhere; one it split (not percent-encoded) may
-        // have left any of its pieces in another value.
-        let splitApart = candidates.whole.contains { !parsedSecrets.contains($0) }
-        self.passwordFragments = (splitApart ? candidates.all : candidates.whole).filter { !parsedSecrets.contains($0) }
+        // A password that libpq parsed whole (in one of its spellings) leaves nothing elsewhere; one it split
+        // (not percent-encoded) may have left any of its pieces in another value.
+        self.passwordFragments = Self.longestFirst(candidates.flatMap { candidate in
+            let parsedWhole = candidate.forms.contains { parsedSecrets.contains($0) }
+            return (parsedWhole ? candidate.forms : candidate.all).filter { !parsedSecrets.contains($0) }
+        })
         try self.validate()
         if self["application_name"] == nil { self["application_name"] = "skyros" }
     }
@@ -205,16 +207,17 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
         return result
     }
 
-    /// Best-effort extraction of password spellings from a raw URL or conninfo, before libpq parses it: `whole`
-    /// holds each password as written (and percent-decoded); `all` adds the pieces libpq may split a password
-    /// into when it is not percent-encoded (or, in a conninfo string, not quoted). Longest first.
-    static func passwordCandidates(in conninfo: String) -> (whole: [String], all: [String]) {
-        var whole: [String] = []
+    /// A password as written in a raw URL or conninfo: its `forms` (as written, and percent-decoded), and the
+    /// `pieces` libpq may split it into when it is not percent-encoded (or, in a conninfo string, not quoted).
+    struct PasswordCandidate {
+        var forms: [String] = []
         var pieces: [String] = []
-        func addPieces(of text: Substring, separators: (Character) -> Bool) {
-            let split = text.split(whereSeparator: separators).map(String.init)
-            if split.count > 1 { pieces += split + split.compactMap { $0.removingPercentEncoding } }
-        }
+        var all: [String] { self.forms + self.pieces }
+    }
+
+    /// Best-effort extraction of the passwords in a raw URL or conninfo, before libpq parses it.
+    static func passwordCandidates(in conninfo: String) -> [PasswordCandidate] {
+        var candidates: [PasswordCandidate] = []
         if let schemeEnd = conninfo.range(of: "://") {
             let rest = conninfo[schemeEnd.upperBound...]
             // The password may hold `/` and `@` unencoded: the user information runs to the last `@` before
@@ -224,17 +227,20 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
                 let userinfo = authority[..<at]
                 if let colon = userinfo.firstIndex(of: ":") {
                     let raw = userinfo[userinfo.index(after: colon)...]
-                    whole.append(String(raw))
-                    if let decoded = raw.removingPercentEncoding { whole.append(decoded) }
-                    addPieces(of: raw) { $0 == "/" || $0 == "@" || $0 == ":" || $0.isWhitespace }
+                    var candidate = PasswordCandidate(forms: [String(raw)])
+                    if let decoded = raw.removingPercentEncoding { candidate.forms.append(decoded) }
+                    let split = raw.split { $0 == "/" || $0 == "@" || $0 == ":" || $0.isWhitespace }.map(String.init)
+                    if split.count > 1 { candidate.pieces = split + split.compactMap { $0.removingPercentEncoding } }
+                    candidates.append(candidate)
                 }
             }
             // Every `…password=` parameter (`password`, `sslpassword`).
             var searched = conninfo[...]
             while let query = searched.range(of: "password=") {
                 let value = conninfo[query.upperBound...].prefix { $0 != "&" }
-                whole.append(String(value))
-                if let decoded = String(value).removingPercentEncoding { whole.append(decoded) }
+                var candidate = PasswordCandidate(forms: [String(value)])
+                if let decoded = String(value).removingPercentEncoding { candidate.forms.append(decoded) }
+                candidates.append(candidate)
                 searched = conninfo[query.upperBound...]
             }
         } else {
@@ -245,7 +251,7 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
                 if rest.first == "=" {
                     rest = rest.dropFirst().drop { $0.isWhitespace }
                     if rest.first == "'" {
-                        whole.append(String(rest.dropFirst().prefix { $0 != "'" }))
+                        candidates.append(PasswordCandidate(forms: [String(rest.dropFirst().prefix { $0 != "'" })]))
                     } else {
                         // Unquoted, the value ends at the first space: the words after it, up to the next
                         // `keyword=`, are likely the rest of the password (libpq then reports them).
@@ -257,20 +263,21 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
                             if i > 0, assigns, Self.libpqKeywords.contains(String(name)) { break }
                             taken.append(word)
                         }
-                        if let first = taken.first { whole.append(String(first)) }
+                        var candidate = PasswordCandidate(forms: taken.first.map { [String($0)] } ?? [])
                         if taken.count > 1 {
-                            pieces.append(taken.joined(separator: " "))
+                            candidate.pieces.append(taken.joined(separator: " "))
                             for word in taken {
-                                pieces.append(String(word))
-                                pieces += word.split(separator: "=").map(String.init)
+                                candidate.pieces.append(String(word))
+                                candidate.pieces += word.split(separator: "=").map(String.init)
                             }
                         }
+                        candidates.append(candidate)
                     }
                 }
                 searched = conninfo[key.upperBound...]
             }
         }
-        return (Self.longestFirst(whole), Self.longestFirst(whole + pieces))
+        return candidates
     }
 
     /// Every keyword libpq knows (`host`, `dbname`, `sslmode`, …).

@@ -77,6 +77,16 @@ struct UnencodedPasswordTests {
         }
     }
 
+    /// A password libpq parsed whole (here one with an unencoded `:`) adds no pieces: nothing else is redacted.
+    @Test func aPasswordParsedWholeRedactsNothingElse() throws {
+        for url in ["postgres://app:a:b%2F@db:5432/app", "postgres://app:a:b@db:5432/app?sslpassword=k%2F"] {
+            let config = try PostgresConfiguration(url: url)
+            #expect(config.description.contains("application_name=skyros"), "\(config.description)")
+            #expect(config.description.contains("host=db"), "\(config.description)")
+            #expect(config.description.contains("dbname=app"), "\(config.description)")
+        }
+    }
+
     @Test func aPercentEncodedPasswordStillWorks() async throws {
         let config = try PostgresConfiguration(url: "postgres://app:s3cr3t%2F2024%40x@db:5432/app")
         #expect(config["password"] == "s3cr3t/2024@x")
