@@ -489,8 +489,7 @@ extension Date: PostgresArrayElement {
 
 // MARK: - JSON
 
-/// A `Codable` value stored in a `jsonb` column (use ``PostgresJSON`` for `json`). Dates inside it are ISO 8601
-/// strings with milliseconds (`2023-11-14T22:13:20.250Z`); ones without a fraction of a second read too.
+/// A `Codable` value stored in a `jsonb` column (use ``PostgresJSON`` for `json`).
 ///
 /// ```swift
 /// struct Settings: Codable, Sendable { var theme: String }
@@ -509,7 +508,7 @@ public struct PostgresJSONB<Value: Codable & Sendable>: PostgresArrayElement {
     }
 }
 
-/// A `Codable` value stored in a `json` column (dates inside it as in ``PostgresJSONB``).
+/// A `Codable` value stored in a `json` column.
 public struct PostgresJSON<Value: Codable & Sendable>: PostgresArrayElement {
     public var value: Value
     public init(_ value: Value) { self.value = value }
@@ -522,18 +521,10 @@ public struct PostgresJSON<Value: Codable & Sendable>: PostgresArrayElement {
     }
 }
 
-/// How dates inside ``PostgresJSON`` and ``PostgresJSONB`` values are written: ISO 8601 in UTC with
-/// milliseconds (`2023-11-14T22:13:20.250Z`).
-private let jsonDateWithFraction = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-
 private func jsonText<V: Encodable>(_ value: V) throws -> String {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    // ISO 8601 with milliseconds (`.iso8601` drops the fraction of a second).
-    encoder.dateEncodingStrategy = .custom { date, encoder in
-        var container = encoder.singleValueContainer()
-        try container.encode(date.formatted(jsonDateWithFraction))
-    }
+    encoder.dateEncodingStrategy = .iso8601
     do {
         let text = String(decoding: try encoder.encode(value), as: UTF8.self)
         return text
@@ -544,14 +535,7 @@ private func jsonText<V: Encodable>(_ value: V) throws -> String {
 
 private func jsonValue<V: Decodable>(_ type: V.Type, _ bytes: ArraySlice<UInt8>, _ pgType: PostgresType) throws -> V {
     let decoder = JSONDecoder()
-    // Both ISO 8601 forms: with a fraction of a second (as written since), and without.
-    decoder.dateDecodingStrategy = .custom { decoder in
-        let container = try decoder.singleValueContainer()
-        let text = try container.decode(String.self)
-        if let date = try? jsonDateWithFraction.parse(text) { return date }
-        if let date = try? Date.ISO8601FormatStyle().parse(text) { return date }
-        throw DecodingError.dataCorruptedError(in: container, debugDescription: "expected an ISO 8601 date")
-    }
+    decoder.dateDecodingStrategy = .iso8601
     do {
         return try decoder.decode(V.self, from: Data(bytes))
     } catch {

@@ -187,24 +187,6 @@ struct ValueRoundTripTests {
         await connection.close()
     }
 
-    /// Dates inside JSON keep their fractional seconds (milliseconds), and both ISO 8601 forms decode.
-    @Test func jsonDatesKeepFractionalSeconds() async throws {
-        struct Stamped: Codable, Sendable, Equatable { var at: Date }
-        let value = Stamped(at: Date(timeIntervalSince1970: 1_700_000_000.25))
-        try await TestServer.withConnection { connection in
-            let jsonb = try await connection.query("SELECT \(PostgresJSONB(value))")[0].decode(PostgresJSONB<Stamped>.self, at: 0)
-            #expect(jsonb.value == value)
-            let json = try await connection.query("SELECT \(PostgresJSON(value))")[0].decode(PostgresJSON<Stamped>.self, at: 0)
-            #expect(json.value == value)
-            let text = try await connection.query("SELECT \(PostgresJSONB(value))::text")[0].decode(String.self, at: 0)
-            #expect(text == #"{"at": "2023-11-14T22:13:20.250Z"}"#)
-            // Written without fractional seconds (by an earlier version, or another program): still read.
-            let plain = try await connection.query(#"SELECT '{"at": "2023-11-14T22:13:20Z"}'::jsonb"#)[0]
-                .decode(PostgresJSONB<Stamped>.self, at: 0)
-            #expect(plain.value.at == Date(timeIntervalSince1970: 1_700_000_000))
-        }
-    }
-
     @Test func arrays() async throws {
         #expect(try await roundTrip([Int](), as: "int8[]") == [])
         #expect(try await roundTrip([1, -2, Int.max], as: "int8[]") == [1, -2, Int.max])
