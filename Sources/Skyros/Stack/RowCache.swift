@@ -13,9 +13,6 @@ struct RowCache: Sendable {
         var value: any Entity
         var version: Int64
         var bytes: Int
-        /// The stack's commit that wrote this version, when one did (0 otherwise): a change read from that commit
-        /// while it was queued (``BaseVersion/pending(commit:)``) is based on this version.
-        var commit: UInt64 = 0
         var previous = -1
         var next = -1
         var linked = false
@@ -62,18 +59,11 @@ struct RowCache: Sendable {
     func version(_ key: RowKey) -> Int64? { self.index[key].flatMap { self.slots[$0]?.version } }
 
     /// Inserts or replaces a row, marks it most recently used and evicts down to the bound. `pinned`: the row
-    /// has queued changes (a new entry stays off the LRU list; an existing one keeps its state). `commit`: the
-    /// stack's commit that wrote it (`nil`: read, or another process's; the same version read again keeps the
-    /// commit that wrote it).
-    mutating func put(_ key: RowKey, value: any Entity, version: Int64, bytes: Int, pinned: Bool = false, commit: UInt64? = nil) {
+    /// has queued changes (a new entry stays off the LRU list; an existing one keeps its state).
+    mutating func put(_ key: RowKey, value: any Entity, version: Int64, bytes: Int, pinned: Bool = false) {
         if let slot = self.index[key], let old = self.slots[slot]?.bytes {
             self.totalBytes += bytes - old
             self.slots[slot]!.value = value
-            if let commit {
-                self.slots[slot]!.commit = commit
-            } else if self.slots[slot]!.version != version {
-                self.slots[slot]!.commit = 0
-            }
             self.slots[slot]!.version = version
             self.slots[slot]!.bytes = bytes
             if self.slots[slot]!.linked {
@@ -81,7 +71,7 @@ struct RowCache: Sendable {
                 self.linkAtHead(slot)
             }
         } else {
-            let entry = Entry(key: key, value: value, version: version, bytes: bytes, commit: commit ?? 0)
+            let entry = Entry(key: key, value: value, version: version, bytes: bytes)
             let slot: Int
             if let reused = self.free.popLast() {
                 slot = reused

@@ -52,7 +52,7 @@ enum BaseVersion: Sendable, Hashable {
     case known(Int64)
     /// Read from a change still queued for commit (the stack's commit `commit`): resolved, when the change set
     /// is built (in commit order), to the version that commit produced. When that is not known — the commit
-    /// failed or wrote nothing (the store won), the row was evicted or changed since — to
+    /// failed or wrote nothing (the store won), or a later commit of the stack wrote the row — to
     /// ``unknownVersion``, so that the write conflicts instead of going out unguarded.
     case pending(commit: UInt64)
     /// Read from the parent context's own unsaved change of the row. When this context's change reaches the

@@ -54,6 +54,8 @@ final class StackCore: Sendable {
         /// Rows another process changed while they had a queued local change: when that change commits, its
         /// value may be older than the other process's, so the row is evicted rather than cached.
         var remoteChangedWhilePending: Set<RowKey> = []
+        /// The versions recent commits gave the rows they wrote (see ``BaseVersion/pending(commit:)``).
+        var settled = SettledVersions()
         var queue: [QueuedCommit] = []
         var queueHead = 0
         var nextCommit: UInt64 = 1
@@ -745,8 +747,8 @@ final class StackCore: Sendable {
     /// The change set of a commit; expected versions of rows read from earlier queued commits are resolved now,
     /// from the versions those commits produced: `prior` holds the outcomes of the sets of its group that ran
     /// before it, and of unsettled sets before the group; a commit settled before is looked up in the
-    /// cache (`state`, read under its lock), which keeps the commit that wrote each version. A version that is
-    /// not known — that commit failed, wrote nothing, or the row was evicted or changed since — resolves to
+    /// stack's record of settled versions (``SettledVersions``, in `state`, read under its lock). A version that
+    /// is not known — that commit failed or wrote nothing, or a later commit of this stack wrote the row — resolves to
     /// ``BaseVersion/unknownVersion``: the write conflicts rather than going out unguarded. Without `state` the
     /// set is built ahead, while an earlier group may still be running, and it throws
     /// ``NeedsSettledVersions`` when it needs such a version; so it does when built before a set of its own
@@ -778,10 +780,8 @@ final class StackCore: Sendable {
                     needsSettledVersions = true
                     return nil
                 case .settled:
-                    break
+                    return state.settled.version(of: key, writtenBy: source) ?? BaseVersion.unknownVersion
                 }
-                if let entry = state.cache.peek(key), entry.commit == source { return entry.version }
-                return BaseVersion.unknownVersion
             }
         }
         var inserts: [PendingRow] = []
@@ -877,11 +877,11 @@ final class StackCore: Sendable {
             let stillPending = self.unqueue(row.key, commit: commit.id, state: &state)
             if let value = row.value {
                 let written = change(for: row.key)
+                if let version = written?.version { state.settled.record(row.key, commit: commit.id, version: version) }
                 // An update under a merging policy kept another writer's columns unless it reported otherwise.
                 let merged = Self.mayHaveMerged(row, policy: commit.policy) && written?.isStoredAsWritten != true
                 if let version = written?.version, !merged, !remoteChanged {
-                    state.cache.put(
-                        row.key, value: value, version: version, bytes: commit.slotBytes[index], pinned: stillPending, commit: commit.id)
+                    state.cache.put(row.key, value: value, version: version, bytes: commit.slotBytes[index], pinned: stillPending)
                 } else {
                     // Not written (the store won a conflict), its version is unknown, the stored row holds
                     // another writer's columns (merged), or another process changed it meanwhile (before or

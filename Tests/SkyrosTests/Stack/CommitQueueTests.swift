@@ -337,6 +337,29 @@ struct CommitQueueTests {
         }
     }
 
+    /// The version a queued write produced is kept apart from the cache: a change read from that write commits
+    /// when nothing else wrote the row, though the row left the cache meanwhile (it conflicted, or under
+    /// `.storeWins` was dropped without a word).
+    @Test("On both stores: a change read from a queued write commits after the row left the cache, when nothing else wrote it", arguments: StackKind.allCases)
+    func aChangeReadFromAQueuedWriteSurvivesEviction(kind: StackKind) async throws {
+        try await StackTestServer.withStack(kind, cacheLimit: CacheLimit(maxRows: 2)) { stack in
+            try await stack.write(durability: .committed) { context in for id in 1...4 { try context.insert(note(id)) } }
+            for policy in [MergePolicy.error, .storeWins] {
+                stack.holdCommits()
+                try await stack.editNote(1) { $0.title = "queued \(policy)" }
+                try await stack.write(durability: .committed, mergePolicy: policy) { context in
+                    var read = try #require(try await context.object(StackNote.self, id: 1))   // the queued write's value
+                    stack.releaseCommits()
+                    try await stack.newBackgroundContext().saveToStore()   // nothing to save: waits for the queue
+                    for id in 2...4 { _ = try await stack.read { try await $0.object(StackNote.self, id: id) } }   // evicts row 1
+                    read.tag = "\(policy)"
+                    try await context.update(read)
+                }
+                #expect(try await stack.store.object(StackNote.self, id: 1)?.value.tag == "\(policy)", "\(policy)")
+            }
+        }
+    }
+
     @Test("The stack's default policy applies when a write names none")
     func stackDefaultPolicy() async throws {
         try await StackTestServer.withStack(.postgres) { a in
