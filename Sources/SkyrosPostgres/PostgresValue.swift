@@ -376,9 +376,11 @@ extension Decimal: PostgresArrayElement {
         }
         if significant == 0 { return true }  // zero
         if significant > 38 { return false }
-        // The value is (its significant digits) × 10^scale.
+        // The value is (its significant digits) × 10^scale. A scale above 127 moves into the mantissa as zeros,
+        // while there is room for them.
         let scale = exponent - fractionDigits + trailingZeros
-        return (-128...127).contains(scale)
+        if scale > 127 { return significant + (scale - 127) <= 38 }
+        return scale >= -128
     }
 }
 

@@ -117,6 +117,7 @@ struct ValueRoundTripTests {
             for text in [
                 "1234567890.123456789", "12345678901234567890.123456789012345678", "-0.00012345678901234567890123456789012345678",
                 "123456789012345678901234567890000000000000", "0.000", "100",
+                "1" + String(repeating: "0", count: 130),  // 1e130: the zeros beyond 10^127 fit in the mantissa
             ] {
                 let row = try await connection.query("SELECT \(text)::text::numeric")[0]
                 let decoded = try row.decode(Decimal.self, at: 0)

@@ -97,7 +97,11 @@ public final class DataContext: Sendable {
     public func bulkInsert<T: Entity>(_ values: [T]) throws {
         try self.checkValid()
         let changes = try values.map { try self.change($0, .inserted($0)) }
-        self.tracker.withLock { tracker in for change in changes { tracker.record(change) } }
+        try self.tracker.withLock { tracker in
+            // All or nothing: a row held as another entity type refuses the whole batch.
+            for change in changes { if let mismatch = tracker.typeMismatch(change) { throw mismatch } }
+            for change in changes { tracker.record(change) }
+        }
     }
 
     /// Inserts the row or overwrites every column of the stored row with its primary key (`ON CONFLICT DO
