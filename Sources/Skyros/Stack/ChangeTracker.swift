@@ -21,10 +21,18 @@ struct ChangeTracker: Sendable {
     private(set) var snapshots: [RowKey: (value: any Entity, base: BaseVersion)] = [:]
     /// The number of changed rows per table.
     private(set) var countByTable = TableCounts()
-    /// Rows this context saved, with the base that a change a child read from them while they were unsaved
-    /// (``BaseVersion/parentChange``) takes when it arrives after the save. Kept across saves (bounded).
-    private(set) var savedBases: [RowKey: BaseVersion] = [:]
+    /// How many times this context saved or reset: its changes between two of those are one generation.
+    private(set) var generation: UInt64 = 0
+    /// The rows of each generation this context saved, with the base that a change a child read from them
+    /// while they were unsaved (``BaseVersion/parentChange(_:)``) takes when it arrives after the save. Kept
+    /// across saves (bounded); moved out and back by a save, so that noting one does not copy them.
+    var savedBases: [SavedRow: BaseVersion] = [:]
     private static let savedBasesLimit = 10_000
+
+    struct SavedRow: Hashable {
+        let key: RowKey
+        let generation: UInt64
+    }
 
     var hasChanges: Bool { !self.rows.isEmpty || self.slots.contains { if case .deleteWhere? = $0 { return true } else { return false } } }
 
@@ -96,29 +104,40 @@ struct ChangeTracker: Sendable {
             case nil: return nil
             }
         }
-        let saved = self.savedBases
-        self = ChangeTracker()
-        self.savedBases = saved
+        self.startGeneration()
         return result
     }
 
-    /// Records that `slots` were saved, so that a change a child read from them arrives based on `base`.
-    mutating func noteSaved(_ slots: [ResolvedSlot], as base: BaseVersion) {
-        // Past the bound, what was noted goes: such a child's change then conflicts (the base is not known).
-        if self.savedBases.count > Self.savedBasesLimit { self.savedBases.removeAll() }
-        for case .row(let row) in slots { self.savedBases[row.key] = base }
+    /// Empties the tracker for the next generation (a save or a reset), keeping what was noted of saves.
+    private mutating func startGeneration() {
+        let (saved, generation) = (self.savedBases, self.generation)
+        self.savedBases = [:]   // `saved` alone holds them: no copy below
+        self = ChangeTracker()
+        (self.savedBases, self.generation) = (saved, generation + 1)
     }
 
-    /// Applies a child's saved changes on top of these, in the child's order. A change the child read from
-    /// this context's own change (``BaseVersion/parentChange``) is merged with it, or, when this context saved
-    /// it since, takes the base that save gave it.
-    mutating func merge(_ changes: [ResolvedSlot]) {
+    /// Records that `slots`, the changes of `generation`, were saved, so that a change a child read from them
+    /// arrives based on `base`.
+    mutating func noteSaved(_ slots: [ResolvedSlot], generation: UInt64, as base: BaseVersion) {
+        // Past the bound, what was noted goes: such a child's change then conflicts (the base is not known).
+        if self.savedBases.count > Self.savedBasesLimit { self.savedBases.removeAll() }
+        for case .row(let row) in slots { self.savedBases[SavedRow(key: row.key, generation: generation)] = base }
+    }
+
+    /// Applies a child's saved changes on top of these (this context is `context`), in the child's order. A
+    /// change the child read from this context's own change (``BaseVersion/parentChange(_:)``) is merged with
+    /// it, or, when this context saved it since, takes the base that save gave it (a version no row has when
+    /// this context discarded it).
+    mutating func merge(_ changes: [ResolvedSlot], into context: UInt64) {
         var afterDeleteWhere = false
         for slot in changes {
             switch slot {
             case .row(var row):
-                if row.base == .parentChange, self.rows[row.key] == nil {
-                    row.rebase(self.savedBases[row.key] ?? .known(BaseVersion.unknownVersion))
+                if case .parentChange(let read)? = row.base, read.context == context,
+                    read.generation != self.generation || self.rows[row.key] == nil
+                {
+                    let saved = self.savedBases[SavedRow(key: row.key, generation: read.generation)]
+                    row.rebase(saved ?? .known(BaseVersion.unknownVersion))
                 }
                 self.record(row, moveToEnd: afterDeleteWhere)
             case .deleteWhere(let operation):
@@ -128,7 +147,8 @@ struct ChangeTracker: Sendable {
         }
     }
 
-    mutating func reset() { self = ChangeTracker() }
+    /// Discards every change (a child's change read from one of them then conflicts).
+    mutating func reset() { self.startGeneration() }
 }
 
 /// A saved change with its row resolved (what a save hands to the parent).

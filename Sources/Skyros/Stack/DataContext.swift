@@ -37,6 +37,12 @@ public final class DataContext: Sendable {
     /// The main context does not remember what it reads (the cache does).
     let isMain: Bool
     private let tracker = Locked(ChangeTracker())
+    /// Names this context in the bases of rows its children read from its changes.
+    let id = DataContext.nextID.withLock { next in
+        defer { next += 1 }
+        return next
+    }
+    private static let nextID = Locked<UInt64>(1)
 
     init(core: StackCore, parent: Parent, isMain: Bool = false) {
         self.core = core
@@ -303,24 +309,40 @@ public final class DataContext: Sendable {
         case .root:
             return try self.tracker.withLock { tracker in
                 var copy = tracker
+                tracker.savedBases = [:]   // `copy` alone holds them: noting the save does not copy them
+                let generation = copy.generation
                 let slots = copy.take()
-                let queued = try self.core.enqueue(slots, policy: policy)
-                if let queued { copy.noteSaved(slots, as: .pending(commit: queued.commit)) }
-                tracker = copy
-                return queued?.ticket
+                do {
+                    let queued = try self.core.enqueue(slots, policy: policy)
+                    if let queued { copy.noteSaved(slots, generation: generation, as: .pending(commit: queued.commit)) }
+                    tracker = copy
+                    return queued?.ticket
+                } catch {
+                    tracker.savedBases = copy.savedBases
+                    throw error
+                }
             }
         case .context(let parent):
             try self.tracker.withLock { tracker in
                 var copy = tracker
+                tracker.savedBases = [:]   // as above
+                let generation = copy.generation
                 let slots = copy.take()
-                try parent.tracker.withLock { parentTracker in
-                    for case .row(let row) in slots {
-                        if let mismatch = parentTracker.typeMismatch(row) { throw mismatch }
+                do {
+                    // The changes now belong to the parent's current generation.
+                    let merged = try parent.tracker.withLock { parentTracker -> ContextChange in
+                        for case .row(let row) in slots {
+                            if let mismatch = parentTracker.typeMismatch(row) { throw mismatch }
+                        }
+                        parentTracker.merge(slots, into: parent.id)
+                        return ContextChange(context: parent.id, generation: parentTracker.generation)
                     }
-                    parentTracker.merge(slots)
+                    copy.noteSaved(slots, generation: generation, as: .parentChange(merged))
+                    tracker = copy
+                } catch {
+                    tracker.savedBases = copy.savedBases
+                    throw error
                 }
-                copy.noteSaved(slots, as: .parentChange)
-                tracker = copy
             }
             return nil
         }
@@ -347,9 +369,9 @@ public final class DataContext: Sendable {
     func lookup<T: Entity>(_ type: T.Type, id: T.ID, key: RowKey? = nil) async throws -> FoundRow? {
         try self.checkValid()
         let key = try key ?? RowKey(type, id: id)
-        if let own = self.tracker.withLock({ $0.row(key) }) {
+        if let (own, generation) = self.tracker.withLock({ tracker in tracker.row(key).map { ($0, tracker.generation) } }) {
             // Only a child context keeps the base of a row it reads here (this context's own change).
-            return FoundRow(own.value, as: T.self, base: .parentChange)
+            return FoundRow(own.value, as: T.self, base: .parentChange(ContextChange(context: self.id, generation: generation)))
         }
         return try await self.parentLookup(type, id: id, key: key)
     }
@@ -377,7 +399,7 @@ public final class DataContext: Sendable {
 
     func layeredFetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [(value: T, base: BaseVersion)] {
         try self.checkValid()
-        let changes = self.tracker.withLock { $0.rows(ofTable: T.tableName) }
+        let (changes, generation) = self.tracker.withLock { ($0.rows(ofTable: T.tableName), $0.generation) }
         let widened = Overlay.widened(descriptor, by: changes.count)
         let parentRows: [(value: T, base: BaseVersion)]
         switch self.parent {
@@ -390,6 +412,7 @@ public final class DataContext: Sendable {
                 for (key, row) in keyed where changes[key] == nil { tracker.remember(key, value: row.value, base: row.base) }
             }
         }
-        return try Overlay.apply(descriptor, base: parentRows.map { ($0.value, $0.base) }, changes: changes, changeBase: { _ in .parentChange })
+        return try Overlay.apply(descriptor, base: parentRows.map { ($0.value, $0.base) }, changes: changes,
+            changeBase: { _ in .parentChange(ContextChange(context: self.id, generation: generation)) })
     }
 }

@@ -9,6 +9,8 @@
 /// ```
 public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// An update or delete expected a version the row no longer has. `actual` is `nil` when the row is gone.
+    /// `expected` is -1 when the change was read from another change of the stack whose version is not known
+    /// (that one failed, or the row was written since).
     case versionConflict(entity: String, id: String, expected: Int64, actual: Int64?)
     /// An update without an expected version addressed a row that does not exist.
     case notFound(entity: String, id: String)
@@ -23,6 +25,10 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .versionConflict(let entity, let id, let expected, let actual):
             let now = actual.map { "is now at version \($0)" } ?? "no longer exists"
+            if expected == BaseVersion.unknownVersion {
+                return "version conflict: \(entity) id \(id) was read from a change that did not commit as read "
+                    + "(it failed, or the row was written since), and \(now)"
+            }
             return "version conflict: \(entity) id \(id) was expected at version \(expected) but \(now)"
         case .notFound(let entity, let id):
             return "\(entity) id \(id) does not exist"

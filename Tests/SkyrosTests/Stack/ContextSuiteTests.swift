@@ -130,25 +130,30 @@ struct ContextSuiteTests {
     func childChangeReadFromAParentChangeSavedSince(kind: StackKind) async throws {
         try await StackTestServer.withStack(kind) { stack in
             try await stack.write(durability: .committed) { try $0.insert(note(1)) }
-            for interferes in [false, true] {
+            // `child` reads the parent's change directly, or through a context in between that has no change of
+            // the row (a grandchild).
+            for (interferes, throughAMiddleContext) in [(false, false), (true, false), (false, true), (true, true)] {
+                try await stack.write(durability: .committed) { try $0.upsert(note(1)) }
                 let parent = stack.newBackgroundContext()
                 var edited = try #require(try await parent.object(StackNote.self, id: 1))
                 edited.title = "parent \(interferes)"
                 try await parent.update(edited)
-                let child = parent.newChildContext()
+                let middle = parent.newChildContext()
+                let child = throughAMiddleContext ? middle.newChildContext() : middle
                 var fromParent = try #require(try await child.object(StackNote.self, id: 1))
                 #expect(fromParent.title == "parent \(interferes)")
                 try await parent.saveToStore()
                 if interferes { try await stack.editNote(1, durability: .committed) { $0.rank = 50 } }
-                fromParent.tag = "child \(interferes)"
+                fromParent.tag = "child"
                 try await child.update(fromParent)
                 let stored = { try await stack.store.object(StackNote.self, id: 1)?.value }
+                let label = "interferes: \(interferes), through a middle context: \(throughAMiddleContext)"
                 if interferes {
-                    await #expect(throws: StoreError.self) { try await child.saveToStore() }
-                    #expect(try await stored() == StackNote(id: 1, title: "parent true", rank: 50, tag: "child false"))
+                    await #expect(throws: StoreError.self, "\(label)") { try await child.saveToStore() }
+                    #expect(try await stored() == StackNote(id: 1, title: "parent true", rank: 50), "\(label)")
                 } else {
                     try await child.saveToStore()
-                    #expect(try await stored() == StackNote(id: 1, title: "parent false", rank: 1, tag: "child false"))
+                    #expect(try await stored() == StackNote(id: 1, title: "parent false", rank: 1, tag: "child"), "\(label)")
                 }
             }
         }
