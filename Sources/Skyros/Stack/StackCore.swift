@@ -878,8 +878,9 @@ final class StackCore: Sendable {
             if let value = row.value {
                 let written = change(for: row.key)
                 if let version = written?.version { state.settled.record(row.key, commit: commit.id, version: version) }
-                // An update under a merging policy kept another writer's columns unless it reported otherwise.
-                let merged = Self.mayHaveMerged(row, policy: commit.policy) && written?.isStoredAsWritten != true
+                // An update that may have kept another writer's columns says whether it did; without a report, an
+                // update under a merging policy is taken to have.
+                let merged = written?.isStoredAsWritten.map { !$0 } ?? Self.mayHaveMerged(row, policy: commit.policy)
                 if let version = written?.version, !merged, !remoteChanged {
                     state.cache.put(row.key, value: value, version: version, bytes: commit.slotBytes[index], pinned: stillPending)
                 } else {

@@ -150,10 +150,11 @@ public struct RowChange: Sendable, Hashable {
     /// For a guarded update sent in a group commit's pipeline: the whole row as written, so other stacks that
     /// cache the version it replaced can refresh their copy from the announcement instead of reading it again.
     package var row: AnnouncedRow?
-    /// For an update that may keep other writers' changes (unguarded, or merged by property): the stored row
-    /// is the value written, so a stack may cache that value at ``version``. `false` when it is not (another
-    /// writer's columns were kept: the stack reads the row again) or not known.
-    package var isStoredAsWritten = false
+    /// For an update that may keep other writers' changes (unguarded, or merged by property), whether the
+    /// stored row is the value written, so that a stack may cache that value at ``version`` (`false`: another
+    /// writer's columns were kept, and the stack reads the row again). `nil` for other writes: a guarded
+    /// update's stored row is the value written.
+    package var isStoredAsWritten: Bool?
 
     public init(entity: String, table: String, id: PostgresValue, kind: Kind, version: Int64?) {
         self.entity = entity

@@ -39,19 +39,19 @@ struct StoreConformanceTests {
                     return try #require(try await store.apply(changes).changes.first)
                 }
                 var written = StoreUser.make(id, name: "a", age: 1)
-                #expect(try await update(written, .fail).isStoredAsWritten, "\(id): unguarded, nothing else changed")
+                #expect(try await update(written, .fail).isStoredAsWritten == true, "\(id): unguarded, nothing else changed")
                 // Another writer changes the age; this one writes the name to the copy it read.
                 var other = ChangeSet()
                 other.update(StoreUser.make(id, name: "a", age: 99), changedColumns: ["age"])
                 _ = try await store.apply(other)
                 written.name = "b"
                 let merged = try await update(written, .compareColumns(originals: ["name": try PostgresValue("a")]))
-                #expect(!merged.isStoredAsWritten, "\(id): merged by property, the age was kept")
+                #expect(merged.isStoredAsWritten == false, "\(id): merged by property, the age was kept")
                 #expect(try await store.object(StoreUser.self, id: id)?.value == StoreUser.make(id, name: "b", age: 99))
-                #expect(!(try await update(written, .fail).isStoredAsWritten), "\(id): unguarded, the age was kept")
+                #expect(try await update(written, .fail).isStoredAsWritten == false, "\(id): unguarded, the age was kept")
                 written = StoreUser.make(id, name: "c", age: 99)
                 let clean = try await update(written, .compareColumns(originals: ["name": try PostgresValue("b")]))
-                #expect(clean.isStoredAsWritten, "\(id): merged by property, nothing else changed")
+                #expect(clean.isStoredAsWritten == true, "\(id): merged by property, nothing else changed")
                 #expect(try await store.object(StoreUser.self, id: id)?.value == written)
             }
         }
