@@ -148,7 +148,8 @@ struct ConnectionTests {
         task.cancel()
         let result = await task.result
         let elapsed = clock.now - start
-        #expect(elapsed < .seconds(1), "cancellation took \(elapsed)")
+        // Well before the 10 s sleep ends (a bound, not a timing: on a loaded machine this took 1.05 s).
+        #expect(elapsed < .seconds(5), "cancellation took \(elapsed)")
         #expect(throws: PostgresError.self) { try result.get() }
         if case .failure(let error as PostgresError) = result { #expect(error.kind == .queryCancelled) }
         #expect(try await connection.query("SELECT 7")[0].decode(Int.self, at: 0) == 7)
