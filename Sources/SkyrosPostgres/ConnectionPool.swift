@@ -230,23 +230,12 @@ public final class ConnectionPool: Service, Sendable {
             await self.discard(connection)
             return
         }
-        let (waiter, closeIt) = self.state.withLock { state -> (Waiter?, Bool) in
-            if state.shutDown {
-                state.leased -= 1
-                state.closed += 1
-                return (nil, true)
-            }
-            if !state.waiters.isEmpty { return (state.waiters.removeFirst(), false) }
-            state.leased -= 1
-            state.idle.append(Idle(connection: connection, since: .now, lastChecked: .now))
-            return (nil, false)
-        }
-        if closeIt { await connection.close() }
-        waiter?.continuation.resume(returning: connection)
+        await self.returnIdle(Idle(connection: connection, since: .now, lastChecked: .now))
     }
 
-    /// Puts a checked connection back, keeping its idle-since time, or hands it to a waiter; closes it when the
-    /// pool was shut down meanwhile (``shutdown()`` only closes the connections that are idle when it runs).
+    /// Puts a released or checked connection back (a checked one keeps its idle-since time), or hands it to a
+    /// waiter; closes it when the pool was shut down meanwhile (``shutdown()`` only closes the connections that
+    /// are idle when it runs).
     private func returnIdle(_ idle: Idle) async {
         let (waiter, closeIt) = self.state.withLock { state -> (Waiter?, Bool) in
             if state.shutDown {
