@@ -3,8 +3,9 @@ import Foundation
 /// A context's unsaved changes: rows keyed by (table, id) and `delete(where:)` operations, in the order each
 /// row was first changed. A later change of a row merges into its first one, at that one's place (a recreated
 /// row, and a row changed after a `delete(where:)`, move to the end): one statement per row, whatever the
-/// number of changes, at the price of an order that can differ from the order the changes were made in. Also remembers the rows the context read (value and version) so an update is diffed against
-/// what was read and sent with that version.
+/// number of changes, at the price of an order that can differ from the order the changes were made in.
+/// Also remembers the rows the context read (value and version) so an update is diffed against what was read
+/// and sent with that version.
 ///
 /// A value type guarded by the owning context's mutex; every method is synchronous.
 struct ChangeTracker: Sendable {
@@ -95,7 +96,7 @@ struct ChangeTracker: Sendable {
     }
 
     /// The changes in order, for a save; the tracker is left empty (snapshots too), but for what
-    /// ``noteSaved(_:as:)`` recorded.
+    /// ``noteSaved(_:generation:as:)`` recorded, and starts its next generation.
     mutating func take() -> [ResolvedSlot] {
         let result: [ResolvedSlot] = self.slots.compactMap { slot in
             switch slot {
