@@ -747,10 +747,10 @@ final class StackCore: Sendable {
     /// The change set of a commit; expected versions of rows read from earlier queued commits are resolved now,
     /// from the versions those commits produced: `prior` holds the outcomes of the sets of its group that ran
     /// before it, and of unsettled sets before the group; a commit settled before is looked up in the
-    /// stack's record of settled versions (``SettledVersions``, in `state`, read under its lock). A version that
-    /// is not known — that commit failed or wrote nothing, or a later commit of this stack wrote the row — resolves to
-    /// ``BaseVersion/unknownVersion``: the write conflicts rather than going out unguarded. Without `state` the
-    /// set is built ahead, while an earlier group may still be running, and it throws
+    /// stack's record of settled versions (``SettledVersions``, in `state`, read under its lock). A version
+    /// that is not known — that commit failed or wrote nothing, or a later commit of this stack wrote the row —
+    /// resolves to ``BaseVersion/unknownVersion``: the write conflicts rather than going out unguarded. Without
+    /// `state` the set is built ahead, while an earlier group may still be running, and it throws
     /// ``NeedsSettledVersions`` when it needs such a version; so it does when built before a set of its own
     /// group that it needs has run (as one pipeline). Nothing else reads the state (a queued commit does not
     /// change), so a set built ahead takes no lock.
