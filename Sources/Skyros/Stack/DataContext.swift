@@ -123,9 +123,11 @@ public final class DataContext: Sendable {
     public func update<T: Entity>(_ value: T) async throws {
         try self.checkValid()
         let key = try RowKey(value)
-        if let own = self.tracker.withLock({ $0.row(key) }) {
-            let probe = PendingRow(key: key, kind: EntityKind<T>(), id: value.id, state: .inserted(value))
-            if let mismatch = self.tracker.withLock({ $0.typeMismatch(probe) }) { throw mismatch }
+        let probe = PendingRow(key: key, kind: EntityKind<T>(), id: value.id, state: .inserted(value))
+        if let own = try self.tracker.withLock({ tracker -> PendingRow? in
+            if let mismatch = tracker.typeMismatch(probe) { throw mismatch }
+            return tracker.row(key)
+        }) {
             switch own.state {
             case .deleted:
                 throw StoreError.notFound(entity: String(describing: T.self), id: key.id.text ?? "NULL")

@@ -244,11 +244,12 @@ struct ObservationTests {
             try await other.query(
                 "INSERT INTO \(unsafeRaw: quoteIdentifier(schema)).mp_items (id, owner, value, title) VALUES (5, 0, 1, 'theirs')")
             let finding = Task { try await a.mainContext.findOrCreate(MPItem(id: 5, owner: 0, value: 2, title: "ours")) }
-            let deadline = ContinuousClock.now + .seconds(20)
-            while try await other.query("SELECT count(*) FROM pg_locks WHERE NOT granted")[0].decode(Int.self, at: 0) == 0 {
-                try #require(ContinuousClock.now < deadline, "findOrCreate's insert never waited for the other session's")
-                try await Task.sleep(for: .milliseconds(10))
+            // Until a session waits for this one's insert (not for another test's: the suite runs in parallel).
+            let waits = try await ManyProcessHarness.eventually(within: .seconds(20)) {
+                try await other.query("SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))")[0]
+                    .decode(Int.self, at: 0) > 0
             }
+            try #require(waits, "findOrCreate's insert never waited for the other session's")
             _ = try await other.execute(script: "COMMIT")
             let (found, created) = try await finding.value
             #expect(!created && found.title == "theirs")
