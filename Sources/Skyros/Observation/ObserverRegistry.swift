@@ -111,18 +111,28 @@ final class ObserverRegistry: Sendable {
     }
 
     /// Wakes the observers `changes` concerns (worked out only when something is observed: every save calls this).
+    ///
+    /// Wake-ups are yielded under the lock, like ``finishAll(throwing:closing:)``'s removal: a wake-up yielded
+    /// after `finishAll` had yielded its terminal event would replace that event in the one-element buffer, and
+    /// the observation would end normally instead of throwing. Yielding only enqueues the waiting task; it runs
+    /// no code of the observer's.
     func changed(_ changes: @autoclosure () -> ObservedChanges) {
         guard self.count > 0 else { return }
         let changes = changes()
-        for observer in self.observers.withLock({ $0.woken(by: changes) }) { observer.signal.yield(.changed) }
+        self.observers.withLock { observers in
+            for observer in observers.woken(by: changes) { observer.signal.yield(.changed) }
+        }
     }
 
-    /// Wakes every observer.
+    /// Wakes every observer (under the lock, as ``changed(_:)`` does).
     func changedAll() {
-        for observer in self.observers.withLock({ Array($0.byID.values) }) { observer.signal.yield(.changed) }
+        self.observers.withLock { observers in
+            for observer in observers.byID.values { observer.signal.yield(.changed) }
+        }
     }
 
-    /// Ends every observation; `closing`: and every one registered later (the stack shut down).
+    /// Ends every observation; `closing`: and every one registered later (the stack shut down). The observers
+    /// leave the registry under the lock, so no wake-up reaches them after their terminal event.
     func finishAll(throwing error: (any Error)?, closing: Bool = false) {
         let all = self.observers.withLock { observers in
             defer {
