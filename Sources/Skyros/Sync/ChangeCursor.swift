@@ -20,8 +20,9 @@ struct ChangeCursor: Sendable {
     enum Outcome: Sendable, Equatable {
         /// Entries not delivered before, in position order.
         case entries([ChangeLogEntry])
-        /// Entries the reader never saw were pruned, or the log itself was replaced (the store was destroyed
-        /// and rebuilt): the reader must drop what it caches and refetch.
+        /// Entries the reader never saw were pruned, the log itself was replaced (the store was destroyed
+        /// and rebuilt), or the server's transaction ids went back (a failover that lost commits, a restored
+        /// backup): the reader must drop what it caches and refetch.
         case gap
     }
 
@@ -55,6 +56,18 @@ struct ChangeCursor: Sendable {
             return .gap
         }
         if let logID { self.logID = logID }
+        if let horizon = self.horizon, xmin < horizon {
+            // A snapshot's xmin never goes down on one server (it is the oldest transaction id still running,
+            // and ids are handed out in increasing order). It did: the server is a standby promoted without the
+            // last commits it never received, or a restored backup. Its new transactions reuse ids below the
+            // horizon, which every read (`xid >= horizon`) and hint would skip, while the rows this stack cached
+            // from the lost commits are gone. Start over from this read, as for a new log.
+            self.delivered = [:]
+            self.prunedThrough = pruned
+            self.horizon = xmin
+            for entry in entries { self.delivered[entry.position] = UInt64(entry.xid) ?? 0 }
+            return .gap
+        }
         defer {
             self.prunedThrough = pruned
             if let horizon = self.horizon { self.horizon = max(horizon, xmin) } else { self.horizon = xmin }

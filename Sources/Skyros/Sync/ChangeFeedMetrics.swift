@@ -7,7 +7,7 @@
 /// | `skyros.feed.entries` | counter | other stacks' change-log entries applied to this stack's cache |
 /// | `skyros.feed.log_reads` | counter | reads of the change log (start, catch-ups, horizon reads) |
 /// | `skyros.feed.catch_ups` | counter | times the listener reconnected and caught up from the log |
-/// | `skyros.feed.flushes` | counter | cache flushes: entries were pruned before they were read, or the log was replaced |
+/// | `skyros.feed.flushes` | counter | cache flushes: entries were pruned before they were read, the log was replaced, or a failover lost commits |
 /// | `skyros.feed.refreshed_rows` | counter | cached rows refreshed from the row another process's update announced, or read again on the listener's connection for an observer of that row (instead of evicted) |
 /// | `skyros.feed.listener_reads` | counter | rows an observer of one row watches, read again on the listener's connection as another process's hint arrived |
 struct ChangeFeedMetrics: Sendable {

@@ -17,6 +17,59 @@ struct FailoverTests {
         }
     }
 
+    /// The standby stops receiving WAL, the primary commits more, then the standby is promoted: those commits
+    /// are lost, and the new primary hands out transaction ids below the horizon other stacks had read up to.
+    @Test("after a failover that lost commits, every stack drops what it cached from them and hears new commits")
+    func failoverThatLosesCommits() async throws {
+        try await PostgresFixture.with("pair") { fixture in
+            let failoverURL = try fixture.configuration("FAILOVER_URL")
+            try await StackTestServer.withQueueStack(server: failoverURL, { _ in }) { writer in
+                let schema = try #require((writer.store as? PostgresStore)?.schema)
+                let reader = try await DataStack.start(DataStackConfiguration(
+                    store: .postgres(failoverURL, schema: schema), entities: [StackNote.self, StackCounter.self]))
+                try await withCleanup {
+                    try await writer.write(durability: .committed) { try $0.insert(StackCounter(id: "phase", name: "phase", note: "kept")) }
+                    let observed = Locked<[String]>([])
+                    let observing = Task {
+                        for try await counter in reader.observe(StackCounter.self, id: "phase") {
+                            observed.withLock { $0.append(counter?.note ?? "(deleted)") }
+                        }
+                    }
+                    defer { observing.cancel() }
+                    try await eventually { observed.withLock { $0 } == ["kept"] }
+
+                    try await fixture.run("detach")
+                    // Commits the standby never receives: an update the reader caches, and enough transactions
+                    // that the ids the new primary hands out next are all below the reader's horizon.
+                    try await writer.edit(counter: "phase") { $0.note = "lost" }
+                    for id in 1...100 { try await writer.write(durability: .committed) { try $0.insert(note(id)) } }
+                    try await eventually(timeout: .seconds(30)) { observed.withLock { $0.last } == "lost" }
+                    #expect(try await reader.mainContext.object(StackCounter.self, id: "phase")?.note == "lost")
+                    // Both stacks' horizons pass those ids (a read follows the last hint of a run).
+                    let readsBefore = (reader.changeFeedStatistics.reads, writer.changeFeedStatistics.reads)
+                    try await eventually(timeout: .seconds(30)) {
+                        reader.changeFeedStatistics.reads > readsBefore.0 && writer.changeFeedStatistics.reads > readsBefore.1
+                    }
+
+                    try await fixture.run("promote")
+                    // Both stacks notice the lost commits when their listeners reconnect, and drop their caches.
+                    try await eventually(timeout: .seconds(60)) {
+                        reader.changeFeedStatistics.flushes >= 1 && writer.changeFeedStatistics.flushes >= 1
+                    }
+                    try await eventually(timeout: .seconds(30)) { observed.withLock { $0.last } == "kept" }
+                    #expect(try await reader.mainContext.object(StackCounter.self, id: "phase")?.note == "kept")
+
+                    // A commit on the new primary (a transaction id below the old horizon) reaches the reader.
+                    try await writer.edit(counter: "phase") { $0.note = "after" }
+                    try await eventually(timeout: .seconds(30)) { observed.withLock { $0.last } == "after" }
+                    #expect(try await reader.mainContext.object(StackCounter.self, id: "phase")?.note == "after")
+                } cleanup: {
+                    await reader.shutdown()
+                }
+            }
+        }
+    }
+
     private func primarySwitch(_ fixture: PostgresFixture) async throws {
         let failoverURL = try fixture.configuration("FAILOVER_URL")
         let standby = try fixture.configuration("STANDBY_URL")
@@ -94,6 +147,17 @@ struct FailoverTests {
             await writer.shutdown()
             let failures = await errors.value
             #expect(failures.isEmpty, "\(failures.prefix(3))")
+        }
+    }
+}
+
+extension DataStack {
+    /// Reads the counter `id` in a durable write, changes it with `change`, and saves it.
+    fileprivate func edit(counter id: String, _ change: @escaping @Sendable (inout StackCounter) -> Void) async throws {
+        try await self.write(durability: .committed) { context in
+            guard var counter = try await context.object(StackCounter.self, id: id) else { return }
+            change(&counter)
+            try await context.update(counter)
         }
     }
 }

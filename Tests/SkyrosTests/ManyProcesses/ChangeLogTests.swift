@@ -33,8 +33,16 @@ struct ChangeLogTests {
         let second = UUID()
         #expect(cursor.advance(entries: [], xmin: "104", prunedThrough: "102", logID: first) == .entries([]))
         #expect(cursor.advance(entries: [Self.entry(1, xid: 104)], xmin: "105", prunedThrough: "0", logID: second) == .gap)
-        #expect(cursor.advance(entries: [Self.entry(1, xid: 104), Self.entry(2, xid: 105)], xmin: "104", prunedThrough: "0", logID: second)
+        #expect(cursor.advance(entries: [Self.entry(1, xid: 104), Self.entry(2, xid: 105)], xmin: "105", prunedThrough: "0", logID: second)
             == .entries([Self.entry(2, xid: 105)]))
+        // The server's transaction ids went back (a standby promoted without the last commits): a gap, then
+        // normal delivery from the lower ids.
+        #expect(cursor.advance(entries: [Self.entry(7, xid: 90)], xmin: "90", prunedThrough: "0", logID: second) == .gap)
+        #expect(cursor.horizonText == "90")
+        let hinted = cursor.deliverFromHint(position: 8, xid: "91")
+        #expect(hinted)
+        #expect(cursor.advance(entries: [Self.entry(7, xid: 90), Self.entry(8, xid: 91), Self.entry(9, xid: 92)], xmin: "92",
+                               prunedThrough: "0", logID: second) == .entries([Self.entry(9, xid: 92)]))
     }
 
     @Test func anEntryWhoseTransactionCommitsAfterALaterPositionIsNotMissed() async throws {
