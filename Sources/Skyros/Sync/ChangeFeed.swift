@@ -58,6 +58,8 @@ final class ChangeFeed: Sendable {
         /// Hints on the log's channel handed to the event loop and not yet handled there: while there are any,
         /// the listener's thread hands it the next ones too, so hints are handled in the order they arrived.
         var forwardedHints = 0
+        /// The keys that authenticate hints carrying their entry, from the last read (see ``HintKey``).
+        var hintKey: HintKey?
     }
 
     /// Reads again, on the listener's connection and thread, the rows of another stack's entry that an observer
@@ -103,6 +105,9 @@ final class ChangeFeed: Sendable {
     var applicationName: String { self.listenerConfiguration["application_name"] ?? "" }
 
     var statistics: ChangeFeedStatistics { self.metrics.statistics }
+
+    /// The keys that authenticate hints, as the last read found them.
+    var hintKey: HintKey? { self.state.withLock { $0.hintKey } }
 
     /// Creates the log, takes the starting horizon, starts listening, and checks that a notification sent
     /// through the pool reaches the listener.
@@ -228,7 +233,8 @@ final class ChangeFeed: Sendable {
     /// Handles a hint on the listener's thread as it arrives, unless the event loop must (returns `false`).
     ///
     /// - This stack's own hint is skipped: no task wakes up for it while its writer resumes.
-    /// - Another stack's hint carrying its entry is delivered here, unless hints handed to the event loop wait
+    /// - Another stack's hint carrying its entry, with a tag that verifies (``HintKey``), is delivered here,
+    ///   unless hints handed to the event loop wait
     ///   ahead of it. Before delivering, the rows of it that observers of one row watch are read again on the
     ///   listener's connection (unless other notifications wait behind this one: a burst is not held up, and
     ///   its rows are evicted as usual). An observer's event then waits for one task to wake, its own, instead
@@ -238,7 +244,9 @@ final class ChangeFeed: Sendable {
         guard let hint = ChangeLog.Hint(payload) else { return false }
         self.scheduleTrailingRead()
         if hint.origin == self.origin { return self.needsNoRead(hint) }
-        guard self.state.withLock({ $0.forwardedHints == 0 && !$0.stopped }), let entry = hint.entry else { return false }
+        guard let key = self.state.withLock({ $0.forwardedHints == 0 && !$0.stopped ? $0.hintKey : nil }),
+            let entry = hint.entry(verifiedWith: key)
+        else { return false }
         return self.needsNoRead(hint) || self.take(entry, readingAgainOn: session)
     }
 
@@ -249,7 +257,7 @@ final class ChangeFeed: Sendable {
             return
         }
         if self.needsNoRead(hint) { return }
-        if let entry = hint.entry, self.take(entry, readingAgainOn: nil) { return }
+        if let entry = hint.entry(verifiedWith: self.hintKey), self.take(entry, readingAgainOn: nil) { return }
         await self.readUntilDone()
     }
 
@@ -410,8 +418,11 @@ final class ChangeFeed: Sendable {
                 state.lastReadStarted = .now
                 return state.cursor.horizonText
             }
-            let (entries, xmin, pruned, logID) = try await self.pool.withConnection { try await self.log.read(from: horizon, excluding: self.origin, on: $0) }
+            let (entries, xmin, pruned, logID, hintKey) = try await self.pool.withConnection {
+                try await self.log.read(from: horizon, excluding: self.origin, on: $0)
+            }
             let outcome = self.state.withLock { state -> ChangeCursor.Outcome in
+                state.hintKey = hintKey
                 state.skippedSinceRead = 0
                 state.hintsSinceRead = 0
                 state.lastRead = .now

@@ -38,7 +38,8 @@ public struct ChangeFeedConfiguration: Sendable {
     /// schema's channel and read the rows, whatever its table privileges (the log, readable only with the
     /// privileges its table grants, never stores rows); and PostgreSQL's notification queue fills that much
     /// faster behind a listener that stops reading. Other stacks refresh from such hints whatever their own
-    /// setting.
+    /// setting, once the hint's tag verifies (see "Running many instances": a role that can connect can also
+    /// send notifications).
     public var includesRowsInHints: Bool
     /// While hints arrive, a read that advances the feed's horizon is due once this much time passed since the
     /// last read… (see ``ChangeFeed``; tests change both to reach or avoid those reads).

@@ -167,8 +167,15 @@ struct ChangeLog: Sendable {
         self.channel = Self.channelName(schema: schema)
         let insert = "WITH entry AS (INSERT INTO \(Self.qualified(Self.logTableName, in: schema)) (origin, changes) VALUES ($1::uuid, $2) "
         self.recordSQL = insert + "RETURNING position) SELECT position, pg_notify($3, position::text || ' ' || $1) FROM entry"
+        // The tag (see ``HintKey``) covers `<position> <origin> <xid> <changes>`; it is `-` (never verifies) if
+        // the state row has no keys. The keys are read through `to_jsonb` so that a log whose state table lacks
+        // them (rebuilt by an earlier version during a rolling deploy) still takes commits.
         self.recordWithEntrySQL = insert
-            + "RETURNING position, xid) SELECT position, pg_notify($3, position::text || ' ' || $1 || ' ' || xid::text || ' ' || $4) FROM entry"
+            + "RETURNING position, xid), hint AS (SELECT position, position::text || ' ' || $1 || ' ' || xid::text AS head FROM entry) "
+            + "SELECT position, pg_notify($3, head || ' ' || coalesce((SELECT encode(substring(sha256("
+            + "decode(substr(to_jsonb(s) ->> 'hint_outer', 3), 'hex') || sha256(decode(substr(to_jsonb(s) ->> 'hint_inner', 3), 'hex') "
+            + "|| convert_to(head || ' ' || $4, 'UTF8'))) FROM 1 FOR \(HintKey.tagBytes)), 'hex') "
+            + "FROM \(Self.qualified(Self.stateTableName, in: schema)) AS s), '-') || ' ' || $4) FROM hint"
     }
 
     /// `skyros_changes_<schema>`, or a hash of the schema when that would be longer than an identifier.
@@ -210,11 +217,33 @@ struct ChangeLog: Sendable {
                 CREATE TABLE IF NOT EXISTS \(self.stateTable) (
                     id boolean PRIMARY KEY DEFAULT true CHECK (id),
                     pruned_through xid8 NOT NULL DEFAULT '0',
-                    log_id uuid NOT NULL DEFAULT gen_random_uuid());
-                ALTER TABLE \(self.stateTable) ADD COLUMN IF NOT EXISTS log_id uuid NOT NULL DEFAULT gen_random_uuid();
+                    log_id uuid NOT NULL DEFAULT gen_random_uuid(),
+                    hint_inner bytea NOT NULL DEFAULT \(Self.randomKey),
+                    hint_outer bytea NOT NULL DEFAULT \(Self.randomKey));
                 INSERT INTO \(self.stateTable) (id) VALUES (true) ON CONFLICT (id) DO NOTHING;
                 """)
+            try await self.upgradeStateTable(on: connection)
             try await self.upgradeChangesColumn(on: connection)
+        }
+    }
+
+    /// 64 random bytes, from `gen_random_uuid()` (a strong random source; 488 random bits).
+    private static let randomKey = "decode(replace(" + Array(repeating: "gen_random_uuid()::text", count: 4).joined(separator: " || ")
+        + ", '-', ''), 'hex')"
+
+    /// Adds the columns that state tables made by earlier versions lack (the log's identity, the hint keys), only
+    /// when one is missing: `ALTER TABLE` locks the table, which every commit reads.
+    private func upgradeStateTable(on connection: Connection) async throws {
+        let present = try await connection.query("""
+            SELECT a.attname::text FROM pg_attribute AS a
+            WHERE a.attrelid = to_regclass(\(self.stateTable)) AND a.attnum > 0 AND NOT a.attisdropped
+            """).map { try $0.decode(String.self, at: 0) }
+        let wanted = [
+            ("log_id", "uuid NOT NULL DEFAULT gen_random_uuid()"), ("hint_inner", "bytea NOT NULL DEFAULT \(Self.randomKey)"),
+            ("hint_outer", "bytea NOT NULL DEFAULT \(Self.randomKey)"),
+        ]
+        for (column, definition) in wanted where !present.contains(column) {
+            _ = try await connection.execute(script: "ALTER TABLE \(self.stateTable) ADD COLUMN IF NOT EXISTS \(column) \(definition)")
         }
     }
 
@@ -303,35 +332,42 @@ struct ChangeLog: Sendable {
     }
 
     /// A hint's payload: the entry's position and the stack that wrote it, and for a small entry its
-    /// transaction id and changes (`<position> <origin> <xid> <changes JSON>`).
+    /// transaction id, a tag that authenticates it (see ``HintKey``) and its changes
+    /// (`<position> <origin> <xid> <tag> <changes JSON>`).
     struct Hint: Equatable {
         var position: Int64
         var origin: UUID?
-        /// The transaction id and the changes' JSON, when the entry travelled in the hint.
-        var inline: (xid: Substring, changes: Substring)?
+        /// The transaction id, the tag and the changes' JSON, when the entry travelled in the hint; `head` is
+        /// `<position> <origin> <xid>`, which the tag covers with the changes.
+        var inline: (head: Substring, xid: Substring, tag: Substring, changes: Substring)?
 
-        /// Parses `<position> <origin> [<xid> <changes>]` (or a bare position).
+        /// Parses `<position> <origin> [<xid> <tag> <changes>]` (or a bare position).
         init?(_ payload: String) {
             // Split on the UTF-8 bytes: splitting the `String` compared grapheme clusters, a visible cost on the
             // path from another process's commit to an observer.
-            let parts = payload.utf8.split(separator: UInt8(ascii: " "), maxSplits: 3).map { Substring($0) }
-            guard let first = parts.first, let position = Int64(first) else { return nil }
+            let parts = payload.utf8.split(separator: UInt8(ascii: " "), maxSplits: 4)
+            guard let first = parts.first, let position = Int64(Substring(first)) else { return nil }
             self.position = position
-            self.origin = parts.count > 1 ? UUID(uuidString: String(parts[1])) : nil
-            self.inline = parts.count == 4 ? (parts[2], parts[3]) : nil
+            self.origin = parts.count > 1 ? UUID(uuidString: String(Substring(parts[1]))) : nil
+            if parts.count == 5 {
+                let head = Substring(payload.utf8[payload.utf8.startIndex..<parts[2].endIndex])
+                self.inline = (head, Substring(parts[2]), Substring(parts[3]), Substring(parts[4]))
+            }
         }
 
-        /// The entry the hint carries, if any (`nil` also when it does not decode: then the log is read).
-        var entry: ChangeLogEntry? {
-            guard let inline = self.inline, let origin = self.origin, UInt64(inline.xid) != nil,
+        /// The entry the hint carries, if any and if its tag verifies with `key`. `nil` also when it does not
+        /// decode, or without a key (none read yet): then the log is read.
+        func entry(verifiedWith key: HintKey?) -> ChangeLogEntry? {
+            guard let inline = self.inline, let origin = self.origin, let key, UInt64(inline.xid) != nil,
+                key.verifies(inline.tag, of: [inline.head.utf8, Substring(" ").utf8, inline.changes.utf8]),
                 let changes = try? LoggedRowChange.decodeList(inline.changes)
             else { return nil }
             return ChangeLogEntry(position: self.position, xid: String(inline.xid), origin: origin, changes: changes)
         }
 
         static func == (lhs: Hint, rhs: Hint) -> Bool {
-            lhs.position == rhs.position && lhs.origin == rhs.origin && lhs.inline?.xid == rhs.inline?.xid
-                && lhs.inline?.changes == rhs.inline?.changes
+            lhs.position == rhs.position && lhs.origin == rhs.origin && lhs.inline?.head == rhs.inline?.head
+                && lhs.inline?.tag == rhs.inline?.tag && lhs.inline?.changes == rhs.inline?.changes
         }
     }
 
@@ -341,14 +377,15 @@ struct ChangeLog: Sendable {
     /// schema was destroyed and the log created again). One statement, so one snapshot and one round trip.
     /// - Parameter excluding: an origin whose entries are left out (a stack's own: it skips them anyway).
     func read(from horizon: String?, excluding origin: UUID? = nil, on connection: Connection) async throws
-        -> (entries: [ChangeLogEntry], xmin: String, prunedThrough: String, logID: UUID)
+        -> (entries: [ChangeLogEntry], xmin: String, prunedThrough: String, logID: UUID, hintKey: HintKey?)
     {
         // The head row (kind 0) first, then the entries; a join would make the planner guess the state table's
         // size (never analysed), overestimate the cost a thousandfold and JIT-compile a trivial query.
         let rows = try await connection.query("""
             SELECT 0 AS kind, pg_snapshot_xmin(pg_current_snapshot())::text, pruned_through::text,
-                   NULL::int8 AS position, NULL::text, log_id, NULL::text
-            FROM \(unsafeRaw: self.stateTable)
+                   NULL::int8 AS position, NULL::text, log_id,
+                   substr(to_jsonb(s) ->> 'hint_inner', 3) || substr(to_jsonb(s) ->> 'hint_outer', 3)
+            FROM \(unsafeRaw: self.stateTable) AS s
             UNION ALL
             SELECT 1, NULL, NULL, position, xid::text, origin, changes::text FROM \(unsafeRaw: self.logTable)
             WHERE xid >= coalesce(\(try PostgresValue(horizon))::xid8, pg_snapshot_xmin(pg_current_snapshot()))
@@ -361,6 +398,7 @@ struct ChangeLog: Sendable {
         let xmin = try first.decode(String.self, at: 1)
         let pruned = try first.decode(String.self, at: 2)
         let logID = try first.decode(UUID.self, at: 5)
+        let hintKey = try first.decode(String?.self, at: 6).flatMap { HintKey(hex: $0) }
         var entries: [ChangeLogEntry] = []
         for row in rows.dropFirst() {
             entries.append(
@@ -369,7 +407,7 @@ struct ChangeLog: Sendable {
                     origin: try row.decode(UUID.self, at: 5),
                     changes: try LoggedRowChange.decodeList(try row.decode(String.self, at: 6))))
         }
-        return (entries, xmin, pruned, logID)
+        return (entries, xmin, pruned, logID, hintKey)
     }
 
     /// Deletes committed entries older than `age`, and beyond the newest `maxEntries`; raises the pruning

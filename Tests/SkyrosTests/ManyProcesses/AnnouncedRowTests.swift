@@ -287,6 +287,69 @@ private struct MPCounted: Entity, Equatable {
     /// A stack on `schema` whose change feed never reads the log on its own schedule: a read to advance the
     /// horizon, racing a hint, would deliver the log's copy of the entry (which carries no rows) first, and the
     /// row would be evicted instead of refreshed — harmless, but these tests count refreshes.
+    /// Any role that can connect can `pg_notify` on the schema's channel. A hint it forges — announcing a row at
+    /// the version another stack caches, with values of its choosing — changes no stack's cache: hints carrying
+    /// their entry are acted on only when their tag verifies (otherwise the log, which table privileges protect,
+    /// is read).
+    @Test func aForgedHintChangesNoStacksCache() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await Self.stack(schema, rowsInHints: true)
+            let b = try await Self.stack(schema, rowsInHints: true)
+            let listener = try await PostgresListener.start(
+                configuration: try ManyProcessHarness.configuration, channels: [ChangeLog.channelName(schema: schema)])
+            try await withCleanup {
+                try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "one")) }
+                #expect(await Self.hasSeenInsert(b))
+                #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 1)   // cached in B
+                try await Self.update(MPItem.self, id: 1, in: a) { $0.title = "genuine" }
+                #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.refreshedRows == 1 })
+
+                // The genuine hint, as any listener sees it, rewritten: the next version, another title.
+                var payload: String?
+                for await event in listener.events {
+                    if case .notification(let note) = event, note.payload.contains("genuine") {
+                        payload = note.payload
+                        break
+                    }
+                }
+                let genuine = try #require(payload)
+                let fields = genuine.split(separator: " ", maxSplits: 3)
+                let position = try #require(Int64(fields[0]))
+                let xid = try #require(UInt64(fields[2]))
+                let json = try #require(genuine.firstIndex(of: "[").map { genuine[$0...] })
+                let changes = try JSONDecoder().decode([LoggedRowChange].self, from: Data(json.utf8))
+                // `mp_items` is versioned by `xmin`: the version B caches is the genuine hint's transaction id
+                // (modulo 2³²), and a forged hint's is its own.
+                let forged = changes.map { change in
+                    LoggedRowChange(
+                        table: change.t, type: change.o, id: change.i, kind: change.k, version: change.v, base: Int64(xid % (1 << 32)),
+                        layout: change.h, row: change.r?.map { $0.map { $0 == "genuine" ? "forged" : $0 } })
+                }
+                let forgedJSON = String(decoding: try JSONEncoder().encode(forged), as: UTF8.self)
+                #expect(forgedJSON.contains("forged"))
+                let origin = try #require(a.changeFeedOrigin).uuidString.lowercased()
+                let channel = ChangeLog.channelName(schema: schema)
+                try await TestServer.withConnection { connection in
+                    // Without a tag (as hints were before they had one), and with a made-up one.
+                    _ = try await connection.query("SELECT pg_notify(\(channel), \("\(position + 1000) \(origin) \(xid + 1000) \(forgedJSON)"))")
+                    let madeUp = String(repeating: "0f", count: HintKey.tagBytes)
+                    _ = try await connection.query(
+                        "SELECT pg_notify(\(channel), \("\(position + 1001) \(origin) \(xid + 1001) \(madeUp) \(forgedJSON)"))")
+                }
+                // A genuine commit after them: once B has applied it, B has handled the forged hints before it.
+                let applied = b.changeFeedStatistics.remoteEntries
+                try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 2, title: "two")) }
+                #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries > applied })
+                #expect(b.changeFeedStatistics.refreshedRows == 1)
+                #expect(try await b.mainContext.object(MPItem.self, id: 1)?.title == "genuine")
+            } cleanup: {
+                listener.stop()
+                await a.shutdown()
+                await b.shutdown()
+            }
+        }
+    }
+
     private static func stack(_ schema: String, rowsInHints: Bool = false) async throws -> DataStack {
         try await ManyProcessHarness.stack(schema: schema) {
             $0.includesRowsInHints = rowsInHints

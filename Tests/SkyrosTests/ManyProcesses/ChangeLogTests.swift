@@ -2,6 +2,7 @@ import Foundation
 @testable import Skyros
 import SkyrosTestFixtures
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// The change log and its cursor: out-of-commit-order positions, pruning gaps, the NOTIFY hint.
@@ -127,13 +128,14 @@ struct ChangeLogTests {
             #expect(b.changeFeedStatistics.reads == readsBefore)
             #expect(b.changeFeedStatistics.hintEntries >= 2)
 
-            // The hint: `<position> <origin> <xid> <changes>`, the same entry the log holds.
+            // The hint: `<position> <origin> <xid> <tag> <changes>`, the same entry the log holds, its tag
+            // verified with the keys B read from the log's state table.
             guard case .notification(_) = await events.next(), case .notification(let second) = await events.next() else {
                 Issue.record("no hints")
                 return
             }
             let hint = try #require(ChangeLog.Hint(second.payload))
-            let entry = try #require(hint.entry)
+            let entry = try #require(hint.entry(verifiedWith: b.sync.changeFeed?.hintKey))
             #expect(entry.origin == a.changeFeedOrigin)
             let expectedKey = try RowKey(MPItem.self, id: 1)
             #expect(entry.changes.map(\.key) == [expectedKey])
@@ -195,19 +197,70 @@ struct ChangeLogTests {
         }
     }
 
-    @Test func hintsParseWithAndWithoutTheirEntry() throws {
-        let origin = UUID()
-        let short = try #require(ChangeLog.Hint("42 \(origin.uuidString.lowercased())"))
-        #expect(short.position == 42 && short.origin == origin && short.entry == nil)
+    /// A state table without the hint keys (made by an earlier version, or rebuilt by one during a rolling
+    /// deploy) still takes commits, whose hints then carry no valid tag (other stacks read the log); the next
+    /// stack that starts adds the keys, and hints verify again.
+    @Test func aStateTableWithoutHintKeysTakesCommitsAndGetsThemFromTheNextStart() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let a = try await ManyProcessHarness.stack(schema: schema)
+            let b = try await ManyProcessHarness.stack(schema: schema)
+            try await withCleanup {
+                try await TestServer.withConnection { connection in
+                    _ = try await connection.execute(script: """
+                        ALTER TABLE \(quoteIdentifier(schema)).skyros_change_log_state DROP COLUMN hint_inner, DROP COLUMN hint_outer
+                        """)
+                }
+                let before = b.changeFeedStatistics
+                try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "one")) }
+                // B learns of it from the log (its hint's tag cannot verify).
+                #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries > before.remoteEntries })
+                #expect(b.changeFeedStatistics.hintEntries == before.hintEntries)
+                #expect(b.changeFeedStatistics.reads > before.reads)
+
+                let c = try await ManyProcessHarness.stack(schema: schema)   // adds the keys
+                try await withCleanup {
+                    #expect(c.sync.changeFeed?.hintKey != nil)
+                    try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 2, title: "two")) }
+                    #expect(await ManyProcessHarness.eventually { c.changeFeedStatistics.hintEntries >= 1 })
+                } cleanup: {
+                    await c.shutdown()
+                }
+            } cleanup: {
+                await a.shutdown()
+                await b.shutdown()
+            }
+        }
+    }
+
+    @Test func hintsParseWithAndWithoutTheirEntryWhichOnlyAVerifiedTagLetsThrough() throws {
+        let origin = UUID().uuidString.lowercased()
+        let key = try #require(HintKey(hex: String(repeating: "5a", count: 64) + String(repeating: "C3", count: 64)))
+        let otherKey = try #require(HintKey(hex: String(repeating: "5a", count: 64) + String(repeating: "c4", count: 64)))
+        func tag(_ head: String, _ changes: String, _ key: HintKey) -> String {
+            key.tag([Substring(head).utf8, Substring(" ").utf8, Substring(changes).utf8]).map { String(format: "%02x", $0) }.joined()
+        }
+        let short = try #require(ChangeLog.Hint("42 \(origin)"))
+        #expect(short.position == 42 && short.origin?.uuidString.lowercased() == origin && short.entry(verifiedWith: key) == nil)
         let json = LoggedRowChange.json([RowChange(entity: "E", table: "t", id: try PostgresValue(Int64(7)), kind: .updated, version: 9)])
-        let full = try #require(ChangeLog.Hint("43 \(origin.uuidString.lowercased()) 1234 \(json)"))
-        #expect(full.entry?.xid == "1234")
-        #expect(full.entry?.changes.first?.v == 9)
+        let head = "43 \(origin) 1234"
+        let full = try #require(ChangeLog.Hint("\(head) \(tag(head, json, key)) \(json)"))
+        #expect(full.entry(verifiedWith: key)?.xid == "1234")
+        #expect(full.entry(verifiedWith: key)?.changes.first?.v == 9)
+        // Only with the right key; not before any key was read; not with a tag for other bytes; not without a
+        // tag (the format before tags: such hints make the log be read).
+        #expect(full.entry(verifiedWith: otherKey) == nil)
+        #expect(full.entry(verifiedWith: nil) == nil)
+        #expect(try #require(ChangeLog.Hint("44 \(origin) 1234 \(tag(head, json, key)) \(json)")).entry(verifiedWith: key) == nil)
+        #expect(try #require(ChangeLog.Hint("\(head) - \(json)")).entry(verifiedWith: key) == nil)
+        #expect(try #require(ChangeLog.Hint("\(head) \(json)")).entry(verifiedWith: key) == nil)
         // A damaged entry is ignored (the log is read instead); a bare position still parses.
-        #expect(try #require(ChangeLog.Hint("44 \(origin.uuidString.lowercased()) 1234 [{\"t\":")).entry == nil)
-        #expect(try #require(ChangeLog.Hint("45 \(origin.uuidString.lowercased()) notanxid \(json)")).entry == nil)
+        let damaged = "[{\"t\":"
+        #expect(try #require(ChangeLog.Hint("\(head) \(tag(head, damaged, key)) \(damaged)")).entry(verifiedWith: key) == nil)
+        let badXID = "45 \(origin) notanxid"
+        #expect(try #require(ChangeLog.Hint("\(badXID) \(tag(badXID, json, key)) \(json)")).entry(verifiedWith: key) == nil)
         #expect(ChangeLog.Hint("0")?.position == 0)
         #expect(ChangeLog.Hint("x 1") == nil)
+        #expect(HintKey(hex: "00") == nil && HintKey(hex: String(repeating: "zz", count: 128)) == nil)
     }
 
     @Test func theLoggedJSONDecodesToTheSameChanges() throws {
