@@ -61,7 +61,23 @@ public struct SHA256: Sendable {
     public static func hash(_ text: String) -> Digest { self.hash(text.utf8) }
 
     /// Adds bytes to the message.
-    public mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
+    public mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 { self.append(bytes) }
+
+    // Concrete overloads, specialised here: a generic call that is not specialised (from another module)
+    // iterates through witness tables byte by byte (measured with `swiftc -O`: a 2 KB hint's tag took 80 µs
+    // that way, 22 µs through these).
+
+    /// Adds bytes to the message.
+    public mutating func update(_ bytes: [UInt8]) { self.append(bytes) }
+    /// Adds bytes to the message.
+    public mutating func update(_ bytes: ArraySlice<UInt8>) { self.append(bytes) }
+    /// Adds a string's UTF-8 bytes to the message.
+    public mutating func update(_ bytes: String.UTF8View) { self.append(bytes) }
+    /// Adds a substring's UTF-8 bytes to the message.
+    public mutating func update(_ bytes: Substring.UTF8View) { self.append(bytes) }
+
+    @inline(__always)
+    private mutating func append<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
         for byte in bytes {
             self.buffer.append(byte)
             if self.buffer.count == 64 {

@@ -179,8 +179,9 @@ int64_t raw_fetch_100(raw_conn *conn, int n) {
 }
 
 /* Queues, in pipeline mode, the transaction a durable Skyros write sends: the prepared write, the commit-id
-   row, the change-log row with its pg_notify (none when log is NULL: a stack without the change feed), then a
-   sync, which commits them as one implicit transaction (statements prepared by the caller). */
+   row, the change-log row with its pg_notify, its hint tagged as Skyros tags it (no log row when log is NULL:
+   a stack without the change feed), then a sync, which commits them as one implicit transaction (statements
+   prepared by the caller). */
 static int send_durable_transaction(PGconn *pg, const char *write, int n, const char *const *write_values,
                                     const char *commit, const char *log, const char *const *log_values) {
     if (!PQenterPipelineMode(pg)) return 0;
@@ -201,9 +202,12 @@ int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id, int an
     Oid text_type[1] = {25};
     if (!prepare(conn, "raw_durable_log",
             "WITH entry AS (INSERT INTO skyros_change_log (origin, changes) VALUES (gen_random_uuid(), $1) "
-            "RETURNING position, origin, xid) "
-            "SELECT position, pg_notify('skyros_raw_bench', position::text || ' ' || origin::text || ' ' || xid::text || ' ' || $1) "
-            "FROM entry", 1, text_type)) return -1;
+            "RETURNING position, origin, xid), "
+            "hint AS (SELECT position, position::text || ' ' || origin::text || ' ' || xid::text AS head FROM entry) "
+            "SELECT position, pg_notify('skyros_raw_bench', head || ' ' || coalesce((SELECT encode(substring(sha256("
+            "decode(substr(to_jsonb(s) ->> 'hint_outer', 3), 'hex') || sha256(decode(substr(to_jsonb(s) ->> 'hint_inner', 3), 'hex') "
+            "|| convert_to(head || ' ' || $1, 'UTF8'))) FROM 1 FOR 16), 'hex') FROM skyros_change_log_state AS s), '-') || ' ' || $1) "
+            "FROM hint", 1, text_type)) return -1;
     char id[24];
     char changes[96];
     const char *values[2] = {id, "benchmark row"};
@@ -230,9 +234,12 @@ int raw_observe_prepare(raw_conn *writer, raw_conn *observer) {
     if (!prepare(writer, "raw_obs_commit", "INSERT INTO skyros_commit_groups (first_id, last_id) SELECT u, u FROM gen_random_uuid() AS u", 0, NULL)) return -1;
     if (!prepare(writer, "raw_obs_log",
             "WITH entry AS (INSERT INTO skyros_change_log (origin, changes) VALUES (gen_random_uuid(), $1) "
-            "RETURNING position, origin, xid) "
-            "SELECT position, pg_notify('skyros_raw_observe', position::text || ' ' || origin::text || ' ' || xid::text || ' ' || $1) "
-            "FROM entry", 1, types + 1)) return -1;
+            "RETURNING position, origin, xid), "
+            "hint AS (SELECT position, position::text || ' ' || origin::text || ' ' || xid::text AS head FROM entry) "
+            "SELECT position, pg_notify('skyros_raw_observe', head || ' ' || coalesce((SELECT encode(substring(sha256("
+            "decode(substr(to_jsonb(s) ->> 'hint_outer', 3), 'hex') || sha256(decode(substr(to_jsonb(s) ->> 'hint_inner', 3), 'hex') "
+            "|| convert_to(head || ' ' || $1, 'UTF8'))) FROM 1 FOR 16), 'hex') FROM skyros_change_log_state AS s), '-') || ' ' || $1) "
+            "FROM hint", 1, types + 1)) return -1;
     if (!prepare(observer, "raw_obs_read", "SELECT id, n, xmin::text FROM bench_observe_raw WHERE id = $1", 1, types)) return -1;
     return raw_exec(observer, "LISTEN skyros_raw_observe") == 0 ? 0 : -1;
 }
