@@ -205,8 +205,8 @@ int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id, int an
             "RETURNING position, origin, xid), "
             "hint AS (SELECT position, position::text || ' ' || origin::text || ' ' || xid::text AS head FROM entry) "
             "SELECT position, pg_notify('skyros_raw_bench', head || ' ' || coalesce((SELECT encode(substring(sha256("
-            "decode(substr(to_jsonb(s) ->> 'hint_outer', 3), 'hex') || sha256(decode(substr(to_jsonb(s) ->> 'hint_inner', 3), 'hex') "
-            "|| convert_to(head || ' ' || $1, 'UTF8'))) FROM 1 FOR 16), 'hex') FROM skyros_change_log_state AS s), '-') || ' ' || $1) "
+            "s.hint_outer || sha256(s.hint_inner || convert_to(head || ' ' || $1, 'UTF8'))) FROM 1 FOR 16), 'hex') "
+            "FROM skyros_change_log_state AS s), '-') || ' ' || $1) "
             "FROM hint", 1, text_type)) return -1;
     char id[24];
     char changes[96];
@@ -237,8 +237,8 @@ int raw_observe_prepare(raw_conn *writer, raw_conn *observer) {
             "RETURNING position, origin, xid), "
             "hint AS (SELECT position, position::text || ' ' || origin::text || ' ' || xid::text AS head FROM entry) "
             "SELECT position, pg_notify('skyros_raw_observe', head || ' ' || coalesce((SELECT encode(substring(sha256("
-            "decode(substr(to_jsonb(s) ->> 'hint_outer', 3), 'hex') || sha256(decode(substr(to_jsonb(s) ->> 'hint_inner', 3), 'hex') "
-            "|| convert_to(head || ' ' || $1, 'UTF8'))) FROM 1 FOR 16), 'hex') FROM skyros_change_log_state AS s), '-') || ' ' || $1) "
+            "s.hint_outer || sha256(s.hint_inner || convert_to(head || ' ' || $1, 'UTF8'))) FROM 1 FOR 16), 'hex') "
+            "FROM skyros_change_log_state AS s), '-') || ' ' || $1) "
             "FROM hint", 1, types + 1)) return -1;
     if (!prepare(observer, "raw_obs_read", "SELECT id, n, xmin::text FROM bench_observe_raw WHERE id = $1", 1, types)) return -1;
     return raw_exec(observer, "LISTEN skyros_raw_observe") == 0 ? 0 : -1;

@@ -429,6 +429,12 @@ final class ChangeFeed: Sendable {
                 return state.cursor.advance(entries: entries, xmin: xmin, prunedThrough: pruned, logID: logID)
             }
             self.metrics.logReads.increment()
+            if hintKey == nil {
+                // The state table lacks the hint keys: it was created again by an earlier version (a rebuild
+                // during a rolling deploy), and commits that tag their hint fail until the keys are back.
+                self.logger.info("the change log's state table has no hint keys; adding them")
+                try await self.createLog()
+            }
             switch outcome {
             case .gap:
                 self.metrics.flushes.increment()

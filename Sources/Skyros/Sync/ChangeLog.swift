@@ -167,13 +167,13 @@ struct ChangeLog: Sendable {
         self.channel = Self.channelName(schema: schema)
         let insert = "WITH entry AS (INSERT INTO \(Self.qualified(Self.logTableName, in: schema)) (origin, changes) VALUES ($1::uuid, $2) "
         self.recordSQL = insert + "RETURNING position) SELECT position, pg_notify($3, position::text || ' ' || $1) FROM entry"
-        // The tag (see ``HintKey``) covers `<position> <origin> <xid> <changes>`; it is `-` (never verifies) if
-        // the state row has no keys. The keys are read through `to_jsonb` so that a log whose state table lacks
-        // them (rebuilt by an earlier version during a rolling deploy) still takes commits.
+        // The tag (see ``HintKey``) covers `<position> <origin> <xid> <changes>`; `-` (never verifies) if the
+        // state row has no keys. The columns are named directly: reading them through `to_jsonb` (which would
+        // survive their absence) cost 29 µs of server time per commit, against 6 µs (see ``ChangeFeed/read()``
+        // for a state table that lacks them).
         self.recordWithEntrySQL = insert
             + "RETURNING position, xid), hint AS (SELECT position, position::text || ' ' || $1 || ' ' || xid::text AS head FROM entry) "
-            + "SELECT position, pg_notify($3, head || ' ' || coalesce((SELECT encode(substring(sha256("
-            + "decode(substr(to_jsonb(s) ->> 'hint_outer', 3), 'hex') || sha256(decode(substr(to_jsonb(s) ->> 'hint_inner', 3), 'hex') "
+            + "SELECT position, pg_notify($3, head || ' ' || coalesce((SELECT encode(substring(sha256(s.hint_outer || sha256(s.hint_inner "
             + "|| convert_to(head || ' ' || $4, 'UTF8'))) FROM 1 FOR \(HintKey.tagBytes)), 'hex') "
             + "FROM \(Self.qualified(Self.stateTableName, in: schema)) AS s), '-') || ' ' || $4) FROM hint"
     }
