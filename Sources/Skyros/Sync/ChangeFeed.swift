@@ -431,9 +431,14 @@ final class ChangeFeed: Sendable {
             self.metrics.logReads.increment()
             if hintKey == nil {
                 // The state table lacks the hint keys: it was created again by an earlier version (a rebuild
-                // during a rolling deploy), and commits that tag their hint fail until the keys are back.
+                // during a rolling deploy), and commits that tag their hint fail until the keys are back. A failure
+                // here (a role without the right to alter the table) must not stop the feed's reads.
                 self.logger.info("the change log's state table has no hint keys; adding them")
-                try await self.createLog()
+                do {
+                    try await self.createLog()
+                } catch {
+                    self.logger.warning("could not add the hint keys to the change log's state table", metadata: ["skyros.error": "\(error)"])
+                }
             }
             switch outcome {
             case .gap:
