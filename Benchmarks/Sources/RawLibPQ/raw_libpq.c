@@ -178,6 +178,16 @@ int64_t raw_fetch_100(raw_conn *conn, int n) {
     return now_ns() - start;
 }
 
+/* The change-log row Skyros's commit writes, with its pg_notify on `channel`: the hint carries the entry and
+   its tag, computed as ChangeLog.recordWithEntrySQL computes it (one parameter: the changes' JSON). */
+#define LOG_STATEMENT(channel) \
+    "WITH entry AS (INSERT INTO skyros_change_log (origin, changes) VALUES (gen_random_uuid(), $1) " \
+    "RETURNING position, origin, xid), " \
+    "hint AS (SELECT position, position::text || ' ' || origin::text || ' ' || xid::text AS head FROM entry) " \
+    "SELECT position, pg_notify('" channel "', head || ' ' || coalesce((SELECT encode(substring(sha256(" \
+    "s.hint_outer || sha256(s.hint_inner || convert_to(head || ' ' || $1, 'UTF8'))) FROM 1 FOR 16), 'hex') " \
+    "FROM skyros_change_log_state AS s), '-') || ' ' || $1) FROM hint"
+
 /* Queues, in pipeline mode, the transaction a durable Skyros write sends: the prepared write, the commit-id
    row, the change-log row with its pg_notify, its hint tagged as Skyros tags it (no log row when log is NULL:
    a stack without the change feed), then a sync, which commits them as one implicit transaction (statements
@@ -201,13 +211,7 @@ int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id, int an
     if (!prepare(conn, "raw_durable_commit", "INSERT INTO skyros_commit_groups (first_id, last_id) SELECT u, u FROM gen_random_uuid() AS u", 0, NULL)) return -1;
     Oid text_type[1] = {25};
     if (!prepare(conn, "raw_durable_log",
-            "WITH entry AS (INSERT INTO skyros_change_log (origin, changes) VALUES (gen_random_uuid(), $1) "
-            "RETURNING position, origin, xid), "
-            "hint AS (SELECT position, position::text || ' ' || origin::text || ' ' || xid::text AS head FROM entry) "
-            "SELECT position, pg_notify('skyros_raw_bench', head || ' ' || coalesce((SELECT encode(substring(sha256("
-            "s.hint_outer || sha256(s.hint_inner || convert_to(head || ' ' || $1, 'UTF8'))) FROM 1 FOR 16), 'hex') "
-            "FROM skyros_change_log_state AS s), '-') || ' ' || $1) "
-            "FROM hint", 1, text_type)) return -1;
+            LOG_STATEMENT("skyros_raw_bench"), 1, text_type)) return -1;
     char id[24];
     char changes[96];
     const char *values[2] = {id, "benchmark row"};
@@ -233,13 +237,7 @@ int raw_observe_prepare(raw_conn *writer, raw_conn *observer) {
     if (!prepare(writer, "raw_obs_update", "UPDATE bench_observe_raw SET n = $1 WHERE id = 1 RETURNING xmin::text", 1, types)) return -1;
     if (!prepare(writer, "raw_obs_commit", "INSERT INTO skyros_commit_groups (first_id, last_id) SELECT u, u FROM gen_random_uuid() AS u", 0, NULL)) return -1;
     if (!prepare(writer, "raw_obs_log",
-            "WITH entry AS (INSERT INTO skyros_change_log (origin, changes) VALUES (gen_random_uuid(), $1) "
-            "RETURNING position, origin, xid), "
-            "hint AS (SELECT position, position::text || ' ' || origin::text || ' ' || xid::text AS head FROM entry) "
-            "SELECT position, pg_notify('skyros_raw_observe', head || ' ' || coalesce((SELECT encode(substring(sha256("
-            "s.hint_outer || sha256(s.hint_inner || convert_to(head || ' ' || $1, 'UTF8'))) FROM 1 FOR 16), 'hex') "
-            "FROM skyros_change_log_state AS s), '-') || ' ' || $1) "
-            "FROM hint", 1, types + 1)) return -1;
+            LOG_STATEMENT("skyros_raw_observe"), 1, types + 1)) return -1;
     if (!prepare(observer, "raw_obs_read", "SELECT id, n, xmin::text FROM bench_observe_raw WHERE id = $1", 1, types)) return -1;
     return raw_exec(observer, "LISTEN skyros_raw_observe") == 0 ? 0 : -1;
 }

@@ -41,7 +41,7 @@ struct FailoverTests {
                     try await fixture.run("detach")
                     // Commits the standby never receives: an update the reader caches, and enough transactions
                     // that the ids the new primary hands out next are all below the reader's horizon.
-                    try await writer.edit(counter: "phase") { $0.note = "lost" }
+                    try await writer.edit(StackCounter.self, id: "phase", durability: .committed) { $0.note = "lost" }
                     for id in 1...100 { try await writer.write(durability: .committed) { try $0.insert(note(id)) } }
                     try await eventually(timeout: .seconds(30)) { observed.withLock { $0.last } == "lost" }
                     #expect(try await reader.mainContext.object(StackCounter.self, id: "phase")?.note == "lost")
@@ -60,7 +60,7 @@ struct FailoverTests {
                     #expect(try await reader.mainContext.object(StackCounter.self, id: "phase")?.note == "kept")
 
                     // A commit on the new primary (a transaction id below the old horizon) reaches the reader.
-                    try await writer.edit(counter: "phase") { $0.note = "after" }
+                    try await writer.edit(StackCounter.self, id: "phase", durability: .committed) { $0.note = "after" }
                     try await eventually(timeout: .seconds(30)) { observed.withLock { $0.last } == "after" }
                     #expect(try await reader.mainContext.object(StackCounter.self, id: "phase")?.note == "after")
                 } cleanup: {
@@ -147,17 +147,6 @@ struct FailoverTests {
             await writer.shutdown()
             let failures = await errors.value
             #expect(failures.isEmpty, "\(failures.prefix(3))")
-        }
-    }
-}
-
-extension DataStack {
-    /// Reads the counter `id` in a durable write, changes it with `change`, and saves it.
-    fileprivate func edit(counter id: String, _ change: @escaping @Sendable (inout StackCounter) -> Void) async throws {
-        try await self.write(durability: .committed) { context in
-            guard var counter = try await context.object(StackCounter.self, id: id) else { return }
-            change(&counter)
-            try await context.update(counter)
         }
     }
 }

@@ -369,11 +369,7 @@ private struct MPCounted: Entity, Equatable {
     private static func update<T: Entity>(
         _ type: T.Type, id: T.ID, in stack: DataStack, _ change: @escaping @Sendable (inout T) -> Void
     ) async throws {
-        try await stack.write(durability: .committed) { context in
-            var row = try #require(try await context.object(T.self, id: id))
-            change(&row)
-            try await context.update(row)
-        }
+        try await stack.edit(T.self, id: id, durability: .committed, change)
     }
 
     /// The first column of the first row `query` returns, read on a connection of its own (the stored truth).

@@ -112,14 +112,14 @@ func note(_ id: Int, rank: Int? = nil, tag: String? = nil) -> StackNote {
 }
 
 extension DataStack {
-    /// One write that reads note `id` (it must exist), changes it with `change`, and updates it; `policy`:
-    /// the write's merge policy (`nil`: the stack's).
-    func editNote(
-        _ id: Int, durability: WriteDurability = .visible, policy: MergePolicy? = nil,
-        _ change: @Sendable (inout StackNote) throws -> Void
+    /// One write that reads row `id` of `T` (it must exist), changes it with `change`, and updates it (guarded
+    /// by the version read); `policy`: the write's merge policy (`nil`: the stack's).
+    func edit<T: Entity>(
+        _ type: T.Type, id: T.ID, durability: WriteDurability = .visible, policy: MergePolicy? = nil,
+        _ change: @Sendable (inout T) throws -> Void
     ) async throws {
         let body: (DataContext) async throws -> Void = { context in
-            var row = try #require(try await context.object(StackNote.self, id: id))
+            var row = try #require(try await context.object(T.self, id: id))
             try change(&row)
             try await context.update(row)
         }
@@ -128,5 +128,13 @@ extension DataStack {
         } else {
             try await self.write(durability: durability, body)
         }
+    }
+
+    /// ``edit(_:id:durability:policy:_:)`` for note `id`.
+    func editNote(
+        _ id: Int, durability: WriteDurability = .visible, policy: MergePolicy? = nil,
+        _ change: @Sendable (inout StackNote) throws -> Void
+    ) async throws {
+        try await self.edit(StackNote.self, id: id, durability: durability, policy: policy, change)
     }
 }
