@@ -414,19 +414,19 @@ final class ChangeFeed: Sendable {
     /// Reads the entries since the cursor's horizon and delivers the new ones from other stacks.
     func read() async throws {
         try await self.reader.run {
-            let horizon = self.state.withLock { state in
+            let window = self.state.withLock { state in
                 state.lastReadStarted = .now
-                return state.cursor.horizonText
+                return state.cursor.window
             }
-            let (entries, xmin, pruned, logID, hintKey) = try await self.pool.withConnection {
-                try await self.log.read(from: horizon, excluding: self.origin, on: $0)
+            let (entries, snapshot, pruned, logID, hintKey) = try await self.pool.withConnection {
+                try await self.log.read(after: window, excluding: self.origin, on: $0)
             }
             let outcome = self.state.withLock { state -> ChangeCursor.Outcome in
                 state.hintKey = hintKey
                 state.skippedSinceRead = 0
                 state.hintsSinceRead = 0
                 state.lastRead = .now
-                return state.cursor.advance(entries: entries, xmin: xmin, prunedThrough: pruned, logID: logID)
+                return state.cursor.advance(entries: entries, snapshot: snapshot, prunedThrough: pruned, logID: logID)
             }
             self.metrics.logReads.increment()
             if hintKey == nil {

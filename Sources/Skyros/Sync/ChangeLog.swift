@@ -371,31 +371,49 @@ struct ChangeLog: Sendable {
         }
     }
 
-    /// Entries whose transaction id is at least `horizon` (without one: at least the snapshot's `xmin`, so a
-    /// new reader starts from now, not from the whole log), with the reading snapshot's `xmin` (every
-    /// transaction below it has finished), the pruning watermark, and the log's identity (a new one after the
-    /// schema was destroyed and the log created again). One statement, so one snapshot and one round trip.
+    /// A log read's snapshot: which transactions it saw finished (see ``ChangeCursor``).
+    struct ReadSnapshot: Sendable, Equatable {
+        /// Every transaction below it had finished.
+        var xmin: String
+        /// No transaction from it on had started.
+        var xmax: String
+        /// The transactions between the two still in progress.
+        var running: [String]
+    }
+
+    /// The entries of `window` (see ``ChangeCursor/Window``; `nil`: those whose transaction id is at least the
+    /// snapshot's `xmin`, so a new reader starts from now, not from the whole log), with the reading snapshot,
+    /// the pruning watermark, and the log's identity (a new one after the schema was destroyed and the log
+    /// created again). One statement, so one snapshot and one round trip.
     /// - Parameter excluding: an origin whose entries are left out (a stack's own: it skips them anyway).
-    func read(from horizon: String?, excluding origin: UUID? = nil, on connection: Connection) async throws
-        -> (entries: [ChangeLogEntry], xmin: String, prunedThrough: String, logID: UUID, hintKey: HintKey?)
+    func read(after window: ChangeCursor.Window?, excluding origin: UUID? = nil, on connection: Connection) async throws
+        -> (entries: [ChangeLogEntry], snapshot: ReadSnapshot, prunedThrough: String, logID: UUID, hintKey: HintKey?)
     {
         // The head row (kind 0) first, then the entries; a join would make the planner guess the state table's
-        // size (never analysed), overestimate the cost a thousandfold and JIT-compile a trivial query.
+        // size (never analysed), overestimate the cost a thousandfold and JIT-compile a trivial query. The
+        // transactions in progress are few (those holding an id), and `xid = ANY(…)` with `xid >= …` is two
+        // scans of the xid index.
+        let running = "{" + (window?.running ?? []).joined(separator: ",") + "}"
         let rows = try await connection.query("""
             SELECT 0 AS kind, pg_snapshot_xmin(pg_current_snapshot())::text, pruned_through::text,
-                   NULL::int8 AS position, NULL::text, log_id,
-                   substr(to_jsonb(s) ->> 'hint_inner', 3) || substr(to_jsonb(s) ->> 'hint_outer', 3)
+                   NULL::int8 AS position, pg_snapshot_xmax(pg_current_snapshot())::text, log_id,
+                   substr(to_jsonb(s) ->> 'hint_inner', 3) || substr(to_jsonb(s) ->> 'hint_outer', 3),
+                   array_to_string(ARRAY(SELECT pg_snapshot_xip(pg_current_snapshot())), ',')
             FROM \(unsafeRaw: self.stateTable) AS s
             UNION ALL
-            SELECT 1, NULL, NULL, position, xid::text, origin, changes::text FROM \(unsafeRaw: self.logTable)
-            WHERE xid >= coalesce(\(try PostgresValue(horizon))::xid8, pg_snapshot_xmin(pg_current_snapshot()))
+            SELECT 1, NULL, NULL, position, xid::text, origin, changes::text, NULL FROM \(unsafeRaw: self.logTable)
+            WHERE (xid >= coalesce(\(try PostgresValue(window?.from))::xid8, pg_snapshot_xmin(pg_current_snapshot()))
+                   OR xid = ANY(\(running)::text::xid8[]))
               AND origin IS DISTINCT FROM \(try PostgresValue(origin))::uuid
             ORDER BY kind, position
             """)
         guard let first = rows.first, try first.decode(Int.self, at: 0) == 0 else {
             throw PostgresError(kind: .undefinedTable, message: "the change log state row of \(self.logTable) is missing")
         }
-        let xmin = try first.decode(String.self, at: 1)
+        let inProgress = try first.decode(String.self, at: 7)
+        let snapshot = ReadSnapshot(
+            xmin: try first.decode(String.self, at: 1), xmax: try first.decode(String.self, at: 4),
+            running: inProgress.isEmpty ? [] : inProgress.split(separator: ",").map(String.init))
         let pruned = try first.decode(String.self, at: 2)
         let logID = try first.decode(UUID.self, at: 5)
         let hintKey = try first.decode(String?.self, at: 6).flatMap { HintKey(hex: $0) }
@@ -407,7 +425,7 @@ struct ChangeLog: Sendable {
                     origin: try row.decode(UUID.self, at: 5),
                     changes: try LoggedRowChange.decodeList(try row.decode(String.self, at: 6))))
         }
-        return (entries, xmin, pruned, logID, hintKey)
+        return (entries, snapshot, pruned, logID, hintKey)
     }
 
     /// Deletes committed entries older than `age`, and beyond the newest `maxEntries`; raises the pruning

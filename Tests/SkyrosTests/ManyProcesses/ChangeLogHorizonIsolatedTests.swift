@@ -44,13 +44,13 @@ struct ChangeLogHorizonIsolatedTests {
             let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
             try await log.createIfNeeded(on: connection)
             var cursor = ChangeCursor()
-            let start = try await log.read(from: nil, on: connection)
-            _ = cursor.advance(entries: start.entries, xmin: start.xmin, prunedThrough: start.prunedThrough)
+            let start = try await log.read(after: nil, on: connection)
+            _ = cursor.advance(entries: start.entries, snapshot: start.snapshot, prunedThrough: start.prunedThrough)
             let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(1)), kind: .deleted, version: nil)
             for _ in 0..<3 { try await log.record([change], origin: UUID().uuidString.lowercased(), on: connection) }
             #expect(try await log.prune(olderThan: .zero, keepingAtMost: 0, on: connection) == 3)
-            let read = try await log.read(from: cursor.horizonText, on: connection)
-            #expect(cursor.advance(entries: read.entries, xmin: read.xmin, prunedThrough: read.prunedThrough) == .gap)
+            let read = try await log.read(after: cursor.window, on: connection)
+            #expect(cursor.advance(entries: read.entries, snapshot: read.snapshot, prunedThrough: read.prunedThrough) == .gap)
             await connection.close()
         }
     }

@@ -48,6 +48,81 @@ struct ChangeLogTests {
                                prunedThrough: "0", logID: second) == .entries([Self.entry(9, xid: 92)]))
     }
 
+    /// The next read covers only what the last read's snapshot had not seen finish: transactions at or above its
+    /// `xmax`, and those it saw in progress.
+    @Test func theCursorReadsAgainOnlyTheTransactionsItsLastSnapshotSawRunningOrNotYetStarted() {
+        var cursor = ChangeCursor()
+        #expect(cursor.window == ChangeCursor.Window(from: nil, running: []))
+        // Snapshot: 100 and 103 in progress, nothing from 105 on started.
+        #expect(cursor.advance(entries: [Self.entry(1, xid: 101)], xmin: "100", xmax: "105", running: ["103", "100"], prunedThrough: "0")
+            == .entries([Self.entry(1, xid: 101)]))
+        #expect(cursor.window == ChangeCursor.Window(from: "105", running: ["100", "103"]))
+        #expect(cursor.horizonText == "100")
+        // Hints: 102 had finished (the read saw its entry, if any); 103 was running and 106 had not started.
+        let hints = [(2, "102"), (3, "103"), (4, "106"), (4, "106")].map { cursor.deliverFromHint(position: $0, xid: $1) }
+        #expect(hints == [false, true, true, false])
+        // The next read returns 100's entry (it committed meanwhile) with the two the hints delivered.
+        let next = cursor.advance(
+            entries: [Self.entry(5, xid: 100), Self.entry(3, xid: 103), Self.entry(4, xid: 106)], xmin: "104", xmax: "108",
+            running: ["104"], prunedThrough: "0")
+        #expect(next == .entries([Self.entry(5, xid: 100)]))
+        #expect(cursor.window == ChangeCursor.Window(from: "108", running: ["104"]))
+        // What that snapshot saw finish is forgotten: nothing is remembered for transactions no read returns again.
+        #expect(!cursor.hasDelivered(3) && !cursor.hasDelivered(4) && !cursor.hasDelivered(5))
+        // A hint for a transaction still running at the last read stays remembered across it.
+        let running = cursor.deliverFromHint(position: 6, xid: "104")
+        #expect(running)
+        #expect(cursor.advance(entries: [], xmin: "104", xmax: "109", running: ["104"], prunedThrough: "0") == .entries([]))
+        #expect(cursor.hasDelivered(6))
+        #expect(cursor.advance(entries: [Self.entry(6, xid: 104)], xmin: "109", xmax: "109", prunedThrough: "0") == .entries([]))
+        #expect(!cursor.hasDelivered(6))
+    }
+
+    /// A transaction left open anywhere on the server holds every snapshot's `xmin` back. Reads used to start
+    /// there, so while it stayed open each read (about once a second while hints arrive) returned every entry
+    /// written since it began, and the cursor remembered them all. A read now returns what committed since the
+    /// last one, and the open transaction's own entry once it commits.
+    @Test func aTransactionLeftOpenDoesNotMakeEveryReadReturnTheWholeTail() async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let log = ChangeLog(schema: schema)
+            let configuration = try ManyProcessHarness.configuration
+            let open = try await Connection.connect(to: configuration)
+            let writer = try await Connection.connect(to: configuration)
+            let reader = try await Connection.connect(to: configuration)
+            try await log.createIfNeeded(on: reader)
+            var cursor = ChangeCursor()
+            let start = try await log.read(after: nil, on: reader)
+            _ = cursor.advance(entries: start.entries, snapshot: start.snapshot, prunedThrough: start.prunedThrough)
+
+            let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(1)), kind: .updated, version: 7)
+            _ = try await open.execute(script: "BEGIN")
+            let held = try #require(try await log.record([change], origin: UUID().uuidString.lowercased(), on: open))
+            var written: [Int64] = []
+            for _ in 0..<20 {
+                written.append(try #require(try await log.record([change], origin: UUID().uuidString.lowercased(), on: writer)))
+            }
+            let read1 = try await log.read(after: cursor.window, on: reader)
+            #expect(read1.entries.map(\.position) == written)
+            #expect(cursor.advance(entries: read1.entries, snapshot: read1.snapshot, prunedThrough: read1.prunedThrough)
+                == .entries(read1.entries))
+            #expect(read1.snapshot.running.contains(try await open.query("SELECT pg_current_xact_id()::text")[0].decode(String.self, at: 0)))
+
+            // Nothing committed since: nothing comes back, however long the transaction stays open.
+            for _ in 0..<2 {
+                let again = try await log.read(after: cursor.window, on: reader)
+                #expect(again.entries.isEmpty, "\(again.entries.map(\.position))")
+                #expect(cursor.advance(entries: again.entries, snapshot: again.snapshot, prunedThrough: again.prunedThrough) == .entries([]))
+            }
+
+            _ = try await open.execute(script: "COMMIT")
+            let read3 = try await log.read(after: cursor.window, on: reader)
+            #expect(read3.entries.map(\.position) == [held])
+            #expect(cursor.advance(entries: read3.entries, snapshot: read3.snapshot, prunedThrough: read3.prunedThrough)
+                == .entries(read3.entries))
+            for connection in [open, writer, reader] { await connection.close() }
+        }
+    }
+
     @Test func anEntryWhoseTransactionCommitsAfterALaterPositionIsNotMissed() async throws {
         try await ManyProcessHarness.withSchema { schema in
             let log = ChangeLog(schema: schema)
@@ -57,8 +132,8 @@ struct ChangeLogTests {
             let reader = try await Connection.connect(to: configuration)
             try await log.createIfNeeded(on: reader)
             var cursor = ChangeCursor()
-            let start = try await log.read(from: nil, on: reader)
-            _ = cursor.advance(entries: start.entries, xmin: start.xmin, prunedThrough: start.prunedThrough)
+            let start = try await log.read(after: nil, on: reader)
+            _ = cursor.advance(entries: start.entries, snapshot: start.snapshot, prunedThrough: start.prunedThrough)
 
             let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(1)), kind: .updated, version: 7)
             _ = try await early.execute(script: "BEGIN")
@@ -66,12 +141,12 @@ struct ChangeLogTests {
             let second = try await late.withTransaction { try #require(try await log.record([change], origin: UUID().uuidString.lowercased(), on: $0)) }
             #expect(first < second)
 
-            let read1 = try await log.read(from: cursor.horizonText, on: reader)
-            #expect(cursor.advance(entries: read1.entries, xmin: read1.xmin, prunedThrough: read1.prunedThrough)
+            let read1 = try await log.read(after: cursor.window, on: reader)
+            #expect(cursor.advance(entries: read1.entries, snapshot: read1.snapshot, prunedThrough: read1.prunedThrough)
                 == .entries(read1.entries.filter { $0.position == second }))
             _ = try await early.execute(script: "COMMIT")
-            let read2 = try await log.read(from: cursor.horizonText, on: reader)
-            guard case .entries(let fresh) = cursor.advance(entries: read2.entries, xmin: read2.xmin, prunedThrough: read2.prunedThrough) else {
+            let read2 = try await log.read(after: cursor.window, on: reader)
+            guard case .entries(let fresh) = cursor.advance(entries: read2.entries, snapshot: read2.snapshot, prunedThrough: read2.prunedThrough) else {
                 Issue.record("unexpected gap")
                 return
             }
@@ -307,7 +382,7 @@ struct ChangeLogTests {
             let log = ChangeLog(schema: schema)
             let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
             try await log.createIfNeeded(on: connection)
-            let start = try await log.read(from: nil, on: connection)
+            let start = try await log.read(after: nil, on: connection)
             // The log as earlier versions made it: `changes jsonb`, holding an entry in jsonb's text form.
             _ = try await connection.execute(script: "ALTER TABLE \(log.logTable) ALTER COLUMN changes TYPE jsonb USING changes::jsonb")
             let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(42)), kind: .updated, version: 9)
@@ -321,7 +396,7 @@ struct ChangeLogTests {
             #expect(try column.decode(String.self, at: 0) == "text")
             #expect(try column.decode(String.self, at: 1) == "l")   // this server is built with lz4
             let new = try #require(try await log.record([change], origin: Self.origin.uuidString.lowercased(), on: connection))
-            let read = try await log.read(from: start.xmin, on: connection)
+            let read = try await log.read(after: ChangeCursor.Window(from: start.snapshot.xmin, running: []), on: connection)
             #expect(read.entries.map(\.position) == [old, new])
             #expect(read.entries.map(\.changes) == [[LoggedRowChange(change)], [LoggedRowChange(change)]])
             await connection.close()

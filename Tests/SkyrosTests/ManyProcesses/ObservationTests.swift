@@ -274,14 +274,14 @@ struct ObservationTests {
             let blocker = try await Connection.connect(to: try ManyProcessHarness.configuration)
             _ = try await blocker.query("SELECT pg_advisory_lock(hashtext(\(logTable)))")
             let rebuilding = Task { try await a.destroyAndRebuild(confirm: .iUnderstandThisDeletesData) }
-            // Wait until the rebuild waits for that lock (its new store is live by then).
-            let deadline = ContinuousClock.now + .seconds(20)
-            while try await blocker.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0]
-                .decode(Int.self, at: 0) == 0
-            {
-                try #require(ContinuousClock.now < deadline, "the rebuild never waited for the change log's lock")
-                try await Task.sleep(for: .milliseconds(10))
+            // Wait until the rebuild waits for that lock (its new store is live by then): a session blocked by this
+            // one, not any ungranted advisory lock (other tests of the parallel run take them too, and one of theirs
+            // let the write below start before the rebuild, which then invalidated it).
+            let waits = try await ManyProcessHarness.eventually(within: .seconds(20)) {
+                try await blocker.query("SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))")[0]
+                    .decode(Int.self, at: 0) > 0
             }
+            try #require(waits, "the rebuild never waited for the change log's lock")
             _ = try await blocker.execute(script: """
                 CREATE TABLE \(quoteIdentifier(schema)).mp_items (id bigint PRIMARY KEY, owner integer NOT NULL,
                                                                  value integer NOT NULL, title text NOT NULL);
