@@ -1,6 +1,6 @@
 import Foundation
 import RawLibPQ
-import Skyros
+@_spi(Benchmarks) import Skyros
 import SkyrosPostgres
 
 /// A row of the benchmark table created by ClientBenchmarks (`bench_items`: 10,000 rows, score = id % 1000).
@@ -48,6 +48,20 @@ struct StackBenchmarks {
         report.add("Fetch 100 rows by predicate + decode (PostgresStore)", microseconds(rawFetch.median), microseconds(storeFetch.median), ratio(storeFetch.median, rawFetch.median), "≤ 1.3×")
         await pool.shutdown()
 
+        // Building a query's SQL (every fetch does it): a compound predicate, two sorts and a limit.
+        let (s, floor) = ("item", 10.0)
+        let names = ["item 1", "item 2"]
+        let compound = FetchDescriptor<BenchItem>(
+            predicate: #Predicate { ($0.name.contains(s) || names.contains($0.name)) && $0.score > floor && $0.name.starts(with: s) },
+            sortBy: [SortDescriptor(\.name), SortDescriptor(\.score, order: .reverse)], fetchLimit: 20)
+        var translation = Measurement()
+        let translations = self.iterations * 10
+        for _ in 0..<self.rounds {
+            translation.add(totalNanoseconds: try await elapsedNanoseconds {
+                for _ in 0..<translations { _ = try SQLQueryBuilder.select(compound, schema: "app", includeVersion: true) }
+            }, operations: translations)
+        }
+
         // Cached read by id on the main context vs a primary-key round trip (raw libpq, C).
         let stack = try await DataStack.start(DataStackConfiguration(
             store: .postgres(config), entities: [BenchItem.self], cacheLimit: CacheLimit(maxRows: 20_000)))
@@ -71,6 +85,7 @@ struct StackBenchmarks {
         let stats = stack.cacheStatistics
         report.add("Cached read by id (main context) vs PK round trip", microseconds(rawPoint.median), microseconds(cached.median), String(format: "%.0f× faster", rawPoint.median / cached.median), "≥ 20× faster")
         report.add("  cache during that run", "—", "\(stats.rows) rows, \(stats.hits) hits, \(stats.misses) misses", "—", "—")
+        report.add("Building a query's SQL (compound predicate, two sorts, limit) vs a PK round trip", microseconds(rawPoint.median), microseconds(translation.median), String(format: "%.1f%% of it", 100 * translation.median / rawPoint.median), "—")
         await stack.shutdown()
     }
 }

@@ -13,7 +13,9 @@ import SkyrosPostgres
 /// // SELECT "id", "name", "age", xmin AS "__version" FROM "app"."users"
 /// //   WHERE ("name" LIKE $1 ESCAPE E'\\') ORDER BY "id" ASC LIMIT $2      binds: ["A%", 10]
 /// ```
-package enum SQLQueryBuilder {
+///
+/// Public only to the benchmarks (`@_spi(Benchmarks)`), which measure what building a query costs.
+@_spi(Benchmarks) public enum SQLQueryBuilder {
     /// The name of the version column added by ``select(_:schema:includeVersion:)``.
     package static let versionAlias = "__version"
 
@@ -60,7 +62,7 @@ package enum SQLQueryBuilder {
     ///   - schema: the schema holding the table; `nil` uses the search path.
     ///   - includeVersion: whether to add the `"__version"` column (for optimistic locking).
     /// - Throws: ``QueryError`` for an untranslatable predicate or sort, or a negative limit or offset.
-    package static func select<T: Entity>(
+    @_spi(Benchmarks) public static func select<T: Entity>(
         _ descriptor: FetchDescriptor<T>, schema: String?, includeVersion: Bool
     ) throws -> PostgresQuery {
         let metadata = try EntityQueryMetadata.of(T.self)

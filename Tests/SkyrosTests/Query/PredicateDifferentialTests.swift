@@ -1,5 +1,5 @@
 import Foundation
-@testable import Skyros
+@_spi(Benchmarks) @testable import Skyros
 import SkyrosTestFixtures
 import SkyrosPostgres
 import SkyrosTestSupport
