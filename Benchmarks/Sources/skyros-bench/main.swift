@@ -1,6 +1,6 @@
 import Foundation
 
-// Usage: DATABASE_URL=postgres://… swift run -c release skyros-bench [--rounds N] [--iterations N] [--only client|stack|sync|queue|durable|observe]
+// Usage: DATABASE_URL=postgres://… swift run -c release skyros-bench [--rounds N] [--iterations N] [--only client|stack|cache|sync|queue|durable|observe]
 // (Benchmarks/run --low-latency also holds CPU wake-up latency at 0 while it runs: see Benchmarks/run.)
 // Benchmarks/run starts a throw-away PostgreSQL and runs this.
 let arguments = CommandLine.arguments
@@ -29,6 +29,9 @@ func runAll() async throws -> Report {
     }
     if only == nil || only == "stack" {
         try await StackBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
+    }
+    if only == nil || only == "cache" {
+        try await CacheBoundBenchmark(url: url).run(into: &report)
     }
     let syncParts: Set<SyncBenchmarks.Part> =
         only == nil || only == "sync" ? Set(SyncBenchmarks.Part.allCases) : Set([only.flatMap(SyncBenchmarks.Part.init(rawValue:))].compactMap { $0 })
