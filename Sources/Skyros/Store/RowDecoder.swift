@@ -185,7 +185,9 @@ final class RowDecodingState {
         if let rows = self.rows {
             let column = self.resultIndex[index]
             if let bytes = rows.cellBytes(row: row, column: column) {
-                if let value = try? V(postgresText: bytes, type: self.resultTypes[index]) { return value }
+                if let value = try? V(postgresText: Self.unpadded(bytes, as: V.self, type: self.resultTypes[index]), type: self.resultTypes[index]) {
+                    return value
+                }
             } else if let value = try? V.postgresNull(type: self.resultTypes[index]) {
                 return value
             }
@@ -200,10 +202,22 @@ final class RowDecodingState {
             let value = self.valueRows[row][index]
             let pgType = value.type == .unspecified ? PostgresType.unknown : value.type
             guard let text = value.text else { return try V.postgresNull(type: pgType) }
-            return try V(postgresText: ArraySlice(text.utf8), type: pgType)
+            return try V(postgresText: Self.unpadded(ArraySlice(text.utf8), as: V.self, type: pgType), type: pgType)
         } catch {
             throw self.columnError(error, column: index)
         }
+    }
+
+    /// A `char(n)` value without the trailing spaces PostgreSQL pads it with, for a `String`: PostgreSQL ignores
+    /// them when it compares such values or casts them to `text` (as every predicate and sort does), so the
+    /// entity holds the value as it was written. A row read back then equals the one saved, and predicates
+    /// evaluated in memory (the overlay of queued writes, the in-memory store) agree with SQL.
+    @inline(__always)
+    private static func unpadded<V>(_ bytes: ArraySlice<UInt8>, as _: V.Type, type: PostgresType) -> ArraySlice<UInt8> {
+        guard V.self == String.self, type == .bpchar, bytes.last == UInt8(ascii: " ") else { return bytes }
+        var end = bytes.endIndex
+        while end > bytes.startIndex, bytes[end - 1] == UInt8(ascii: " ") { end -= 1 }
+        return bytes[bytes.startIndex..<end]
     }
 
     func nativeExistential(_ type: any PostgresDecodable.Type, _ row: Int, _ index: Int) throws -> any PostgresDecodable {

@@ -80,6 +80,30 @@ struct PostgresStoreTests {
         }
     }
 
+    /// A String property on a `char(n)` column reads back as it was written: the padding PostgreSQL adds (and
+    /// ignores when it compares, or casts to text) is not part of the value, so a fetched row equals the one
+    /// saved and a predicate evaluated in memory agrees with SQL. Inner spaces stay.
+    @Test func stringPropertiesOnCharColumnsReadBackWithoutThePadding() async throws {
+        try await StoreTestServer.withStore(.postgres) { harness in
+            let store = try #require(harness.store as? PostgresStore)
+            try await harness.execute("CREATE TABLE \(harness.table("moods")) (id integer PRIMARY KEY, mood char(8) NOT NULL)")
+            try await store.validate([StoreMoodText.self])
+            let saved = [StoreMoodText(id: 1, mood: "sad"), StoreMoodText(id: 2, mood: "so so"), StoreMoodText(id: 3, mood: "happy")]
+            try await store.bulkInsert(Array(saved.prefix(2)))
+            try await store.insert(saved[2])
+            let fetched = try await store.fetch(StoreMoodText.self).map(\.value)
+            #expect(fetched == saved)
+            #expect(try await store.object(StoreMoodText.self, id: 2)?.value == saved[1])
+            let sad = "sad"
+            let predicate = #Predicate<StoreMoodText> { $0.mood == sad }
+            #expect(try await store.fetch(FetchDescriptor(predicate: predicate)).map(\.value.id) == [1])
+            #expect(try fetched.filter { try predicate.evaluate($0) }.map(\.id) == [1])
+            // The client itself returns the column as PostgreSQL sends it.
+            let raw = try await harness.pool!.withConnection { try await $0.query("SELECT mood FROM \(unsafeRaw: harness.table("moods")) WHERE id = 1") }
+            #expect(try raw[0].decode(String.self, at: 0) == "sad     ")
+        }
+    }
+
     /// A `UInt64` property on a `numeric` column is refused at start: it is read as an integer, which a
     /// `numeric` column is not (every fetch failed to decode).
     @Test func anUnsignedPropertyOnANumericColumnIsRefusedAtStart() async throws {
