@@ -16,6 +16,37 @@ struct ChangeLogTests {
         ChangeLogEntry(position: position, xid: String(xid), origin: Self.origin, changes: [])
     }
 
+    /// The change of the log tests that write entries by hand.
+    private static var change: RowChange {
+        get throws { RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(1)), kind: .updated, version: 7) }
+    }
+
+    /// A log in a schema of its own, two sessions that write to it and one that reads it, with a cursor that has
+    /// read it once.
+    private static func withLogAndThreeSessions(
+        _ body: (ChangeLog, _ first: Connection, _ second: Connection, _ reader: Connection, inout ChangeCursor) async throws -> Void
+    ) async throws {
+        try await ManyProcessHarness.withSchema { schema in
+            let log = ChangeLog(schema: schema)
+            let configuration = try ManyProcessHarness.configuration
+            let sessions = [
+                try await Connection.connect(to: configuration), try await Connection.connect(to: configuration),
+                try await Connection.connect(to: configuration),
+            ]
+            try await log.createIfNeeded(on: sessions[2])
+            var cursor = ChangeCursor()
+            let start = try await log.read(after: nil, on: sessions[2])
+            _ = cursor.advance(entries: start.entries, snapshot: start.snapshot, prunedThrough: start.prunedThrough)
+            do {
+                try await body(log, sessions[0], sessions[1], sessions[2], &cursor)
+            } catch {
+                for session in sessions { await session.close() }
+                throw error
+            }
+            for session in sessions { await session.close() }
+        }
+    }
+
     @Test func theCursorDeliversEachEntryOnceAndKeepsAWindowAboveTheHorizon() {
         var cursor = ChangeCursor()
         #expect(cursor.advance(entries: [Self.entry(2, xid: 101)], xmin: "100", prunedThrough: "0") == .entries([Self.entry(2, xid: 101)]))
@@ -83,23 +114,12 @@ struct ChangeLogTests {
     /// written since it began, and the cursor remembered them all. A read now returns what committed since the
     /// last one, and the open transaction's own entry once it commits.
     @Test func aTransactionLeftOpenDoesNotMakeEveryReadReturnTheWholeTail() async throws {
-        try await ManyProcessHarness.withSchema { schema in
-            let log = ChangeLog(schema: schema)
-            let configuration = try ManyProcessHarness.configuration
-            let open = try await Connection.connect(to: configuration)
-            let writer = try await Connection.connect(to: configuration)
-            let reader = try await Connection.connect(to: configuration)
-            try await log.createIfNeeded(on: reader)
-            var cursor = ChangeCursor()
-            let start = try await log.read(after: nil, on: reader)
-            _ = cursor.advance(entries: start.entries, snapshot: start.snapshot, prunedThrough: start.prunedThrough)
-
-            let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(1)), kind: .updated, version: 7)
+        try await Self.withLogAndThreeSessions { log, open, writer, reader, cursor in
             _ = try await open.execute(script: "BEGIN")
-            let held = try #require(try await log.record([change], origin: UUID().uuidString.lowercased(), on: open))
+            let held = try #require(try await log.record([try Self.change], origin: UUID().uuidString.lowercased(), on: open))
             var written: [Int64] = []
             for _ in 0..<20 {
-                written.append(try #require(try await log.record([change], origin: UUID().uuidString.lowercased(), on: writer)))
+                written.append(try #require(try await log.record([try Self.change], origin: UUID().uuidString.lowercased(), on: writer)))
             }
             let read1 = try await log.read(after: cursor.window, on: reader)
             #expect(read1.entries.map(\.position) == written)
@@ -119,26 +139,14 @@ struct ChangeLogTests {
             #expect(read3.entries.map(\.position) == [held])
             #expect(cursor.advance(entries: read3.entries, snapshot: read3.snapshot, prunedThrough: read3.prunedThrough)
                 == .entries(read3.entries))
-            for connection in [open, writer, reader] { await connection.close() }
         }
     }
 
     @Test func anEntryWhoseTransactionCommitsAfterALaterPositionIsNotMissed() async throws {
-        try await ManyProcessHarness.withSchema { schema in
-            let log = ChangeLog(schema: schema)
-            let configuration = try ManyProcessHarness.configuration
-            let early = try await Connection.connect(to: configuration)
-            let late = try await Connection.connect(to: configuration)
-            let reader = try await Connection.connect(to: configuration)
-            try await log.createIfNeeded(on: reader)
-            var cursor = ChangeCursor()
-            let start = try await log.read(after: nil, on: reader)
-            _ = cursor.advance(entries: start.entries, snapshot: start.snapshot, prunedThrough: start.prunedThrough)
-
-            let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(1)), kind: .updated, version: 7)
+        try await Self.withLogAndThreeSessions { log, early, late, reader, cursor in
             _ = try await early.execute(script: "BEGIN")
-            let first = try #require(try await log.record([change], origin: UUID().uuidString.lowercased(), on: early))      // position 1, still open
-            let second = try await late.withTransaction { try #require(try await log.record([change], origin: UUID().uuidString.lowercased(), on: $0)) }
+            let first = try #require(try await log.record([try Self.change], origin: UUID().uuidString.lowercased(), on: early))      // position 1, still open
+            let second = try await late.withTransaction { try #require(try await log.record([try Self.change], origin: UUID().uuidString.lowercased(), on: $0)) }
             #expect(first < second)
 
             let read1 = try await log.read(after: cursor.window, on: reader)
@@ -152,7 +160,6 @@ struct ChangeLogTests {
             }
             #expect(fresh.map(\.position) == [first])
             #expect(fresh.first?.changes.first?.key == RowKey(table: "mp_items", id: try PostgresValue(Int64(1))))
-            for connection in [early, late, reader] { await connection.close() }
         }
     }
 
