@@ -411,7 +411,8 @@ final class ChangeFeed: Sendable {
         }
     }
 
-    /// Reads the entries since the cursor's horizon and delivers the new ones from other stacks.
+    /// Reads the entries the cursor has not seen (its ``ChangeCursor/window``) and delivers the new ones from
+    /// other stacks.
     func read() async throws {
         try await self.reader.run {
             let window = self.state.withLock { state in
