@@ -2,7 +2,7 @@ import Foundation
 import Skyros
 import SkyrosPostgres
 
-/// A row of `bench_cache`: a million of them, each with a 100-character payload.
+/// A row of `bench_cache`: a million of them, each with a payload of about 130 characters.
 struct BenchCacheRow: Entity {
     var id: Int
     var payload: String

@@ -49,10 +49,10 @@ struct StackBenchmarks {
         await pool.shutdown()
 
         // Building a query's SQL (every fetch does it): a compound predicate, two sorts and a limit.
-        let (s, floor) = ("item", 10.0)
+        let (s, minimum) = ("item", 10.0)
         let names = ["item 1", "item 2"]
         let compound = FetchDescriptor<BenchItem>(
-            predicate: #Predicate { ($0.name.contains(s) || names.contains($0.name)) && $0.score > floor && $0.name.starts(with: s) },
+            predicate: #Predicate { ($0.name.contains(s) || names.contains($0.name)) && $0.score > minimum && $0.name.starts(with: s) },
             sortBy: [SortDescriptor(\.name), SortDescriptor(\.score, order: .reverse)], fetchLimit: 20)
         var translation = Measurement()
         let translations = self.iterations * 10

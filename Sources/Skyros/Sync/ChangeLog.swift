@@ -395,11 +395,11 @@ struct ChangeLog: Sendable {
         // scans of the xid index.
         let running = "{" + (window?.running ?? []).joined(separator: ",") + "}"
         let rows = try await connection.query("""
-            SELECT 0 AS kind, pg_snapshot_xmin(pg_current_snapshot())::text, pruned_through::text,
-                   NULL::int8 AS position, pg_snapshot_xmax(pg_current_snapshot())::text, log_id,
+            SELECT 0 AS kind, pg_snapshot_xmin(snap)::text, pruned_through::text,
+                   NULL::int8 AS position, pg_snapshot_xmax(snap)::text, log_id,
                    substr(to_jsonb(s) ->> 'hint_inner', 3) || substr(to_jsonb(s) ->> 'hint_outer', 3),
-                   array_to_string(ARRAY(SELECT pg_snapshot_xip(pg_current_snapshot())), ',')
-            FROM \(unsafeRaw: self.stateTable) AS s
+                   array_to_string(ARRAY(SELECT pg_snapshot_xip(snap)), ',')
+            FROM \(unsafeRaw: self.stateTable) AS s, pg_current_snapshot() AS snap
             UNION ALL
             SELECT 1, NULL, NULL, position, xid::text, origin, changes::text, NULL FROM \(unsafeRaw: self.logTable)
             WHERE (xid >= coalesce(\(try PostgresValue(window?.from))::xid8, pg_snapshot_xmin(pg_current_snapshot()))
