@@ -45,11 +45,57 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The stack's layers, lowest first; each may import only the ones above it in this list (ARCHITECTURE.md).
+        // Entities, the row codec, queries → SQL, the store protocol, the in-memory and PostgreSQL stores.
+        .target(
+            name: "SkyrosStore",
+            dependencies: [
+                "SkyrosPostgres",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Contexts, the row cache and overlay, the commit queue (state machine, driver, group commit).
+        .target(
+            name: "SkyrosStack",
+            dependencies: [
+                "SkyrosStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Observers of fetches and rows: registry, result diffs, the async sequences.
+        .target(
+            name: "SkyrosObservation",
+            dependencies: [
+                "SkyrosStack",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The change log and the feed that brings other processes' commits (listener, cursor, scheduling).
+        .target(
+            name: "SkyrosSync",
+            dependencies: [
+                "SkyrosStack",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The public façade: DataStack (start, read/write, run, shutdown), its configuration, and the wiring of
+        // the layers below.
         .target(
             name: "Skyros",
             dependencies: [
                 "SkyrosPostgres",
                 "SkyrosMigrations",
+                "SkyrosStore",
+                "SkyrosStack",
+                "SkyrosObservation",
+                "SkyrosSync",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -2,6 +2,10 @@ import Foundation
 import Logging
 import ServiceLifecycle
 @testable import Skyros
+@testable import SkyrosObservation
+@testable import SkyrosStack
+@testable import SkyrosStore
+@testable import SkyrosSync
 import SkyrosTestFixtures
 import SkyrosPostgres
 import Testing

@@ -1,5 +1,9 @@
 import Foundation
 @_spi(Benchmarks) @testable import Skyros
+@testable import SkyrosObservation
+@testable import SkyrosStack
+@testable import SkyrosStore
+@testable import SkyrosSync
 import SkyrosPostgres
 import Testing
 

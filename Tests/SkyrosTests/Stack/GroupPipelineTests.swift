@@ -1,5 +1,9 @@
 import Foundation
 @testable import Skyros
+@testable import SkyrosObservation
+@testable import SkyrosStack
+@testable import SkyrosStore
+@testable import SkyrosSync
 import SkyrosPostgres
 import Testing
 

@@ -1,4 +1,8 @@
 @testable import Skyros
+@testable import SkyrosObservation
+@testable import SkyrosStack
+@testable import SkyrosStore
+@testable import SkyrosSync
 import SkyrosPostgres
 import Testing
 

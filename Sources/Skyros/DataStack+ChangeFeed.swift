@@ -1,0 +1,23 @@
+import Foundation
+import SkyrosStore
+import SkyrosStack
+import SkyrosObservation
+import SkyrosSync
+
+extension DataStack {
+    /// The `application_name` of this stack's listener connection (to find it in `pg_stat_activity`), or
+    /// `nil` without a change feed.
+    package var changeFeedApplicationName: String? { self.sync.changeFeed?.applicationName }
+
+    /// The origin this stack's change-log entries and hints carry, or `nil` without a change feed.
+    package var changeFeedOrigin: UUID? { self.sync.changeFeed?.origin }
+
+    /// The change feed's counters (zero without a feed).
+    package var changeFeedStatistics: ChangeFeedStatistics { self.sync.changeFeed?.statistics ?? ChangeFeedStatistics() }
+
+    /// Prunes the change log now (tests; stacks prune by themselves every ``ChangeFeedConfiguration/pruneInterval``).
+    package func pruneChangeLog(olderThan age: Duration, keepingAtMost maxEntries: Int) async throws -> Int {
+        guard let feed = self.sync.changeFeed else { return 0 }
+        return try await feed.prune(olderThan: age, keepingAtMost: maxEntries)
+    }
+}

@@ -1,0 +1,351 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import SkyrosMigrations
+import SkyrosPostgres
+import SkyrosStore
+import SkyrosStack
+import SkyrosObservation
+import SkyrosSync
+
+/// Core Data's context stack over PostgreSQL: a main context with a bounded row cache, contexts that save
+/// into it, and an ordered commit path to the store.
+///
+/// ``start(_:logger:)`` returns a ready stack — the store reachable, migrations applied, entities validated —
+/// or throws a ``DataStackError`` naming what failed. Opening never deletes data.
+///
+/// ```swift
+/// let stack = try await DataStack.start(DataStackConfiguration(
+///     store: .postgres(try PostgresConfiguration(url: url)),
+///     migrations: .directory(path: "migrations"),
+///     entities: [Author.self, Book.self]))
+///
+/// try await stack.write { context in                        // visible to every reader on return
+///     try context.insert(Author(id: id, name: "Ada Lovelace"))
+/// }
+/// let ada = try await stack.read { try await $0.object(Author.self, id: id) }   // from memory
+/// try await stack.write(durability: .committed) { context in // returns after COMMIT; throws its error
+///     try context.insert(Book(id: UUID(), title: "Notes", authorID: id))
+/// }
+/// ```
+///
+/// A stack is a swift-service-lifecycle `Service`: ``run()`` waits for graceful shutdown and then drains the
+/// commit queue and closes the pool (``shutdown()`` does the same directly).
+///
+/// ## Topics
+/// - ``start(_:logger:)``, ``DataStackConfiguration``, ``DataStackError``
+/// - ``read(_:)``, ``write(durability:_:)``, ``write(durability:mergePolicy:_:)``, ``write(_:completion:)``
+/// - ``mainContext``, ``newBackgroundContext()``, ``DataContext``
+/// - ``errors``, ``cacheStatistics``, ``commitQueueStatistics``, ``destroyAndRebuild(confirm:)``
+/// - ``run()``, ``shutdown()``, ``shutdown(timeout:)``, ``ShutdownReport``
+public final class DataStack: DataStackProtocol, Service {
+    private struct Current: Sendable {
+        var core: StackCore
+        var main: DataContext
+    }
+
+    /// The store the stack commits to.
+    public let store: any Store
+    private let pool: ConnectionPool?
+    private let configuration: DataStackConfiguration
+    let logger: Logger
+    private let current: Locked<Current>
+    /// The read replica's pool, when configured (``readSnapshot(from:_:)``).
+    let replica: ReplicaReader?
+    private let errorContinuation: AsyncStream<DataStackError>.Continuation
+    /// The change log, the listener for other processes' commits, and the observers (Sync/, Observation/).
+    let sync: StackSync
+
+    /// Commit failures of queued (non-durable) writes and saves, as they happen, for this stack only.
+    /// Buffers the newest 256 when nobody listens. Finishes at ``shutdown()``.
+    public let errors: AsyncStream<DataStackError>
+
+    private init(
+        store: any Store, pool: ConnectionPool?, configuration: DataStackConfiguration, logger: Logger
+    ) {
+        self.store = store
+        self.pool = pool
+        self.configuration = configuration
+        self.logger = logger
+        self.replica = pool == nil ? nil : configuration.readReplica.map { ReplicaReader($0, logger: logger) }
+        let (errors, continuation) = AsyncStream.makeStream(of: DataStackError.self, bufferingPolicy: .bufferingNewest(256))
+        self.errors = errors
+        self.errorContinuation = continuation
+        let core = StackCore(
+            store: store, cacheLimit: configuration.cacheLimit, generation: store.generation, logger: logger,
+            queueConfiguration: configuration.commitQueue, onCommitError: { continuation.yield($0) })
+        self.current = Locked(Current(core: core, main: DataContext(core: core, parent: .root, isMain: true)))
+        self.sync = StackSync(configuration: configuration.changeFeed)
+        self.sync.attach(core)
+    }
+
+    /// Opens a stack: connects, applies migrations, validates entities, and returns it ready.
+    ///
+    /// ```swift
+    /// let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory))
+    /// ```
+    /// - Parameters:
+    ///   - configuration: the store, migrations, entities and cache bound.
+    ///   - logger: receives debug/info records; a no-op logger by default.
+    /// - Throws: ``DataStackError`` with code `.storeUnreachable` (bad URL, host, password, database),
+    ///   `.migrationFailed` (wrapping the migrator's error, naming the file), or `.schemaMismatch` (naming
+    ///   entity, column and types). Nothing is deleted on failure.
+    public static func start(
+        _ configuration: DataStackConfiguration,
+        logger: Logger = Logger(label: "skyros.stack", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) async throws -> DataStack {
+        switch configuration.store {
+        case .inMemory:
+            return DataStack(store: InMemoryStore(), pool: nil, configuration: configuration, logger: logger)
+        case .postgres(let postgres, let schema):
+            let pool = ConnectionPool(configuration: configuration.pool, postgres: postgres, logger: logger)
+            do {
+                let store = try await self.open(postgres, schema: schema, pool: pool, configuration: configuration, logger: logger)
+                let stack = DataStack(store: store, pool: pool, configuration: configuration, logger: logger)
+                try await stack.sync.start(pool: pool, session: configuration.directConnection ?? postgres, schema: schema, logger: logger)
+                return stack
+            } catch {
+                await pool.shutdown()
+                throw error
+            }
+        }
+    }
+
+    private static func open(
+        _ postgres: PostgresConfiguration, schema: String?, pool: ConnectionPool,
+        configuration: DataStackConfiguration, logger: Logger
+    ) async throws -> PostgresStore {
+        do {
+            try await pool.withConnection { _ = try await $0.query("SELECT 1") }
+        } catch {
+            throw DataStackError(
+                code: .storeUnreachable, message: "cannot connect to PostgreSQL at \(Self.describe(postgres))", underlying: error)
+        }
+        let store = PostgresStore(pool: pool, schema: schema, logger: logger)
+        try await self.migrate(postgres, schema: schema, store: store, configuration: configuration, logger: logger)
+        try await store.createCommitLogIfNeeded()
+        do {
+            try await store.validate(configuration.entities)
+        } catch {
+            throw DataStackError(
+                code: .schemaMismatch, message: "the entities do not match the tables in schema \(schema ?? "current_schema()")",
+                underlying: error)
+        }
+        logger.info("data stack ready", metadata: ["skyros.stack.schema": "\(schema ?? "current_schema()")"])
+        return store
+    }
+
+    private static func migrate(
+        _ postgres: PostgresConfiguration, schema: String?, store: PostgresStore,
+        configuration: DataStackConfiguration, logger: Logger
+    ) async throws {
+        guard let source = configuration.migrations else {
+            try await store.createSchemaIfNeeded()
+            return
+        }
+        var migratorConfiguration = configuration.migrator
+        if let schema { migratorConfiguration.schema = schema }
+        do {
+            let report = try await Migrator(source: source, configuration: migratorConfiguration, logger: logger)
+                .migrate(database: configuration.directConnection ?? postgres)   // its lock needs a session
+            logger.debug("migrations applied", metadata: ["skyros.stack.migrations": "\(report.completed.count)"])
+        } catch {
+            throw DataStackError(code: .migrationFailed, message: "applying the migrations in \(source) failed", underlying: error)
+        }
+    }
+
+    /// Host, port and database only (never the password).
+    private static func describe(_ postgres: PostgresConfiguration) -> String {
+        let host = postgres["host"] ?? postgres["hostaddr"] ?? "localhost"
+        let port = postgres["port"] ?? "5432"
+        let database = postgres["dbname"] ?? postgres["user"] ?? ""
+        return "\(host):\(port)/\(database)"
+    }
+
+    // MARK: Contexts
+
+    /// The context readers share. Reads see every saved write of this process (even while its commit is
+    /// queued); reads by id are served from its bounded cache.
+    public var mainContext: DataContext { self.current.withLock { $0.main } }
+
+    private var core: StackCore { self.current.withLock { $0.core } }
+
+    /// A new context whose ``DataContext/save()`` goes straight to the commit queue (a sibling of the main
+    /// context, like Core Data's `newBackgroundContext()`).
+    public func newBackgroundContext() -> DataContext {
+        DataContext(core: self.core, parent: .root)
+    }
+
+    /// Runs `body` against the main context and returns its value.
+    ///
+    /// ```swift
+    /// let books = try await stack.read { try await $0.fetch(FetchDescriptor<Book>(fetchLimit: 20)) }
+    /// ```
+    public func read<R>(_ body: (DataContext) async throws -> R) async throws -> R {
+        try await self.mainContext.perform(body)
+    }
+
+    /// Runs `body` on a new context and saves its changes as one atomic commit (all or nothing). When the
+    /// body throws, nothing is saved.
+    ///
+    /// ```swift
+    /// try await stack.write(durability: .committed) { context in
+    ///     try context.insert(book)
+    /// }
+    /// ```
+    /// - Parameters:
+    ///   - durability: ``WriteDurability/visible`` (default) returns once every reader in the process sees
+    ///     the change; ``WriteDurability/committed`` returns after the PostgreSQL commit.
+    ///   - body: the changes.
+    /// - Throws: the body's error; with `.committed`, the commit's error (`StoreError`, `PostgresError`);
+    ///   ``DataStackError`` (`.stackShutDown`, `.contextInvalidated`). Waits first while the commit queue is
+    ///   full (``CommitQueueConfiguration/maximumQueuedCommits``, ``CommitQueueConfiguration/maximumQueuedBytes``).
+    public func write<R>(durability: WriteDurability = .visible, _ body: (DataContext) async throws -> R) async throws -> R {
+        try await self.write(durability: durability, policy: nil, body)
+    }
+
+    /// ``write(durability:_:)`` with a merge policy for this write's version conflicts (instead of the
+    /// stack's ``CommitQueueConfiguration/mergePolicy``).
+    ///
+    /// ```swift
+    /// try await stack.write(durability: .committed, mergePolicy: .mergeByProperty) { context in
+    ///     try context.update(renamed)
+    /// }
+    /// ```
+    public func write<R>(
+        durability: WriteDurability = .visible, mergePolicy: MergePolicy, _ body: (DataContext) async throws -> R
+    ) async throws -> R {
+        try await self.write(durability: durability, policy: mergePolicy, body)
+    }
+
+    private func write<R>(
+        durability: WriteDurability, policy mergePolicy: MergePolicy?, _ body: (DataContext) async throws -> R
+    ) async throws -> R {
+        try await self.core.waitForRoom()
+        if durability == .committed { self.core.startDrainAhead() }
+        let context = self.newBackgroundContext()
+        let result = try await context.perform(body)
+        let ticket = try context.push(policy: mergePolicy)
+        if durability == .committed, let ticket { try await ticket.wait() }
+        return result
+    }
+
+    /// Runs `body` on a new context, saves it, and calls `completion` exactly once: with the body's value after
+    /// the commit, or with the body's or the commit's error.
+    ///
+    /// ```swift
+    /// stack.write({ context in try context.insert(book) }, completion: { result in
+    ///     if case .failure(let error) = result { log(error) }
+    /// })
+    /// ```
+    public func write<R: Sendable>(
+        _ body: @escaping @Sendable (DataContext) async throws -> R,
+        completion: @escaping @Sendable (Result<R, any Error>) -> Void
+    ) {
+        Task {
+            let result: Result<R, any Error>
+            do {
+                result = .success(try await self.write(durability: .committed, body))
+            } catch {
+                result = .failure(error)
+            }
+            completion(result)
+        }
+    }
+
+    // MARK: Cache, store and lifecycle
+
+    /// The main context's cache counters (rows, approximate bytes, hits, misses, evictions).
+    public var cacheStatistics: CacheStatistics { self.core.statistics }
+
+    /// Deletes every row (``Store/destroy(confirm:)``), re-applies the migrations, and starts over with an
+    /// empty cache and a new main context. Contexts created before throw ``DataStackError`` `.contextInvalidated`;
+    /// queued commits that had not started fail with the same error. With a change feed, the change log is
+    /// created again too: if that fails, this throws, and writes fail (rather than commit unannounced to other
+    /// processes) until a later call succeeds.
+    /// - Throws: the store's error, ``DataStackError`` `.migrationFailed`, or the error that stopped the change
+    ///   log's creation.
+    public func destroyAndRebuild(confirm: DestroyConfirmation) async throws {
+        let old = self.core
+        old.holdCommits()
+        old.invalidate()
+        try await self.store.destroy(confirm: confirm)
+        if let postgres = self.store as? PostgresStore, case .postgres(let configuration, let schema) = self.configuration.store {
+            try await Self.migrate(configuration, schema: schema, store: postgres, configuration: self.configuration, logger: self.logger)
+            try await postgres.createCommitLogIfNeeded()
+        }
+        let continuation = self.errorContinuation
+        let core = StackCore(
+            store: self.store, cacheLimit: self.configuration.cacheLimit, generation: self.store.generation,
+            logger: self.logger, queueConfiguration: self.configuration.commitQueue,
+            onCommitError: { continuation.yield($0) })
+        // Its commits wait until the change feed has attached to it: one before that would write no change-log
+        // entry and send no hint, and other processes would keep what they cache of it.
+        core.holdCommits()
+        self.current.withLock { $0 = Current(core: core, main: DataContext(core: core, parent: .root, isMain: true)) }
+        do {
+            try await self.sync.storeRebuilt(core: core)
+        } catch {
+            core.releaseCommits()
+            throw error
+        }
+        core.releaseCommits()
+        self.logger.info("store destroyed and rebuilt")
+    }
+
+    /// Waits for graceful shutdown (or cancellation), then ``shutdown()`` — or ``shutdown(timeout:)`` with
+    /// ``CommitQueueConfiguration/shutdownTimeout``, logging what did not commit.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        guard let timeout = self.configuration.commitQueue.shutdownTimeout else {
+            await self.shutdown()
+            return
+        }
+        let report = await self.shutdown(timeout: timeout)
+        if !report.isComplete {
+            self.logger.error("shutdown deadline passed", metadata: ["skyros.stack.report": "\(report)"])
+        }
+    }
+
+    /// Stops accepting writes, waits for every queued commit, closes the pool, and finishes ``errors``.
+    /// Writes after this throw ``DataStackError`` `.stackShutDown`.
+    public func shutdown() async {
+        await self.core.shutdown()
+        self.sync.stop()
+        await self.pool?.shutdown()
+        await self.replica?.shutdown()
+        self.errorContinuation.finish()
+    }
+
+    /// Like ``shutdown()``, but waits at most `timeout` for the queue to drain; then the sets still queued fail
+    /// (reverted; their callers get ``DataStackError`` `.stackShutDown`) and the report names them.
+    ///
+    /// ```swift
+    /// let report = await stack.shutdown(timeout: .seconds(10))
+    /// if !report.isComplete { logger.error("\(report)") }
+    /// ```
+    @discardableResult
+    public func shutdown(timeout: Duration) async -> ShutdownReport {
+        let report = await self.core.shutdown(timeout: timeout)
+        self.sync.stop()
+        await self.pool?.shutdown()
+        await self.replica?.shutdown()
+        self.errorContinuation.finish()
+        return report
+    }
+
+    /// The commit queue's counters: depth, groups, sets, conflicts, retries, latency.
+    public var commitQueueStatistics: CommitQueueStatistics { self.core.metrics.statistics }
+
+    /// Registers work that runs inside every group-commit transaction before `COMMIT` (PostgreSQL only).
+    package func setCommitHook(_ hook: (any CommitTransactionHook)?) { self.core.setCommitHook(hook) }
+
+    /// Test hook: queued commits wait until ``releaseCommits()`` (writes still become visible at once).
+    package func holdCommits() { self.core.holdCommits() }
+
+    /// Test hook: lets held commits run.
+    package func releaseCommits() { self.core.releaseCommits() }
+
+    /// Test hook: the number of commits queued and not yet started.
+    package var queuedCommits: Int { self.core.queuedCommits }
+}

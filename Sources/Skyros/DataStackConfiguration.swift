@@ -1,0 +1,82 @@
+import SkyrosMigrations
+import SkyrosPostgres
+import SkyrosStore
+import SkyrosStack
+import SkyrosObservation
+import SkyrosSync
+
+/// Everything ``DataStack/start(_:logger:)`` needs: where the data lives, the migrations to apply, the
+/// entities to validate, and the cache bound.
+///
+/// ```swift
+/// var configuration = DataStackConfiguration(
+///     store: .postgres(try PostgresConfiguration(url: url), schema: "app"),
+///     migrations: .directory(path: "migrations"),
+///     entities: [Author.self, Book.self])
+/// configuration.cacheLimit = CacheLimit(maxRows: 50_000)
+/// let stack = try await DataStack.start(configuration)
+/// ```
+public struct DataStackConfiguration: Sendable {
+    /// Where a stack keeps its rows.
+    public enum StoreLocation: Sendable {
+        /// In process memory (``InMemoryStore``): no server, same semantics. For tests and demos.
+        case inMemory
+        /// A PostgreSQL database, optionally sandboxed in a schema (created when missing; migrations run in it).
+        case postgres(PostgresConfiguration, schema: String? = nil)
+    }
+
+    /// Where the rows live.
+    public var store: StoreLocation
+    /// Migrations applied at start (PostgreSQL only); `nil` applies none.
+    public var migrations: MigrationSource?
+    /// The history table and timeouts of the migrator (its schema is the store's schema).
+    public var migrator: Migrator.Configuration
+    /// Entities checked against the live schema at start (PostgreSQL only).
+    public var entities: [any Entity.Type]
+    /// The bound of the main context's row cache.
+    public var cacheLimit: CacheLimit
+    /// The connection pool's configuration (PostgreSQL only).
+    public var pool: ConnectionPool.Configuration
+    /// Group-commit bounds, backpressure, retries and the default merge policy.
+    public var commitQueue = CommitQueueConfiguration()
+    /// The change log and listener that keep several processes' caches and observers current.
+    public var changeFeed = ChangeFeedConfiguration()
+    /// A direct connection to the same database, for the work that needs a server session of its own: the
+    /// migrations' advisory lock at start and the change feed's `LISTEN` (unless
+    /// ``ChangeFeedConfiguration/listener`` names another). `nil` uses the store's.
+    ///
+    /// Set it when the store's URL goes through a transaction-pooling proxy (PgBouncer's
+    /// `pool_mode = transaction`): there each transaction may run on another server connection, so a session's
+    /// lock or `LISTEN` would stay behind on whichever connection served that one statement.
+    ///
+    /// ```swift
+    /// var configuration = DataStackConfiguration(
+    ///     store: .postgres(try PostgresConfiguration(url: pgbouncerURL), schema: "app"),
+    ///     migrations: .directory(path: "migrations"))
+    /// configuration.directConnection = try PostgresConfiguration(url: directURL)
+    /// configuration.pool.usePreparedStatements = false      // PgBouncer before 1.21
+    /// ```
+    public var directConnection: PostgresConfiguration?
+    /// A streaming replica for ``DataStack/readSnapshot(from:_:)`` with ``SnapshotSource/replica`` (PostgreSQL
+    /// only; `nil`: those reads run on the primary).
+    public var readReplica: ReadReplica?
+
+    /// Creates a configuration.
+    /// - Parameters:
+    ///   - store: ``StoreLocation/inMemory`` or ``StoreLocation/postgres(_:schema:)``.
+    ///   - migrations: the migrations to apply at start; `nil` for none.
+    ///   - entities: the entity types to validate against the schema at start.
+    ///   - cacheLimit: the row cache bound.
+    ///   - pool: the connection pool configuration.
+    public init(
+        store: StoreLocation, migrations: MigrationSource? = nil, entities: [any Entity.Type] = [],
+        cacheLimit: CacheLimit = .default, pool: ConnectionPool.Configuration = .init()
+    ) {
+        self.store = store
+        self.migrations = migrations
+        self.migrator = Migrator.Configuration()
+        self.entities = entities
+        self.cacheLimit = cacheLimit
+        self.pool = pool
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import Logging
+import SkyrosPostgres
+import SkyrosStore
+import SkyrosStack
+import SkyrosObservation
+import SkyrosSync
+
+/// A stack's link to the other processes on its schema: writes the change log in every commit transaction
+/// (as the commit queue's ``CommitTransactionHook``), runs the ``ChangeFeed``, evicts other processes' rows
+/// from the main context, and wakes observers.
+final class StackSync: CommitTransactionHook, Sendable {
+    /// This stack's id in the change log (its own entries are ignored when read back).
+    let origin = UUID()
+    /// ``origin`` as the change log's statements bind it.
+    private let originText: String
+    let observers = ObserverRegistry()
+    let configuration: ChangeFeedConfiguration
+    private let feed = Locked<ChangeFeed?>(nil)
+    /// The current main context's core (replaced when the store is rebuilt).
+    private let core = Locked<StackCore?>(nil)
+
+    init(configuration: ChangeFeedConfiguration) {
+        self.configuration = configuration
+        self.originText = self.origin.uuidString.lowercased()
+    }
+
+    /// Points the sync at the stack's current core: its local saves wake the observers, and its commit
+    /// transactions write the change log once the feed runs.
+    func attach(_ core: StackCore) {
+        self.core.withLock { $0 = core }
+        core.saves.set { [observers] slots in observers.changed(ObservedChanges(saved: slots)) }
+        if self.changeFeed != nil { core.setCommitHook(self) }
+    }
+
+    /// Creates the change log and starts listening (PostgreSQL stores with the feed enabled) on `session`, unless
+    /// the feed's configuration names a listener of its own.
+    func start(pool: ConnectionPool, session: PostgresConfiguration, schema: String?, logger: Logger) async throws {
+        guard self.configuration.isEnabled else { return }
+        let feed = ChangeFeed(
+            log: ChangeLog(schema: schema), origin: self.origin, pool: pool, session: session,
+            configuration: self.configuration, logger: logger,
+            readAgain: { [weak self] entry, session in self?.readAgain(entry, on: session) ?? [:] },
+            deliver: { [weak self] delivery in self?.apply(delivery) })
+        try await feed.start()
+        self.feed.withLock { $0 = feed }
+        self.core.withLock { $0 }?.setCommitHook(self)
+    }
+
+    /// The running feed, if any.
+    var changeFeed: ChangeFeed? { self.feed.withLock { $0 } }
+
+    /// Stops listening and ends every observation.
+    func stop() {
+        self.feed.withLock { $0 }?.stop()
+        self.observers.finishAll(throwing: nil, closing: true)
+    }
+
+    /// Ends every observation with ``ObservationError/storeRebuilt``, attaches the new core, recreates the change
+    /// log (the rebuild dropped it), and tells the other stacks (their next read finds a new log and flushes
+    /// their caches).
+    ///
+    /// The new core is attached first (its commits are held until the caller releases them): other stacks'
+    /// changes then reach its cache, and its saves reach observers, from the start. When the log cannot be
+    /// created, its commits still carry the log's statements, so they fail instead of committing unannounced.
+    func storeRebuilt(core: StackCore) async throws {
+        self.observers.finishAll(throwing: ObservationError.storeRebuilt)
+        self.attach(core)
+        if let feed = self.changeFeed {
+            try await feed.createLog()
+            await feed.announceNewLog()
+        }
+    }
+
+    // MARK: CommitTransactionHook
+
+    func willCommit(batch: [ChangeSetResult], on connection: Connection) async throws {
+        guard let feed = self.changeFeed else { return }
+        try await feed.log.record(batch.flatMap(\.changes), origin: self.originText, on: connection)
+    }
+
+    func pipelinedStatement(announcing changes: [RowChange]) throws -> PostgresQuery? {
+        self.changeFeed?.log.recordStatement(changes, origin: self.originText, includingRows: self.configuration.includesRowsInHints)
+    }
+
+    // MARK: Remote changes
+
+    /// The rows of another stack's entry to read again as its hint arrives (``ChangeFeed/ReadAgain``): those it
+    /// updated without announcing them whole, that an observer of one row watches, and that are cached and
+    /// have no queued local change.
+    private func readAgain(_ entry: ChangeLogEntry, on session: ListenerSession) -> [RowKey: RemoteRefresh] {
+        guard self.observers.watchesRows else { return [:] }
+        let updated = entry.changes.compactMap { $0.k == "u" && $0.r == nil ? $0.key : nil }
+        guard !updated.isEmpty else { return [:] }
+        let observed = self.observers.observedRows(among: updated)
+        guard !observed.isEmpty, let core = self.core.withLock({ $0 }) else { return [:] }
+        return core.readAgain(observed, on: session)
+    }
+
+    /// Applies other stacks' commits to the main context and wakes the observers they concern (on the listener's
+    /// thread for a hint it delivers, see ``ChangeFeed``; on the event loop otherwise).
+    private func apply(_ delivery: ChangeFeedDelivery) {
+        let core = self.core.withLock { $0 }
+        switch delivery {
+        case .remote(let entries, let readAgain):
+            let refreshed = core?.applyRemote(entries, readAgain: readAgain) ?? 0
+            if refreshed > 0 { self.changeFeed?.metrics.refreshedRows.increment(by: refreshed) }
+            self.observers.changed(ObservedChanges(remote: entries))
+        case .flush:
+            core?.flushRemote()
+            self.observers.changedAll()
+        }
+    }
+}

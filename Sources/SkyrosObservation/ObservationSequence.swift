@@ -1,0 +1,133 @@
+import Foundation
+import ServiceLifecycle
+import SkyrosPostgres
+import SkyrosStore
+import SkyrosStack
+
+/// The results of an observation (``DataStack/observe(_:)``, ``DataStack/observe(_:id:)``), as an
+/// `AsyncSequence`: the current result first, then one element per change.
+///
+/// It is pulled, not pushed: the query re-runs when the consumer asks for the next element and something
+/// changed since the last one, and each diff is computed against the last element the consumer received. A
+/// slow consumer (a WebSocket behind a slow client) therefore holds one pending wake-up, never a backlog of
+/// results: bursts of changes coalesce into one element, and memory stays flat.
+///
+/// ```swift
+/// for try await result in stack.observe(FetchDescriptor<Ticket>(predicate: #Predicate { $0.open })) {
+///     try await socket.send(result.diff)
+/// }
+/// ```
+/// Each iterator is an observation of its own. Iteration ends when the consuming task is cancelled, the stack
+/// shuts down, or the consumer runs inside a swift-service-lifecycle service that is shutting down gracefully
+/// (an HTTP server's open event streams end, so it can stop); it throws ``ObservationError/storeRebuilt``
+/// after ``DataStack/destroyAndRebuild(confirm:)``.
+public struct ObservationSequence<Element: Sendable>: AsyncSequence, Sendable {
+    public typealias Failure = any Error
+
+    private let makeDriver: @Sendable () -> any ObservationDriving<Element>
+
+    package init<State: Sendable>(
+        registry: ObserverRegistry, tables: Set<String>, row: RowKey?, coalescing: Duration,
+        fetch: @escaping @Sendable () async throws -> State, changes: @escaping @Sendable (State?, State) -> Element?
+    ) {
+        self.makeDriver = {
+            ObservationDriver(registry: registry, tables: tables, row: row, coalescing: coalescing, fetch: fetch, changes: changes)
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(driver: self.makeDriver()) }
+
+    /// Yields the elements of one observation.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let driver: any ObservationDriving<Element>
+
+        public mutating func next() async throws -> Element? { try await self.driver.next() }
+    }
+}
+
+/// The iterator's engine, type-erased over the observed state.
+protocol ObservationDriving<Element>: AnyObject {
+    associatedtype Element
+    func next() async throws -> Element?
+}
+
+/// One observation: registered for its tables' wake-ups while it lives, fetching on demand.
+final class ObservationDriver<State: Sendable, Element: Sendable>: ObservationDriving {
+    private let registry: ObserverRegistry
+    private let id: UUID
+    private var signals: AsyncStream<ObserverSignal>.AsyncIterator
+    private let coalescing: Duration
+    private let fetch: @Sendable () async throws -> State
+    private let changes: @Sendable (State?, State) -> Element?
+    /// The state behind the last element the consumer received.
+    private var last: State?
+    private var ended = false
+
+    init(
+        registry: ObserverRegistry, tables: Set<String>, row: RowKey?, coalescing: Duration,
+        fetch: @escaping @Sendable () async throws -> State, changes: @escaping @Sendable (State?, State) -> Element?
+    ) {
+        let (id, signals) = registry.register(tables: tables, row: row)
+        self.registry = registry
+        self.id = id
+        self.signals = signals.makeAsyncIterator()
+        self.coalescing = coalescing
+        self.fetch = fetch
+        self.changes = changes
+    }
+
+    deinit { self.registry.remove(self.id) }
+
+    func next() async throws -> Element? {
+        if self.ended { return nil }
+        do {
+            if self.last == nil {
+                let current = try await Self.retrying(self.fetch)
+                self.last = current
+                if let first = self.changes(nil, current) { return first }
+            }
+            while true {
+                // nil: the consuming task was cancelled, the stack shut down, or the service the consumer
+                // runs in is shutting down gracefully (a server waits for its open streams: end them).
+                let registry = self.registry
+                let id = self.id
+                let next = await withGracefulShutdownHandler {
+                    await self.signals.next()
+                } onGracefulShutdown: {
+                    registry.remove(id)
+                }
+                guard let signal = next else { return try self.end(throwing: nil) }
+                if case .finished(let error) = signal { return try self.end(throwing: error) }
+                if self.coalescing > .zero { try await Task.sleep(for: self.coalescing) }
+                let current = try await Self.retrying(self.fetch)
+                if let element = self.changes(self.last, current) {
+                    self.last = current
+                    return element
+                }
+            }
+        } catch {
+            _ = try? self.end(throwing: nil)
+            throw error
+        }
+    }
+
+    private func end(throwing error: (any Error)?) throws -> Element? {
+        self.ended = true
+        self.registry.remove(self.id)
+        if let error { throw error }
+        return nil
+    }
+
+    /// Retries transient PostgreSQL errors (a reconnecting pool) for up to about five seconds.
+    private static func retrying<R>(_ body: () async throws -> R) async throws -> R {
+        var attempt = 0
+        while true {
+            do {
+                return try await body()
+            } catch let error as PostgresError where error.isTransient && attempt < 50 {
+                attempt += 1
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+}

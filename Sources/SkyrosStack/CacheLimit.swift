@@ -1,0 +1,43 @@
+import SkyrosStore
+
+/// The bound of the main context's row cache: a number of rows and/or an approximate number of bytes.
+///
+/// Clean rows are evicted least-recently-used first when either bound is exceeded; rows with changes still
+/// queued for commit are never evicted. The byte size of a row is the size of its encoded column values
+/// (computed only when ``maxBytes`` is set).
+///
+/// ```swift
+/// let configuration = DataStackConfiguration(store: .inMemory, cacheLimit: CacheLimit(maxRows: 50_000, maxBytes: 64 << 20))
+/// ```
+public struct CacheLimit: Sendable, Hashable {
+    /// The maximum number of cached rows; `nil` for no row bound.
+    public var maxRows: Int?
+    /// The maximum approximate size of the cached rows in bytes; `nil` for no byte bound.
+    public var maxBytes: Int?
+
+    /// Creates a bound.
+    /// - Parameters:
+    ///   - maxRows: the maximum number of rows (`nil`: unbounded by count).
+    ///   - maxBytes: the maximum approximate bytes (`nil`: unbounded by size).
+    public init(maxRows: Int? = 10_000, maxBytes: Int? = nil) {
+        self.maxRows = maxRows.map { max(0, $0) }
+        self.maxBytes = maxBytes.map { max(0, $0) }
+    }
+
+    /// 10,000 rows, no byte bound.
+    public static let `default` = CacheLimit()
+}
+
+/// Counters of the main context's row cache.
+public struct CacheStatistics: Sendable, Hashable {
+    /// Rows currently cached.
+    public var rows: Int
+    /// Approximate bytes of the cached rows (0 unless ``CacheLimit/maxBytes`` is set).
+    public var bytes: Int
+    /// Reads by id served from the cache.
+    public var hits: Int
+    /// Reads by id that went to the store.
+    public var misses: Int
+    /// Rows evicted to stay within the bound.
+    public var evictions: Int
+}

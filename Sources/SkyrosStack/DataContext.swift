@@ -1,0 +1,421 @@
+import Foundation
+import SkyrosPostgres
+import SkyrosStore
+
+/// A scratch pad of entity changes over a parent: the stack's root (for ``DataStack/mainContext`` and
+/// background contexts) or another context (for child contexts, nestable).
+///
+/// Reads see the context's own unsaved changes over its parent's view (read-your-writes all the way down to
+/// the changes queued for commit). ``save()`` moves the changes into the parent atomically; for a context
+/// whose parent is the root, saving makes them visible to every reader in the process at once and queues
+/// their commit. ``saveToStore()`` pushes through every parent and waits for the PostgreSQL commit.
+///
+/// ```swift
+/// let context = stack.newBackgroundContext()
+/// try context.insert(Author(id: UUID(), name: "Ada"))
+/// if var book = try await context.first(FetchDescriptor<Book>(predicate: #Predicate { $0.title == "Notes" })) {
+///     book.year = 1843
+///     try await context.update(book)            // writes only "year", with the version read
+/// }
+/// try await context.saveToStore()              // one transaction; throws its error
+/// ```
+///
+/// Contexts are thread-safe (`Sendable`): each operation is atomic. Use ``perform(_:)`` to group work.
+///
+/// ## Topics
+/// - ``fetch(_:)``, ``first(_:)``, ``count(_:)``, ``object(_:id:)``
+/// - ``insert(_:)``, ``update(_:)``, ``delete(_:)``, ``delete(_:id:)``, ``delete(where:)``, ``upsert(_:)``,
+///   ``bulkInsert(_:)``, ``findOrCreate(_:)``
+/// - ``save()``, ``saveToStore()``, ``reset()``, ``hasChanges``, ``newChildContext()``, ``perform(_:)``
+public final class DataContext: Sendable {
+    package enum Parent: Sendable {
+        case root
+        case context(DataContext)
+    }
+
+    let core: StackCore
+    let parent: Parent
+    /// The main context does not remember what it reads (the cache does).
+    let isMain: Bool
+    private let tracker = Locked(ChangeTracker())
+    /// Names this context in the bases of rows its children read from its changes.
+    let id = DataContext.nextID.withLock { next in
+        defer { next += 1 }
+        return next
+    }
+    private static let nextID = Locked<UInt64>(1)
+
+    package init(core: StackCore, parent: Parent, isMain: Bool = false) {
+        self.core = core
+        self.parent = parent
+        self.isMain = isMain
+    }
+
+    // MARK: Reads
+
+    /// The rows matching a descriptor (predicate, sort, limit, offset), with this context's unsaved changes
+    /// and the stack's queued changes applied.
+    ///
+    /// ```swift
+    /// let recent = try await context.fetch(FetchDescriptor<Book>(sortBy: [SortDescriptor(\.year, order: .reverse)], fetchLimit: 10))
+    /// ```
+    /// - Throws: `QueryError` for an untranslatable predicate, `PostgresError`, ``DataStackError``.
+    public func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [T] {
+        try await self.layeredFetch(descriptor).map(\.value)
+    }
+
+    /// Every row of `T` in its default order.
+    public func fetch<T: Entity>(_ type: T.Type) async throws -> [T] {
+        try await self.fetch(FetchDescriptor<T>())
+    }
+
+    /// The first row matching the descriptor (its limit is set to 1), or `nil`.
+    public func first<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> T? {
+        var descriptor = descriptor
+        descriptor.fetchLimit = 1
+        return try await self.fetch(descriptor).first
+    }
+
+    /// The number of rows matching the descriptor, with unsaved and queued changes counted.
+    public func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int {
+        try self.checkValid()
+        let changed = self.tracker.withLock { $0.countByTable[T.tableName] } > 0
+        if changed { return try await self.fetch(descriptor).count }
+        switch self.parent {
+        case .root: return try await self.core.count(descriptor)
+        case .context(let parent): return try await parent.count(descriptor)
+        }
+    }
+
+    /// The row with a primary key, or `nil`. On the main context a cached row is served from memory.
+    public func object<T: Entity>(_ type: T.Type, id: T.ID) async throws -> T? {
+        try await self.lookup(type, id: id)?.value as? T
+    }
+
+    // MARK: Writes
+
+    /// Inserts a row (committed on save; a duplicate primary key fails the commit with `.uniqueViolation`).
+    public func insert<T: Entity>(_ value: T) throws {
+        try self.checkValid()
+        try self.record(value, .inserted(value))
+    }
+
+    /// Inserts many rows (one bulk insert — `COPY` for large batches — when committed).
+    public func bulkInsert<T: Entity>(_ values: [T]) throws {
+        try self.checkValid()
+        let changes = try values.map { try self.change($0, .inserted($0)) }
+        try self.tracker.withLock { tracker in
+            // All or nothing: a row held as another entity type refuses the whole batch.
+            for change in changes { if let mismatch = tracker.typeMismatch(change) { throw mismatch } }
+            for change in changes { tracker.record(change) }
+        }
+    }
+
+    /// Inserts the row or overwrites every column of the stored row with its primary key (`ON CONFLICT DO
+    /// UPDATE` when committed: race-free across processes).
+    public func upsert<T: Entity>(_ value: T) throws {
+        try self.checkValid()
+        try self.record(value, .upserted(value))
+    }
+
+    /// Records a new state of an existing row. Only the columns that differ from the row as this context read
+    /// it are written, guarded by the version read (optimistic locking); nothing at all when nothing changed.
+    /// - Throws: `StoreError.notFound` when no such row is visible to this context.
+    public func update<T: Entity>(_ value: T) async throws {
+        try self.checkValid()
+        let key = try RowKey(value)
+        let probe = PendingRow(key: key, kind: EntityKind<T>(), id: value.id, state: .inserted(value))
+        if let own = try self.tracker.withLock({ tracker -> PendingRow? in
+            if let mismatch = tracker.typeMismatch(probe) { throw mismatch }
+            return tracker.row(key)
+        }) {
+            switch own.state {
+            case .deleted:
+                throw StoreError.notFound(entity: String(describing: T.self), id: key.id.text ?? "NULL")
+            case .updated(_, let original, let base):
+                let (change, changed) = try self.update(value, key: key, original: original as! T, base: base)
+                self.tracker.withLock { changed ? $0.record(change) : $0.discard(key) }
+            case .inserted, .upserted:
+                try self.record(value, .updated(value, original: value, base: .none))
+            }
+            return
+        }
+        let read: (value: any Entity, base: BaseVersion)?
+        if let snapshot = self.tracker.withLock({ $0.snapshot(key) }) {
+            read = snapshot
+        } else {
+            read = try await self.parentLookup(T.self, id: value.id, key: key).map { ($0.value, $0.base) }
+        }
+        guard let read, let original = read.value as? T else {
+            throw StoreError.notFound(entity: String(describing: T.self), id: key.id.text ?? "NULL")
+        }
+        let (change, changed) = try self.update(value, key: key, original: original, base: read.base)
+        if changed { self.tracker.withLock { $0.record(change) } }
+    }
+
+    /// The change recording `value` as an update of `original`, and whether any column differs. The row's
+    /// encodings travel with it: the commit queue binds them instead of encoding the row again.
+    private func update<T: Entity>(
+        _ value: T, key: RowKey, original: T, base: BaseVersion
+    ) throws -> (change: PendingRow, changed: Bool) {
+        let encoder = try RowEncoder<T>()
+        let encoded = (value: try encoder.encode(value), original: try encoder.encode(original))
+        let change = PendingRow(
+            key: key, kind: EntityKind<T>(), id: value.id, updated: value, original: original, base: base, encoded: encoded)
+        return (change, !encoder.changedColumns(fromEncoded: encoded.original, toEncoded: encoded.value).isEmpty)
+    }
+
+    /// Deletes a row (nothing when it does not exist).
+    public func delete<T: Entity>(_ value: T) async throws {
+        try await self.delete(T.self, id: value.id)
+    }
+
+    /// Deletes the row with a primary key, guarded by the version this context read (nothing when it does
+    /// not exist).
+    public func delete<T: Entity>(_ type: T.Type, id: T.ID) async throws {
+        try self.checkValid()
+        let key = try RowKey(type, id: id)
+        let change = PendingRow(key: key, kind: EntityKind<T>(), id: id, state: .deleted(base: .none, emit: true))
+        if let own = self.tracker.withLock({ $0.row(key) }) {
+            if case .deleted = own.state { return }
+            try self.record(change)
+            return
+        }
+        let base: BaseVersion
+        if let snapshot = self.tracker.withLock({ $0.snapshot(key) }) {
+            base = snapshot.base
+        } else {
+            guard let row = try await self.parentLookup(type, id: id, key: key) else { return }
+            base = row.base
+        }
+        self.tracker.withLock {
+            $0.record(PendingRow(key: key, kind: EntityKind<T>(), id: id, state: .deleted(base: base, emit: true)))
+        }
+    }
+
+    /// Deletes every row matching `predicate` (`nil`: every row of the table) and returns how many this
+    /// context sees. When committed, the `DELETE … WHERE` also removes matching rows it had not seen.
+    @discardableResult
+    public func delete<T: Entity>(where predicate: Predicate<T>?) async throws -> Int {
+        let matching = try await self.layeredFetch(FetchDescriptor<T>(predicate: predicate))
+        let kind = EntityKind<T>()
+        let changes = try matching.map { row in
+            PendingRow(key: try RowKey(row.value), kind: kind, id: row.value.id, state: .deleted(base: .none, emit: false))
+        }
+        let operation = PendingDeleteWhere(
+            table: T.tableName,
+            emit: { $0.delete(where: predicate) },
+            matches: { value in (value as? T).map { (try? InMemoryQuery.matches(predicate, $0)) ?? false } ?? false })
+        self.tracker.withLock { tracker in
+            tracker.record(deleteWhere: operation)
+            for change in changes { tracker.record(change, moveToEnd: true) }
+        }
+        return matching.count
+    }
+
+    /// Returns the row with `value`'s primary key, creating it from `value` when there is none. The row is
+    /// created in the store at once with `INSERT … ON CONFLICT DO NOTHING` (race-free across processes), not
+    /// on save; a row this context or a queued write already holds is returned without touching the store.
+    /// A row it creates is announced as a commit's rows are: observers in this stack see it, and other processes
+    /// learn of it through the change log (its entry and hint are written in the creating transaction). The row
+    /// returned is remembered like a row read: a later update of it in this context conflicts if another write
+    /// changed it meanwhile.
+    ///
+    /// ```swift
+    /// let (tag, created) = try await context.findOrCreate(Tag(id: "swift", uses: 0))
+    /// ```
+    ///
+    /// A row this context, a parent or a queued write deletes is not looked up in the store (it still holds the
+    /// row the deletion will remove): `value` is recorded as an insert in this context instead, committed when
+    /// saved after that deletion, and reported created.
+    @discardableResult
+    public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
+        try self.checkValid()
+        let key = try RowKey(value)
+        if let existing = try await self.lookup(T.self, id: value.id, key: key)?.value as? T { return (existing, false) }
+        if self.isPendingDeletion(key) {
+            try self.insert(value)
+            return (value, true)
+        }
+        let (row, version, created) = try await self.core.findOrCreate(value)
+        if !self.isMain {
+            // Like a row read: a later update of it is guarded by the version it has now.
+            let key = try RowKey(row)
+            self.tracker.withLock { $0.remember(key, value: row, base: .known(version)) }
+        }
+        return (row, created)
+    }
+
+    // MARK: Saving
+
+    /// Whether the context has unsaved changes.
+    public var hasChanges: Bool { self.tracker.withLock { $0.hasChanges } }
+
+    /// Moves the unsaved changes into the parent, atomically. For the main context and background contexts
+    /// the changes become visible to every reader at once and their commit is queued (in save order); commit
+    /// failures are reported on ``DataStack/errors``. Use ``saveToStore()`` to wait for the commit.
+    /// - Throws: ``DataStackError`` (`.contextInvalidated`, `.stackShutDown`).
+    public func save() throws {
+        _ = try self.push()
+    }
+
+    /// Saves through every parent and waits until PostgreSQL committed; throws the commit's error (for
+    /// example `StoreError.versionConflict` or a `PostgresError` `.uniqueViolation`), after which the change
+    /// is reverted from the main context.
+    public func saveToStore() async throws {
+        var context = self
+        while case .context(let parent) = context.parent {
+            try context.save()
+            context = parent
+        }
+        if let ticket = try context.push() {
+            try await ticket.wait()
+        } else {
+            await self.core.flush()
+        }
+    }
+
+    /// Discards the unsaved changes and what the context remembered of the rows it read.
+    public func reset() {
+        self.tracker.withLock { $0.reset() }
+    }
+
+    /// A new child context whose parent is this one.
+    public func newChildContext() -> DataContext {
+        DataContext(core: self.core, parent: .context(self))
+    }
+
+    /// Runs `body` with this context and returns its value (errors are rethrown).
+    ///
+    /// ```swift
+    /// let count = try await context.perform { try await $0.count(FetchDescriptor<Book>()) }
+    /// ```
+    public func perform<R>(_ body: (DataContext) async throws -> R) async throws -> R {
+        try self.checkValid()
+        return try await body(self)
+    }
+
+    // MARK: Internals
+
+    func checkValid() throws {
+        if self.core.isInvalidated {
+            throw DataStackError(
+                code: .contextInvalidated,
+                message: "this context was created before the store was destroyed and rebuilt; use a new context")
+        }
+    }
+
+    /// Saves into the parent; returns the commit ticket when the parent is the root.
+    package func push(policy: MergePolicy? = nil) throws -> CommitTicket? {
+        try self.checkValid()
+        switch self.parent {
+        case .root:
+            return try self.tracker.withLock { tracker in
+                var copy = tracker
+                tracker.savedBases = [:]   // `copy` alone holds them: noting the save does not copy them
+                let generation = copy.generation
+                let slots = copy.take()
+                do {
+                    let queued = try self.core.enqueue(slots, policy: policy)
+                    if let queued { copy.noteSaved(slots, generation: generation, as: .pending(commit: queued.commit)) }
+                    tracker = copy
+                    return queued?.ticket
+                } catch {
+                    tracker.savedBases = copy.savedBases
+                    throw error
+                }
+            }
+        case .context(let parent):
+            try self.tracker.withLock { tracker in
+                var copy = tracker
+                tracker.savedBases = [:]   // as above
+                let generation = copy.generation
+                let slots = copy.take()
+                do {
+                    // The changes now belong to the parent's current generation.
+                    let merged = try parent.tracker.withLock { parentTracker -> ContextChange in
+                        for case .row(let row) in slots {
+                            if let mismatch = parentTracker.typeMismatch(row) { throw mismatch }
+                        }
+                        parentTracker.merge(slots, into: parent.id)
+                        return ContextChange(context: parent.id, generation: parentTracker.generation)
+                    }
+                    copy.noteSaved(slots, generation: generation, as: .parentChange(merged))
+                    tracker = copy
+                } catch {
+                    tracker.savedBases = copy.savedBases
+                    throw error
+                }
+            }
+            return nil
+        }
+    }
+
+    private func change<T: Entity>(_ value: T, _ state: PendingRow.State) throws -> PendingRow {
+        PendingRow(key: try RowKey(value), kind: EntityKind<T>(), id: value.id, state: state)
+    }
+
+    private func record<T: Entity>(_ value: T, _ state: PendingRow.State) throws {
+        try self.record(self.change(value, state))
+    }
+
+    /// Records a change of a row, unless this context holds a change of it as another entity type.
+    private func record(_ change: PendingRow) throws {
+        try self.tracker.withLock { tracker in
+            if let mismatch = tracker.typeMismatch(change) { throw mismatch }
+            tracker.record(change)
+        }
+    }
+
+    /// The row with `id` as this context sees it (its own change, else its parent's view); `nil` also when the
+    /// row is held as another entity type of the same table. `key`: the row's key when the caller made it.
+    func lookup<T: Entity>(_ type: T.Type, id: T.ID, key: RowKey? = nil) async throws -> FoundRow? {
+        try self.checkValid()
+        let key = try key ?? RowKey(type, id: id)
+        if let (own, generation) = self.tracker.withLock({ tracker in tracker.row(key).map { ($0, tracker.generation) } }) {
+            // Only a child context keeps the base of a row it reads here (this context's own change).
+            return FoundRow(own.value, as: T.self, base: .parentChange(ContextChange(context: self.id, generation: generation)))
+        }
+        return try await self.parentLookup(type, id: id, key: key)
+    }
+
+    /// Whether this context, a parent or a queued write deletes the row.
+    private func isPendingDeletion(_ key: RowKey) -> Bool {
+        if let own = self.tracker.withLock({ $0.row(key) }) { return own.value == nil }
+        switch self.parent {
+        case .root: return self.core.isPendingDeletion(key)
+        case .context(let parent): return parent.isPendingDeletion(key)
+        }
+    }
+
+    private func parentLookup<T: Entity>(_ type: T.Type, id: T.ID, key: RowKey) async throws -> FoundRow? {
+        let found: FoundRow?
+        switch self.parent {
+        case .root: found = try await self.core.lookup(type, id: id, key: key)
+        case .context(let parent): found = try await parent.lookup(type, id: id, key: key)
+        }
+        if !self.isMain, let found {
+            self.tracker.withLock { $0.remember(key, value: found.value, base: found.base) }
+        }
+        return found
+    }
+
+    func layeredFetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [(value: T, base: BaseVersion)] {
+        try self.checkValid()
+        let (changes, generation) = self.tracker.withLock { ($0.rows(ofTable: T.tableName), $0.generation) }
+        let widened = Overlay.widened(descriptor, by: changes.count)
+        let parentRows: [(value: T, base: BaseVersion)]
+        switch self.parent {
+        case .root: parentRows = try await self.core.fetch(widened)
+        case .context(let parent): parentRows = try await parent.layeredFetch(widened)
+        }
+        if !self.isMain {
+            let keyed = try parentRows.map { (try RowKey($0.value), $0) }
+            self.tracker.withLock { tracker in
+                for (key, row) in keyed where changes[key] == nil { tracker.remember(key, value: row.value, base: row.base) }
+            }
+        }
+        return try Overlay.apply(descriptor, base: parentRows.map { ($0.value, $0.base) }, changes: changes,
+            changeBase: { _ in .parentChange(ContextChange(context: self.id, generation: generation)) })
+    }
+}

@@ -1,0 +1,78 @@
+import SkyrosStore
+
+/// An error raised by a ``DataStack`` or one of its contexts. It names what failed and wraps the
+/// underlying error (a `PostgresError`, `MigrationError`, `SchemaMismatchError`, `StoreError`, …).
+///
+/// ```swift
+/// do {
+///     let stack = try await DataStack.start(configuration)
+/// } catch let error as DataStackError where error.code == .schemaMismatch {
+///     print(error)    // names the entity, column and types
+/// }
+/// ```
+public struct DataStackError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure; extensible (new codes can be added without breaking `switch`-free callers).
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Base: String, Sendable, Hashable {
+            case storeUnreachable = "store unreachable"
+            case migrationFailed = "migration failed"
+            case schemaMismatch = "schema mismatch"
+            case contextInvalidated = "context invalidated"
+            case stackShutDown = "stack shut down"
+            case commitFailed = "commit failed"
+            case changeFeedUnavailable = "change feed unavailable"
+            case commitOutcomeUnknown = "commit outcome unknown"
+            case entityTypeMismatch = "entity type mismatch"
+        }
+
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// The database could not be reached or refused the connection (bad URL, host, password, database).
+        public static let storeUnreachable = Code(.storeUnreachable)
+        /// A migration failed at start; nothing after it was applied. ``DataStackError/underlying`` is the
+        /// migrator's `MigrationError` naming the file.
+        public static let migrationFailed = Code(.migrationFailed)
+        /// An entity does not match its table; the underlying `SchemaMismatchError` lists every issue.
+        public static let schemaMismatch = Code(.schemaMismatch)
+        /// The context was created before the store was destroyed and rebuilt; create a new one.
+        public static let contextInvalidated = Code(.contextInvalidated)
+        /// The stack was shut down and accepts no more work.
+        public static let stackShutDown = Code(.stackShutDown)
+        /// A queued commit failed (delivered on ``DataStack/errors``); it was reverted from the main context.
+        public static let commitFailed = Code(.commitFailed)
+        /// At start, a notification sent through the pool did not reach the change feed's listener (typically
+        /// a listener behind a transaction-pooling proxy: set ``DataStackConfiguration/directConnection``).
+        public static let changeFeedUnavailable = Code(.changeFeedUnavailable)
+        /// A queued commit's connection was lost while it committed, and retrying stopped (its
+        /// ``CommitQueueConfiguration/maximumRetryDuration`` passed, or a shutdown deadline) before the commit
+        /// log could say whether it committed. It was reverted from the main context; it may be in PostgreSQL:
+        /// look up its commit id in the `skyros_commit_groups` table (see the CommitQueue article).
+        public static let commitOutcomeUnknown = Code(.commitOutcomeUnknown)
+        /// A context was asked to change a row as one entity type while it holds an unsaved change of that row
+        /// as another entity type mapped to the same table: save (or reset) the first change before making the
+        /// second. Nothing was recorded.
+        public static let entityTypeMismatch = Code(.entityTypeMismatch)
+
+        public var description: String { self.base.rawValue }
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// What failed, in words (never contains a password).
+    public var message: String
+    /// The error that caused this one.
+    public var underlying: (any Error)?
+
+    /// Creates an error.
+    public init(code: Code, message: String, underlying: (any Error)? = nil) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        guard let underlying else { return "\(self.code): \(self.message)" }
+        return "\(self.code): \(self.message): \(underlying)"
+    }
+}

@@ -1,0 +1,259 @@
+import Foundation
+import SkyrosPostgres
+
+/// An ordered list of writes across entity types that a ``Store`` applies atomically (one transaction).
+///
+/// ```swift
+/// var changes = ChangeSet()
+/// changes.insert(User(id: 1, name: "Ada"))
+/// changes.update(renamed, changedColumns: ["name"], expectedVersion: fetched.version)
+/// changes.delete(Post.self, id: 7, expectedVersion: postVersion)
+/// let result = try await store.apply(changes)     // all or nothing
+/// let newVersion = result.operations[1].first?.version
+/// ```
+public struct ChangeSet: Sendable {
+    /// One write: its kind, its entity and table, and the typed payload the stores execute.
+    public struct Operation: Sendable, CustomStringConvertible {
+        /// What an operation does.
+        public enum Kind: String, Sendable, Hashable {
+            case insert, update, delete, upsert, bulkInsert, deleteWhere
+        }
+
+        /// The kind of write.
+        public let kind: Kind
+        /// The entity type's name.
+        public let entity: String
+        /// The entity's (unqualified) table name.
+        public let table: String
+        let change: any EntityOperation
+
+        public var description: String { "\(self.kind) \(self.entity)" }
+    }
+
+    /// The writes, in the order they run.
+    public private(set) var operations: [Operation] = []
+    /// When set, the store refuses the set (``StoreError/storeDestroyed(generation:)``) if it was destroyed
+    /// since: a stack sets it to the ``Store/generation`` it started with.
+    public var expectedGeneration: Int?
+
+    /// An empty change set.
+    public init(expectedGeneration: Int? = nil) {
+        self.expectedGeneration = expectedGeneration
+    }
+
+    /// Whether the set has no operations.
+    public var isEmpty: Bool { self.operations.isEmpty }
+
+    /// The entity's name from its cached plan (`String(describing:)` per operation was 3% of a queued write).
+    private static func entityName<T: Entity>(_ type: T.Type) -> String {
+        (try? EntityPlan<T>.shared)?.entityName ?? String(describing: type)
+    }
+
+    private mutating func add<T: Entity>(
+        _ kind: Operation.Kind, _ payload: EntityChange<T>.Payload, resolution: ConflictResolution = .fail,
+        encodedRows: [[PostgresValue]]? = nil
+    ) -> Int {
+        let change = EntityChange<T>(payload: payload, resolution: resolution, encodedRows: encodedRows)
+        self.operations.append(Operation(kind: kind, entity: Self.entityName(T.self), table: T.tableName, change: change))
+        return self.operations.count - 1
+    }
+
+    /// Inserts a row; a duplicate primary key fails with `PostgresError` `.uniqueViolation`.
+    /// - Returns: the operation's index in ``operations`` (and in ``ChangeSetResult/operations``).
+    @discardableResult
+    public mutating func insert<T: Entity>(_ value: T) -> Int { self.add(.insert, EntityChange<T>.Payload.insert(value)) }
+
+    /// Writes the named columns of the row with `value.id`; nothing at all when `changedColumns` is empty.
+    ///
+    /// - Parameters:
+    ///   - value: the row's new state; only `changedColumns` are read from it.
+    ///   - changedColumns: column names (as in ``Entity/columns``).
+    ///   - expectedVersion: when set, the write fails with ``StoreError/versionConflict(entity:id:expected:actual:)``
+    ///     unless the row still has this version.
+    @discardableResult
+    public mutating func update<T: Entity>(_ value: T, changedColumns: [String], expectedVersion: Int64? = nil) -> Int {
+        self.add(.update, EntityChange<T>.Payload.update(value, changedColumns, expectedVersion))
+    }
+
+    /// An update whose version conflict is resolved as `resolution` says (the commit queue's merge policies).
+    @discardableResult
+    package mutating func update<T: Entity>(
+        _ value: T, changedColumns: [String], expectedVersion: Int64?, resolution: ConflictResolution = .fail,
+        encoded: [PostgresValue]? = nil
+    ) -> Int {
+        self.add(
+            .update, EntityChange<T>.Payload.update(value, changedColumns, expectedVersion), resolution: resolution,
+            encodedRows: encoded.map { [$0] })
+    }
+
+    /// A delete whose version conflict is resolved as `resolution` says.
+    @discardableResult
+    package mutating func delete<T: Entity>(_ type: T.Type, id: T.ID, expectedVersion: Int64?, resolution: ConflictResolution) -> Int {
+        self.add(.delete, EntityChange<T>.Payload.delete(id, expectedVersion), resolution: resolution)
+    }
+
+    /// Deletes the row with `id` (no error when it does not exist and no version is expected).
+    @discardableResult
+    public mutating func delete<T: Entity>(_ type: T.Type, id: T.ID, expectedVersion: Int64? = nil) -> Int {
+        self.add(.delete, EntityChange<T>.Payload.delete(id, expectedVersion))
+    }
+
+    /// Inserts the row, or overwrites every column of the existing row with the same primary key
+    /// (`INSERT … ON CONFLICT (id) DO UPDATE`).
+    @discardableResult
+    public mutating func upsert<T: Entity>(_ value: T) -> Int { self.add(.upsert, EntityChange<T>.Payload.upsert(value)) }
+
+    /// Inserts many rows (COPY for large batches on PostgreSQL, multi-row INSERT otherwise).
+    @discardableResult
+    public mutating func bulkInsert<T: Entity>(_ values: [T]) -> Int { self.add(.bulkInsert, EntityChange<T>.Payload.bulkInsert(values)) }
+
+    /// An insert whose column values were encoded already (by the commit queue, when the write was queued).
+    @discardableResult
+    package mutating func insert<T: Entity>(_ value: T, encoded: [PostgresValue]?) -> Int {
+        self.add(.insert, EntityChange<T>.Payload.insert(value), encodedRows: encoded.map { [$0] })
+    }
+
+    /// A bulk insert whose rows were encoded already.
+    @discardableResult
+    package mutating func bulkInsert<T: Entity>(_ values: [T], encoded: [[PostgresValue]]?) -> Int {
+        self.add(.bulkInsert, EntityChange<T>.Payload.bulkInsert(values), encodedRows: encoded)
+    }
+
+    /// Deletes every row matching `predicate` (`nil`: every row of the table).
+    @discardableResult
+    public mutating func delete<T: Entity>(where predicate: Predicate<T>?) -> Int {
+        self.add(.deleteWhere, EntityChange<T>.Payload.deleteWhere(predicate))
+    }
+
+    /// Appends another set's operations after these.
+    public mutating func append(contentsOf other: ChangeSet) {
+        self.operations += other.operations
+    }
+}
+
+/// One row written by a change set: for change logs, identity maps and notifications.
+public struct RowChange: Sendable, Hashable {
+    /// What happened to the row.
+    public enum Kind: String, Sendable, Hashable {
+        case inserted, updated, deleted
+    }
+
+    /// The entity type's name.
+    public var entity: String
+    /// The (unqualified) table name.
+    public var table: String
+    /// The primary key, encoded as it is bound (`PostgresValue.text` is its text form).
+    public var id: PostgresValue
+    public var kind: Kind
+    /// The row's new version; `nil` for deleted rows.
+    public var version: Int64?
+    /// For a guarded update sent in a group commit's pipeline: the whole row as written, so other stacks that
+    /// cache the version it replaced can refresh their copy from the announcement instead of reading it again.
+    package var row: AnnouncedRow?
+    /// For an update that may keep other writers' changes (unguarded, or merged by property), whether the
+    /// stored row is the value written, so that a stack may cache that value at ``version`` (`false`: another
+    /// writer's columns were kept, and the stack reads the row again). `nil` for other writes: a guarded
+    /// update's stored row is the value written.
+    package var isStoredAsWritten: Bool?
+
+    public init(entity: String, table: String, id: PostgresValue, kind: Kind, version: Int64?) {
+        self.entity = entity
+        self.table = table
+        self.id = id
+        self.kind = kind
+        self.version = version
+    }
+}
+
+/// An updated row's values as announced to other stacks (see ``RowChange/row``).
+///
+/// Only an update guarded by the version it read carries one: the stored row is then exactly the row at
+/// `base` with the update's columns written over it, that is, the value the writer holds. (An unguarded or
+/// merged update may keep another writer's columns, and a skipped one writes nothing.)
+package struct AnnouncedRow: Sendable, Hashable {
+    /// The version the update replaced.
+    package var base: Int64
+    /// The entity's ``EntityPlan/layout``.
+    package var layout: String
+    /// Every column's value, in ``Entity/columns`` order.
+    package var values: [PostgresValue]
+}
+
+/// What a change set wrote: per operation, the rows it touched with their new versions.
+public struct ChangeSetResult: Sendable, Hashable {
+    /// One entry per ``ChangeSet/operations`` element, in the same order. An update with no changed columns,
+    /// or a delete of a missing row, has no rows.
+    public var operations: [[RowChange]]
+
+    public init(operations: [[RowChange]]) { self.operations = operations }
+
+    /// The set committed, but its rows are not known: the connection broke after `COMMIT` was sent, and the
+    /// commit log said so afterwards.
+    package static let committedUnseen: ChangeSetResult = {
+        var result = ChangeSetResult(operations: [])
+        result.isUnseen = true
+        return result
+    }()
+
+    /// See ``committedUnseen``: the rows a delete by predicate removed are not known either.
+    package private(set) var isUnseen = false
+
+    /// Every written row, in order.
+    public var changes: [RowChange] { self.operations.count == 1 ? self.operations[0] : self.operations.flatMap { $0 } }
+}
+
+/// How a guarded update or delete resolves a conflict (the row changed since it was read).
+package enum ConflictResolution: Sendable {
+    /// Throw ``StoreError/versionConflict(entity:id:expected:actual:)`` (the expected version is the guard).
+    case fail
+    /// Write nothing for this operation and report no row: the store's row stays (expected version guard).
+    case skip
+    /// Updates: the guard is "each changed column still holds the value it had when read" (`originals`, in
+    /// the order of the changed columns), not the version; a failing guard throws a version conflict.
+    case compareColumns(originals: [String: PostgresValue])
+}
+
+/// The typed work behind a ``ChangeSet/Operation``; each store executes it.
+protocol EntityOperation: Sendable {
+    func run(on context: PostgresWriteContext) async throws -> [RowChange]
+    /// The operation as one statement whose outcome its rows tell (for pipelined group commits), or `nil`
+    /// when it needs a round trip of its own (version checks, COPY, follow-up reads).
+    func pipelined(on context: PostgresWriteContext) throws -> PipelinedStatement?
+    /// The operation as part of a group sent in one pipeline, or `nil` when it needs round trips of its own
+    /// (COPY, a delete by predicate: rows known only after it ran).
+    func groupOperation(schema: String?, copyThreshold: Int) throws -> GroupOperation?
+    func run(in database: inout InMemoryDatabase) throws -> [RowChange]
+}
+
+/// A typed operation on entity `T`.
+struct EntityChange<T: Entity>: EntityOperation {
+    enum Payload: Sendable {
+        case insert(T)
+        case update(T, [String], Int64?)
+        case delete(T.ID, Int64?)
+        case upsert(T)
+        case bulkInsert([T])
+        case deleteWhere(Predicate<T>?)
+    }
+
+    let payload: Payload
+    /// What a guarded update or delete does when its guard does not hold.
+    var resolution: ConflictResolution = .fail
+    /// An insert's (or an update's) rows as ``RowEncoder`` encodes them, when the commit queue encoded them
+    /// already.
+    var encodedRows: [[PostgresValue]]?
+
+    /// Column indices for an update, validated against the entity.
+    static func columnIndices(_ names: [String], plan: EntityPlan<T>) throws -> [Int] {
+        var indices: [Int] = []
+        indices.reserveCapacity(names.count)
+        for name in names {
+            guard let index = plan.columnIndex[name] else {
+                throw StoreError.unknownColumn(entity: plan.entityName, column: name)
+            }
+            // A linear search: an update names a few columns (a `Set` was a visible cost per commit).
+            if !indices.contains(index) { indices.append(index) }
+        }
+        return indices
+    }
+}

@@ -1,0 +1,410 @@
+import Foundation
+import Logging
+import SkyrosPostgres
+import Synchronization
+
+/// The PostgreSQL store: entities in tables reached through a ``ConnectionPool``.
+///
+/// With `schema:` every table is qualified with that schema (`"tenant_a"."users"`), which sandboxes a store
+/// the way a store directory sandboxes a Core Data stack: parallel tests and tenants never collide.
+/// Versions are the entity's ``Entity/versionColumn`` (1 on insert, +1 on every write) or PostgreSQL's `xmin`.
+///
+/// ```swift
+/// let pool = ConnectionPool(postgres: try PostgresConfiguration(url: url))
+/// let store = PostgresStore(pool: pool, schema: "tenant_a")
+/// try await store.createSchemaIfNeeded()
+/// try await store.validate([User.self, Post.self])         // fails on mismatched columns or types
+/// let result = try await store.apply(changes)              // one transaction
+/// ```
+public final class PostgresStore: Store {
+    /// The pool every operation leases from.
+    public let pool: ConnectionPool
+    /// The sandbox schema, or `nil` for unqualified names (the connection's `search_path`).
+    public let schema: String?
+    /// Bulk inserts of at least this many rows use `COPY`; smaller ones use multi-row `INSERT`.
+    public let copyThreshold: Int
+    private let logger: Logger
+    private let generationCounter = Atomic<Int>(0)
+    /// How many group commits took each path.
+    package let groupCommitPaths = Locked(GroupCommitPaths())
+    /// Tests only: runs once, after the next group has committed, in place of returning its result (throwing
+    /// makes the commit look lost with its reply, as when the connection breaks then).
+    package let afterNextGroupCommitted = Locked<(@Sendable () async throws -> Void)?>(nil)
+
+    /// Runs (and clears) ``afterNextGroupCommitted``, if set.
+    func runFaultAfterCommit() async throws {
+        if let fault = self.afterNextGroupCommitted.withLock({ fault in defer { fault = nil }; return fault }) { try await fault() }
+    }
+
+    /// Creates a store over a pool.
+    /// - Parameters:
+    ///   - pool: the connection pool.
+    ///   - schema: a schema to qualify every table with (create it with ``createSchemaIfNeeded()``).
+    ///   - copyThreshold: the batch size from which ``ChangeSet/bulkInsert(_:)`` uses `COPY`.
+    ///   - logger: debug-level logging of writes; a no-op logger by default.
+    public init(
+        pool: ConnectionPool, schema: String? = nil, copyThreshold: Int = 500,
+        logger: Logger = Logger(label: "skyros.store", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
+        self.pool = pool
+        self.schema = schema
+        self.copyThreshold = max(1, copyThreshold)
+        self.logger = logger
+    }
+
+    public var generation: Int { self.generationCounter.load(ordering: .acquiring) }
+
+    /// Creates the sandbox schema if it does not exist (no-op without a schema).
+    public func createSchemaIfNeeded() async throws {
+        guard let schema else { return }
+        try await self.pool.withConnection { connection in
+            _ = try await connection.query("CREATE SCHEMA IF NOT EXISTS \(identifier: schema)")
+        }
+    }
+
+    /// Checks entity types against the tables in this store's schema (see ``EntitySchema``).
+    ///
+    /// ```swift
+    /// try await store.validate([User.self, Post.self])
+    /// ```
+    /// - Throws: ``SchemaMismatchError`` listing every issue (entity, column, Swift and PostgreSQL types).
+    public func validate(_ types: [any Entity.Type]) async throws {
+        try await self.pool.withConnection { connection in
+            try await EntitySchema.validate(types, on: connection, schema: self.schema)
+        }
+    }
+
+    // MARK: Reads
+
+    public func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [Versioned<T>] {
+        let plan = try EntityPlan<T>.shared
+        let query = try SQLQueryBuilder.select(descriptor, schema: self.schema, includeVersion: true)
+        let rows = try await self.pool.withConnection { try await $0.query(query) }
+        return try RowDecoder(plan: plan).decode(rows)
+    }
+
+    public func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int {
+        let query = try SQLQueryBuilder.count(descriptor, schema: self.schema)
+        let rows = try await self.pool.withConnection { try await $0.query(query) }
+        guard let row = rows.first else { return 0 }
+        return try row.decode(Int.self, at: 0)
+    }
+
+    public func object<T: Entity>(_ type: T.Type, id: T.ID) async throws -> Versioned<T>? {
+        let plan = try EntityPlan<T>.shared
+        let query = try self.selectByID(plan, id: plan.idValue(id))
+        let rows = try await self.pool.withConnection { try await $0.query(query) }
+        return try RowDecoder(plan: plan).decode(rows).first
+    }
+
+    public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: Versioned<T>, created: Bool) {
+        try await self.findOrCreate(value, announcing: nil)
+    }
+
+    /// ``findOrCreate(_:)`` for a stack: with `hook` (its change feed), a row it creates is announced like a
+    /// commit's — its change-log entry and hint written in the same transaction — so other processes' observers
+    /// see it. A row found is read in one statement, outside a transaction; a row created takes one more round
+    /// trip, a pipeline holding the insert and the announcement (the insert fails the pipeline when the row
+    /// exists by then, so that nothing is announced: a third round trip reads it).
+    package func findOrCreate<T: Entity>(
+        _ value: T, announcing hook: (any CommitTransactionHook)?
+    ) async throws -> (value: Versioned<T>, created: Bool) {
+        let plan = try EntityPlan<T>.shared
+        let values = try RowEncoder(plan: plan).encode(value)
+        var insert = PostgresWriteContext.insertStatement(plan, schema: self.schema, rows: [values])
+        insert.append(
+            PostgresQuery(
+                unsafeSQL: " ON CONFLICT (\(quoteIdentifier(plan.idColumn))) DO NOTHING RETURNING \(self.selectList(plan))"))
+        let select = self.selectByID(plan, id: values[plan.idIndex])
+        let decoder = RowDecoder(plan: plan)
+        // The announcement, sent in one pipeline after an insert that must insert.
+        let creation = RowChange(entity: plan.entityName, table: plan.tableName, id: values[plan.idIndex], kind: .inserted, version: nil)
+        let announcement = try? hook?.pipelinedStatement(announcing: [creation])
+        // The row can vanish between the two statements (deleted concurrently): then insert again.
+        for _ in 0..<3 {
+            let (created, row) = try await self.pool.withConnection { connection -> (Bool, Versioned<T>?) in
+                guard let hook else {
+                    let inserted = try await connection.query(insert)
+                    if !inserted.isEmpty { return (true, try decoder.decode(inserted).first) }
+                    return (false, try decoder.decode(try await connection.query(select)).first)
+                }
+                if let found = try decoder.decode(try await connection.query(select)).first { return (false, found) }
+                if let announcement {
+                    let mustInsert = PostgresQuery(
+                        unsafeSQL: "WITH skyros_insert AS (\(insert.sql)) SELECT skyros_insert.*, 1 / (SELECT count(*) FROM skyros_insert) "
+                            + "AS skyros_inserted FROM (SELECT) AS skyros_one LEFT JOIN skyros_insert ON true",
+                        binds: insert.binds)
+                    do {
+                        let rows = try await connection.pipeline([mustInsert, announcement])
+                        return (true, try decoder.decode(rows[0]).first)
+                    } catch let error as PostgresError where error.statementIndex == 0 && error.sqlState == .divisionByZero {
+                        // Inserted by someone else since the select: nothing was written.
+                        try? await connection.rollback()
+                        return (false, try decoder.decode(try await connection.query(select)).first)
+                    } catch {
+                        try? await connection.rollback()
+                        throw error
+                    }
+                }
+                return try await connection.withTransaction { connection in
+                    guard let inserted = try decoder.decode(try await connection.query(insert)).first else {
+                        return (false, try decoder.decode(try await connection.query(select)).first)
+                    }
+                    let change = RowChange(
+                        entity: plan.entityName, table: plan.tableName, id: values[plan.idIndex], kind: .inserted,
+                        version: inserted.version)
+                    try await hook.willCommit(batch: [ChangeSetResult(operations: [[change]])], on: connection)
+                    return (true, inserted)
+                }
+            }
+            if let row { return (row, created) }
+        }
+        throw PostgresError(
+            kind: .serializationFailure,
+            message: "findOrCreate \(plan.entityName): the row was deleted concurrently three times in a row")
+    }
+
+    // MARK: Writes
+
+    public func apply(_ changes: ChangeSet) async throws -> ChangeSetResult {
+        try self.checkGeneration(changes)
+        if changes.isEmpty { return ChangeSetResult(operations: []) }
+        return try await self.pool.withTransaction { connection in
+            try await self.apply(changes, on: connection)
+        }
+    }
+
+    public func apply(batch: [ChangeSet]) async throws -> [Result<ChangeSetResult, any Error>] {
+        if batch.isEmpty { return [] }
+        return try await self.pool.withTransaction { connection in
+            var results: [Result<ChangeSetResult, any Error>] = []
+            results.reserveCapacity(batch.count)
+            for changes in batch {
+                _ = try await connection.execute(script: "SAVEPOINT skyros_change_set")
+                do {
+                    let result = try await self.apply(changes, on: connection)
+                    _ = try await connection.execute(script: "RELEASE SAVEPOINT skyros_change_set")
+                    results.append(.success(result))
+                } catch {
+                    if let error = error as? PostgresError, error.isTransient || error.kind == .connectionClosed {
+                        throw error
+                    }
+                    _ = try await connection.execute(script: "ROLLBACK TO SAVEPOINT skyros_change_set")
+                    _ = try await connection.execute(script: "RELEASE SAVEPOINT skyros_change_set")
+                    results.append(.failure(error))
+                }
+            }
+            return results
+        }
+    }
+
+    /// Runs a change set's statements on a connection inside the caller's transaction (for a commit queue that
+    /// adds its own statements — change log, `pg_notify` — to the same transaction). Does not BEGIN or COMMIT.
+    ///
+    /// ```swift
+    /// try await pool.withTransaction { connection in
+    ///     let result = try await store.apply(changes, on: connection)
+    ///     try await connection.query("SELECT pg_notify('skyros', \(payload))")
+    /// }
+    /// ```
+    public func apply(_ changes: ChangeSet, on connection: Connection) async throws -> ChangeSetResult {
+        try self.checkGeneration(changes)
+        let context = PostgresWriteContext(connection: connection, schema: self.schema, copyThreshold: self.copyThreshold)
+        var results: [[RowChange]] = []
+        results.reserveCapacity(changes.operations.count)
+        for operation in changes.operations {
+            self.logger.debug("store write", metadata: ["skyros.store.operation": "\(operation)"])
+            results.append(try await operation.change.run(on: context))
+        }
+        return ChangeSetResult(operations: results)
+    }
+
+    public func destroy(confirm: DestroyConfirmation) async throws {
+        try await self.pool.withTransaction { connection in
+            if let schema = self.schema {
+                _ = try await connection.execute(
+                    script: "DROP SCHEMA IF EXISTS \(quoteIdentifier(schema)) CASCADE; CREATE SCHEMA \(quoteIdentifier(schema))")
+            } else {
+                let tables = try await connection.query(
+                    "SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = current_schema()")
+                for row in tables {
+                    let name = try row.decode(String.self, at: 0)
+                    _ = try await connection.query("DROP TABLE IF EXISTS \(identifier: name) CASCADE")
+                }
+            }
+        }
+        let generation = self.generationCounter.add(1, ordering: .acquiringAndReleasing).newValue
+        self.logger.info(
+            "store destroyed", metadata: ["skyros.store.schema": "\(self.schema ?? "current_schema()")", "skyros.store.generation": "\(generation)"])
+    }
+
+    // MARK: Helpers
+
+    private func checkGeneration(_ changes: ChangeSet) throws {
+        if let expected = changes.expectedGeneration, expected != self.generation {
+            throw StoreError.storeDestroyed(generation: self.generation)
+        }
+    }
+
+    private func selectList<T>(_ plan: EntityPlan<T>) -> String {
+        "\(plan.quotedColumns), \(SQLQueryBuilder.versionSelection(plan.versionColumn)) AS \(quoteIdentifier(SQLQueryBuilder.versionAlias))"
+    }
+
+    /// The query reading row `id` with its version (``object(_:id:)``; a change feed's listener reads observed
+    /// rows again with it).
+    package func selectByID<T>(_ plan: EntityPlan<T>, id: PostgresValue) -> PostgresQuery {
+        PostgresQuery(unsafeSQL: plan.selectByIDSQL(schema: self.schema), binds: [id])
+    }
+}
+
+/// Where a change set's operations run: a connection inside a transaction, and the store's schema.
+struct PostgresWriteContext: Sendable {
+    let connection: Connection
+    let schema: String?
+    let copyThreshold: Int
+
+    /// Bind parameters per statement stay below PostgreSQL's limit of 65535.
+    static let maximumBinds = 60_000
+
+    /// `INSERT INTO t (columns[, version]) VALUES (…), (…)` with binds for every row.
+    static func insertStatement<T>(_ plan: EntityPlan<T>, schema: String?, rows: [[PostgresValue]]) -> PostgresQuery {
+        var columns = plan.quotedColumns
+        if let version = plan.versionColumn { columns += ", \(quoteIdentifier(version))" }
+        var sql = "INSERT INTO \(plan.quotedTable(schema: schema)) (\(columns)) VALUES "
+        var binds: [PostgresValue] = []
+        binds.reserveCapacity(rows.count * plan.columnNames.count)
+        for (r, row) in rows.enumerated() {
+            sql += r == 0 ? "(" : ", ("
+            for (c, value) in row.enumerated() {
+                binds.append(value)
+                sql += c == 0 ? "$\(binds.count)" : ", $\(binds.count)"
+            }
+            if plan.versionColumn != nil { sql += ", 1" }
+            sql += ")"
+        }
+        return PostgresQuery(unsafeSQL: sql, binds: binds)
+    }
+}
+
+extension EntityChange {
+    func run(on context: PostgresWriteContext) async throws -> [RowChange] {
+        let plan = try EntityPlan<T>.shared
+        let table = plan.quotedTable(schema: context.schema)
+        let idColumn = quoteIdentifier(plan.idColumn)
+        let version = plan.versionExpression
+        let connection = context.connection
+        func change(_ key: PostgresValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
+            RowChange(entity: plan.entityName, table: plan.tableName, id: key, kind: kind, version: version)
+        }
+        /// The current version of a row, or nil when it does not exist (after a guarded write matched nothing).
+        func currentVersion(_ key: PostgresValue) async throws -> Int64? {
+            let rows = try await connection.query(
+                PostgresQuery(unsafeSQL: "SELECT \(version) FROM \(table) WHERE \(idColumn) = $1", binds: [key]))
+            return try rows.first?.decode(Int64.self, at: 0)
+        }
+
+        switch self.payload {
+        case .insert:
+            let statement = try self.pipelined(on: context)!
+            return try statement.decode(try await connection.query(statement.query))
+
+        case .bulkInsert(let values):
+            if values.isEmpty { return [] }
+            let encoder = RowEncoder(plan: plan)
+            let encoded = try values.map(encoder.encode)
+            return try await self.bulkInsert(encoded, plan: plan, context: context)
+
+        case .update(let value, let columns, let expected):
+            guard let (query, key, _, asWrittenColumn) = try Self.updateQuery(
+                value, columns, expected: expected, resolution: self.resolution, schema: context.schema, encoded: self.encodedRows?.first)
+            else {
+                return []
+            }
+            let rows = try await connection.query(query)
+            if let row = rows.first {
+                var updated = change(key, .updated, try row.decode(Int64.self, at: 0))
+                if let asWrittenColumn { updated.isStoredAsWritten = try row.decode(Bool?.self, at: asWrittenColumn) == true }
+                return [updated]
+            }
+            if case .skip = self.resolution, expected != nil { return [] }
+            let actual = try await currentVersion(key)
+            if case .compareColumns = self.resolution, actual != nil || expected != nil {
+                throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected ?? 0, actual: actual)
+            }
+            if let expected {
+                throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: actual)
+            }
+            throw StoreError.notFound(entity: plan.entityName, id: plan.describe(id: key))
+
+        case .delete(let id, let expected):
+            let (query, key) = try Self.deleteQuery(id, expected: expected, schema: context.schema)
+            let rows = try await connection.query(query)
+            if rows.affectedRows > 0 { return [change(key, .deleted, nil)] }
+            guard let expected else { return [] }
+            if case .skip = self.resolution { return [] }
+            let actual = try await currentVersion(key)
+            throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: actual)
+
+        case .upsert(let value):
+            let (query, key) = try Self.upsertQuery(value, schema: context.schema)
+            let rows = try await connection.query(query)
+            guard let row = rows.first else { return [] }
+            let inserted = try row.decode(Bool.self, at: 1)
+            return [change(key, inserted ? .inserted : .updated, try row.decode(Int64.self, at: 0))]
+
+        case .deleteWhere(let predicate):
+            let query = try SQLQueryBuilder.delete(where: predicate, schema: context.schema)
+            let rows = try await connection.query(query)
+            return try rows.map { row in
+                let id = try row.decode(T.ID.self, at: 0)
+                return change(try plan.idValue(id), .deleted, nil)
+            }
+        }
+    }
+
+    private func bulkInsert(
+        _ encoded: [[PostgresValue]], plan: EntityPlan<T>, context: PostgresWriteContext
+    ) async throws -> [RowChange] {
+        let connection = context.connection
+        let version = plan.versionExpression
+        let ids = encoded.map { $0[plan.idIndex] }
+        func changes(_ versions: [Int64]) -> [RowChange] {
+            zip(ids, versions).map {
+                RowChange(entity: plan.entityName, table: plan.tableName, id: $0, kind: .inserted, version: $1)
+            }
+        }
+        if encoded.count >= context.copyThreshold {
+            var columns = plan.columnNames
+            var rows = encoded
+            if let versionColumn = plan.versionColumn {
+                columns.append(versionColumn)
+                let one = PostgresValue(type: .int8, text: "1")
+                for i in rows.indices { rows[i].append(one) }
+            }
+            try await connection.copyFrom(table: plan.table(schema: context.schema), columns: columns, rows: rows)
+            if plan.versionColumn != nil { return changes(Array(repeating: 1, count: ids.count)) }
+            // Every row copied by one (sub)transaction has the same xmin.
+            let query = PostgresQuery(
+                unsafeSQL: "SELECT \(version) FROM \(plan.quotedTable(schema: context.schema)) WHERE \(quoteIdentifier(plan.idColumn)) = $1",
+                binds: [ids[0]])
+            let xmin = try await connection.query(query).first?.decode(Int64.self, at: 0) ?? 0
+            return changes(Array(repeating: xmin, count: ids.count))
+        }
+        // Multi-row INSERT in chunks under the bind limit; versions matched back by primary key.
+        let chunkSize = max(1, PostgresWriteContext.maximumBinds / max(1, plan.columnNames.count))
+        var versionByID: [PostgresValue: Int64] = [:]
+        versionByID.reserveCapacity(encoded.count)
+        var start = 0
+        while start < encoded.count {
+            let end = min(start + chunkSize, encoded.count)
+            var query = PostgresWriteContext.insertStatement(plan, schema: context.schema, rows: Array(encoded[start..<end]))
+            query.append(PostgresQuery(unsafeSQL: " RETURNING \(quoteIdentifier(plan.idColumn)), \(version)"))
+            for row in try await connection.query(query) {
+                let id = try plan.idValue(try row.decode(T.ID.self, at: 0))
+                versionByID[id] = try row.decode(Int64.self, at: 1)
+            }
+            start = end
+        }
+        return changes(ids.map { versionByID[$0] ?? 0 })
+    }
+}
