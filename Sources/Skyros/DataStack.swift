@@ -45,7 +45,11 @@ public final class DataStack: DataStackProtocol, Service {
     }
 
     /// The store the stack commits to.
-    public let store: any Store
+    public var store: any Store { self.commitStore }
+    /// The store, as the commit queue commits to it.
+    private let commitStore: any GroupCommitStore
+    /// The store when it is PostgreSQL (rebuilds re-run migrations; snapshot reads use its pool).
+    let postgresStore: PostgresStore?
     private let pool: ConnectionPool?
     private let configuration: DataStackConfiguration
     let logger: Logger
@@ -61,9 +65,11 @@ public final class DataStack: DataStackProtocol, Service {
     public let errors: AsyncStream<DataStackError>
 
     private init(
-        store: any Store, pool: ConnectionPool?, configuration: DataStackConfiguration, logger: Logger
+        store: any GroupCommitStore, postgres: PostgresStore?, pool: ConnectionPool?, configuration: DataStackConfiguration,
+        logger: Logger
     ) {
-        self.store = store
+        self.commitStore = store
+        self.postgresStore = postgres
         self.pool = pool
         self.configuration = configuration
         self.logger = logger
@@ -96,12 +102,12 @@ public final class DataStack: DataStackProtocol, Service {
     ) async throws -> DataStack {
         switch configuration.store {
         case .inMemory:
-            return DataStack(store: InMemoryStore(), pool: nil, configuration: configuration, logger: logger)
+            return DataStack(store: InMemoryStore(), postgres: nil, pool: nil, configuration: configuration, logger: logger)
         case .postgres(let postgres, let schema):
             let pool = ConnectionPool(configuration: configuration.pool, postgres: postgres, logger: logger)
             do {
                 let store = try await self.open(postgres, schema: schema, pool: pool, configuration: configuration, logger: logger)
-                let stack = DataStack(store: store, pool: pool, configuration: configuration, logger: logger)
+                let stack = DataStack(store: store, postgres: store, pool: pool, configuration: configuration, logger: logger)
                 try await stack.sync.start(pool: pool, session: configuration.directConnection ?? postgres, schema: schema, logger: logger)
                 return stack
             } catch {
@@ -270,13 +276,13 @@ public final class DataStack: DataStackProtocol, Service {
         old.holdCommits()
         old.invalidate()
         try await self.store.destroy(confirm: confirm)
-        if let postgres = self.store as? PostgresStore, case .postgres(let configuration, let schema) = self.configuration.store {
+        if let postgres = self.postgresStore, case .postgres(let configuration, let schema) = self.configuration.store {
             try await Self.migrate(configuration, schema: schema, store: postgres, configuration: self.configuration, logger: self.logger)
             try await postgres.createCommitLogIfNeeded()
         }
         let continuation = self.errorContinuation
         let core = StackCore(
-            store: self.store, cacheLimit: self.configuration.cacheLimit, generation: self.store.generation,
+            store: self.commitStore, cacheLimit: self.configuration.cacheLimit, generation: self.commitStore.generation,
             logger: self.logger, queueConfiguration: self.configuration.commitQueue,
             onCommitError: { continuation.yield($0) })
         // Its commits wait until the change feed has attached to it: one before that would write no change-log

@@ -76,7 +76,7 @@ extension DataStack {
     ///   - body: the reads.
     /// - Throws: the body's error, `PostgresError`.
     public func readSnapshot<R>(from source: SnapshotSource = .primary, _ body: (SnapshotReader) async throws -> R) async throws -> R {
-        guard let postgres = self.store as? PostgresStore else {
+        guard let postgres = self.postgresStore else {
             return try await body(SnapshotReader(source: .store(self.store)))
         }
         if source == .replica, let replica = self.replica {

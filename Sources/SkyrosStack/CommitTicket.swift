@@ -7,6 +7,9 @@ package final class CommitTicket: Sendable {
     private struct State {
         var result: Result<Void, any Error>?
         var waiters: [CheckedContinuation<Void, any Error>] = []
+        /// Waiters that stop waiting when their task is cancelled (``waitUnlessCancelled()``), by id.
+        var cancellable: [Int: CheckedContinuation<Bool, Never>] = [:]
+        var nextID = 0
         var callbacks: [@Sendable (Result<Void, any Error>) -> Void] = []
     }
 
@@ -24,6 +27,27 @@ package final class CommitTicket: Sendable {
         }
     }
 
+    /// Waits for the commit, or until the task is cancelled. Returns whether the commit finished (either way).
+    func waitUnlessCancelled() async -> Bool {
+        let id = self.state.withLock { state -> Int in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let finished = self.state.withLock { state -> Bool? in
+                    if state.result != nil { return true }
+                    if Task.isCancelled { return false }
+                    state.cancellable[id] = continuation
+                    return nil
+                }
+                if let finished { continuation.resume(returning: finished) }
+            }
+        } onCancel: {
+            self.state.withLock { $0.cancellable.removeValue(forKey: id) }?.resume(returning: false)
+        }
+    }
+
     /// Calls `callback` once with the outcome (at once when already completed).
     func onComplete(_ callback: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         let result = self.state.withLock { state -> Result<Void, any Error>? in
@@ -36,18 +60,20 @@ package final class CommitTicket: Sendable {
 
     /// Records the outcome and resumes everyone waiting (only the first call has an effect).
     func complete(_ result: Result<Void, any Error>) {
-        let (waiters, callbacks) = self.state.withLock { state in
+        let (waiters, callbacks, cancellable) = self.state.withLock { state in
             guard state.result == nil else {
-                return ([CheckedContinuation<Void, any Error>](), [@Sendable (Result<Void, any Error>) -> Void]())
+                return ([CheckedContinuation<Void, any Error>](), [@Sendable (Result<Void, any Error>) -> Void](), [CheckedContinuation<Bool, Never>]())
             }
             state.result = result
             defer {
                 state.waiters = []
                 state.callbacks = []
+                state.cancellable = [:]
             }
-            return (state.waiters, state.callbacks)
+            return (state.waiters, state.callbacks, Array(state.cancellable.values))
         }
         for waiter in waiters { waiter.resume(with: result) }
+        for waiter in cancellable { waiter.resume(returning: true) }
         for callback in callbacks { callback(result) }
     }
 }

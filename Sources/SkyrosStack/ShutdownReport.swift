@@ -34,7 +34,7 @@ public struct UncommittedWrite: Sendable, Hashable, CustomStringConvertible {
     /// The rows it changed, as "table id" (plus "delete where on table" entries).
     public var rows: [String]
 
-    init(_ commit: StackCore.QueuedCommit) {
+    init(_ commit: QueuedCommit) {
         self.commitID = commit.commitID
         self.rows = commit.slots.map { slot in
             switch slot {

@@ -21,23 +21,23 @@ extension StackCore {
             for entry in entries {
                 for change in entry.changes {
                     let key = change.key
-                    if state.pending[key] != nil {
-                        state.remoteChangedWhilePending.insert(key)
+                    if state.view.pending[key] != nil {
+                        state.view.remoteChangedWhilePending.insert(key)
                     } else if refreshes[key] == nil {
-                        state.cache.remove(key)
+                        state.view.cache.remove(key)
                     }
                 }
             }
             var refreshed = 0
-            for (key, refresh) in refreshes where state.pending[key] == nil {
-                if state.cache.peek(key)?.version == refresh.base {
-                    state.cache.put(key, value: refresh.value, version: refresh.version, bytes: refresh.bytes)
+            for (key, refresh) in refreshes where state.view.pending[key] == nil {
+                if state.view.cache.peek(key)?.version == refresh.base {
+                    state.view.cache.put(key, value: refresh.value, version: refresh.version, bytes: refresh.bytes)
                     refreshed += 1
                 } else {
-                    state.cache.remove(key)
+                    state.view.cache.remove(key)
                 }
             }
-            state.finishedCommits += 1
+            state.view.finishedCommits += 1
             return refreshed
         }
     }
@@ -55,7 +55,7 @@ extension StackCore {
         }
         let cached = self.state.withLock { state -> [(key: RowKey, type: any Entity.Type, version: Int64)] in
             changes.compactMap { key, list in
-                guard let base = list.first?.change.b, state.pending[key] == nil, let entry = state.cache.peek(key),
+                guard let base = list.first?.change.b, state.view.pending[key] == nil, let entry = state.view.cache.peek(key),
                     entry.version == base
                 else { return nil }
                 return (key, type(of: entry.value), base)
@@ -73,10 +73,9 @@ extension StackCore {
     /// queued local change: refreshes for ``applyRemote(_:readAgain:)``, based on the version cached now. A row
     /// that fails to read or decode, or no longer exists, is left out (it is evicted as usual).
     package func readAgain(_ keys: [RowKey], on session: ListenerSession) -> [RowKey: RemoteRefresh] {
-        guard let store = self.store as? PostgresStore else { return [:] }
         let cached = self.state.withLock { state in
             keys.compactMap { key -> (key: RowKey, type: any Entity.Type, version: Int64)? in
-                guard state.pending[key] == nil, let entry = state.cache.peek(key) else { return nil }
+                guard state.view.pending[key] == nil, let entry = state.view.cache.peek(key) else { return nil }
                 return (key, type(of: entry.value), entry.version)
             }
         }
@@ -84,7 +83,7 @@ extension StackCore {
         let measure = self.measuresBytes
         var refreshes: [RowKey: RemoteRefresh] = [:]
         for row in cached {
-            guard let read = row.type.readAgain(id: row.key.id, from: store, on: session, measure: measure) else { continue }
+            guard let read = row.type.readAgain(id: row.key.id, from: self.store, on: session, measure: measure) else { continue }
             refreshes[row.key] = RemoteRefresh(base: row.version, value: read.value, version: read.version, bytes: read.bytes)
         }
         return refreshes
@@ -94,9 +93,9 @@ extension StackCore {
     /// marked like ``applyRemote(_:)`` marks them.
     package func flushRemote() {
         self.state.withLock { state in
-            state.cache.removeAll()
-            for key in state.pending.keys { state.remoteChangedWhilePending.insert(key) }
-            state.finishedCommits += 1
+            state.view.cache.removeAll()
+            for key in state.view.pending.keys { state.view.remoteChangedWhilePending.insert(key) }
+            state.view.finishedCommits += 1
         }
     }
 }
@@ -155,11 +154,9 @@ extension Entity {
     /// This entity's row `id` read through `session` as the store reads it, with its version and its size for
     /// the cache; `nil` when it does not exist or fails to read or decode.
     static func readAgain(
-        id: PostgresValue, from store: PostgresStore, on session: ListenerSession, measure: Bool
+        id: PostgresValue, from store: any GroupCommitStore, on session: ListenerSession, measure: Bool
     ) -> (value: any Entity, version: Int64, bytes: Int)? {
-        guard let plan = try? EntityPlan<Self>.shared, let rows = try? session.query(store.selectByID(plan, id: id)),
-            let row = try? RowDecoder(plan: plan).decode(rows).first
-        else { return nil }
+        guard let row = store.readAgain(Self.self, id: id, on: session) else { return nil }
         return (row.value, row.version, measure ? approximateSize(of: EntityKind<Self>().encode(row.value)) : 0)
     }
 

@@ -1,0 +1,35 @@
+import Foundation
+import SkyrosPostgres
+import SkyrosStore
+
+/// A change set in the commit queue: one save's slots, in save order (a class: the queue, a group and the
+/// settlement pass it around, one reference each).
+package final class QueuedCommit: QueueableCommit, Sendable {
+    package let id: UInt64
+    let slots: [ResolvedSlot]
+    let ticket: CommitTicket
+    /// The idempotency key recorded in the commit log in the commit's own transaction.
+    let commitID: UUID
+    let policy: MergePolicy
+    /// Approximate row bytes, counted against ``CommitQueueConfiguration/maximumQueuedBytes``.
+    package let bytes: Int
+    /// Each slot's approximate row size (0 for a deletion), measured once at enqueue for the cache.
+    let slotBytes: [Int]
+    /// Each slot's column values, encoded once at enqueue (`nil` for a deletion): the size above, and the
+    /// values an insert binds.
+    let slotValues: [[PostgresValue]?]
+
+    init(
+        id: UInt64, slots: [ResolvedSlot], ticket: CommitTicket, commitID: UUID, policy: MergePolicy, bytes: Int,
+        slotBytes: [Int], slotValues: [[PostgresValue]?]
+    ) {
+        self.id = id
+        self.slots = slots
+        self.ticket = ticket
+        self.commitID = commitID
+        self.policy = policy
+        self.bytes = bytes
+        self.slotBytes = slotBytes
+        self.slotValues = slotValues
+    }
+}
