@@ -60,6 +60,11 @@ public final class DataStack: DataStackProtocol, Service {
     /// The change log, the listener for other processes' commits, and the observers (Sync/, Observation/).
     let sync: StackSync
 
+    /// The change feed's loops (see ``BackgroundWork``).
+    private let background = BackgroundWork()
+    /// Drains of the commit queue, and writes run for a completion handler: counted, awaited at shutdown.
+    private let tasks = TaskTracker()
+
     /// Commit failures of queued (non-durable) writes and saves, as they happen, for this stack only.
     /// Buffers the newest 256 when nobody listens. Finishes at ``shutdown()``.
     public let errors: AsyncStream<DataStackError>
@@ -79,7 +84,7 @@ public final class DataStack: DataStackProtocol, Service {
         self.errorContinuation = continuation
         let core = StackCore(
             store: store, cacheLimit: configuration.cacheLimit, generation: store.generation, logger: logger,
-            queueConfiguration: configuration.commitQueue, onCommitError: { continuation.yield($0) })
+            queueConfiguration: configuration.commitQueue, drains: self.tasks, onCommitError: { continuation.yield($0) })
         self.current = Locked(Current(core: core, main: DataContext(core: core, parent: .root, isMain: true)))
         self.sync = StackSync(configuration: configuration.changeFeed)
         self.sync.attach(core)
@@ -109,6 +114,7 @@ public final class DataStack: DataStackProtocol, Service {
                 let store = try await self.open(postgres, schema: schema, pool: pool, configuration: configuration, logger: logger)
                 let stack = DataStack(store: store, postgres: store, pool: pool, configuration: configuration, logger: logger)
                 try await stack.sync.start(pool: pool, session: configuration.directConnection ?? postgres, schema: schema, logger: logger)
+                if let feed = stack.sync.changeFeed { stack.background.start([{ await feed.run() }]) }
                 return stack
             } catch {
                 await pool.shutdown()
@@ -248,7 +254,7 @@ public final class DataStack: DataStackProtocol, Service {
         _ body: @escaping @Sendable (DataContext) async throws -> R,
         completion: @escaping @Sendable (Result<R, any Error>) -> Void
     ) {
-        Task {
+        self.tasks.spawn {
             let result: Result<R, any Error>
             do {
                 result = .success(try await self.write(durability: .committed, body))
@@ -283,7 +289,7 @@ public final class DataStack: DataStackProtocol, Service {
         let continuation = self.errorContinuation
         let core = StackCore(
             store: self.commitStore, cacheLimit: self.configuration.cacheLimit, generation: self.commitStore.generation,
-            logger: self.logger, queueConfiguration: self.configuration.commitQueue,
+            logger: self.logger, queueConfiguration: self.configuration.commitQueue, drains: self.tasks,
             onCommitError: { continuation.yield($0) })
         // Its commits wait until the change feed has attached to it: one before that would write no change-log
         // entry and send no hint, and other processes would keep what they cache of it.
@@ -300,7 +306,8 @@ public final class DataStack: DataStackProtocol, Service {
     }
 
     /// Waits for graceful shutdown (or cancellation), then ``shutdown()`` — or ``shutdown(timeout:)`` with
-    /// ``CommitQueueConfiguration/shutdownTimeout``, logging what did not commit.
+    /// ``CommitQueueConfiguration/shutdownTimeout``, logging what did not commit. Returns once every background
+    /// task of the stack has ended.
     public func run() async throws {
         try? await gracefulShutdown()
         guard let timeout = self.configuration.commitQueue.shutdownTimeout else {
@@ -313,14 +320,12 @@ public final class DataStack: DataStackProtocol, Service {
         }
     }
 
-    /// Stops accepting writes, waits for every queued commit, closes the pool, and finishes ``errors``.
-    /// Writes after this throw ``DataStackError`` `.stackShutDown`.
+    /// Stops accepting writes, waits for every queued commit, ends the stack's background work (the change
+    /// feed's loops, the commit queue's drains) and waits for it, closes the pool, and finishes ``errors``.
+    /// Writes after this throw ``DataStackError`` `.stackShutDown`; no connection is opened after it returns.
     public func shutdown() async {
         await self.core.shutdown()
-        self.sync.stop()
-        await self.pool?.shutdown()
-        await self.replica?.shutdown()
-        self.errorContinuation.finish()
+        await self.stopBackgroundWork()
     }
 
     /// Like ``shutdown()``, but waits at most `timeout` for the queue to drain; then the sets still queued fail
@@ -333,12 +338,25 @@ public final class DataStack: DataStackProtocol, Service {
     @discardableResult
     public func shutdown(timeout: Duration) async -> ShutdownReport {
         let report = await self.core.shutdown(timeout: timeout)
+        // A group still in flight after the deadline is not waited for (its drain ends when its transaction does).
+        await self.stopBackgroundWork(waitingForDrains: report.inFlight.isEmpty)
+        return report
+    }
+
+    /// After the commit queue stopped: ends the change feed and its loops, waits for the counted tasks, then
+    /// closes the pools.
+    private func stopBackgroundWork(waitingForDrains: Bool = true) async {
         self.sync.stop()
+        await self.background.stop()
+        if waitingForDrains { await self.tasks.allEnded() }
         await self.pool?.shutdown()
         await self.replica?.shutdown()
         self.errorContinuation.finish()
-        return report
     }
+
+    /// The stack's background tasks still running: the change feed's loops, drains of the commit queue, and
+    /// writes run for a completion handler. Zero once ``shutdown()`` (or ``run()``) returned.
+    package var backgroundTasks: Int { self.background.running + (self.sync.changeFeed?.runningTasks ?? 0) + self.tasks.running }
 
     /// The commit queue's counters: depth, groups, sets, conflicts, retries, latency.
     public var commitQueueStatistics: CommitQueueStatistics { self.core.metrics.statistics }

@@ -32,13 +32,15 @@ final class CommitQueue: Sendable {
     /// queued writes are consecutive.
     private let commitIDPrefix = UUID.commitPrefix()
     private let invalidated = Atomic<Bool>(false)
-    /// Drain tasks running, and callers waiting for none to run.
-    private let drains = Locked<(running: Int, waiters: [CheckedContinuation<Void, Never>])>((0, []))
+    /// Counts the drain tasks (shared by the stack's cores, so a shutdown waits for an old core's too).
+    private let drains: TaskTracker
 
     init(
         state: Locked<StackState>, store: any GroupCommitStore, generation: Int, configuration: CommitQueueConfiguration,
-        metrics: CommitQueueMetrics, saves: SaveNotifier, logger: Logger, onCommitError: @escaping @Sendable (DataStackError) -> Void
+        metrics: CommitQueueMetrics, saves: SaveNotifier, logger: Logger, drains: TaskTracker,
+        onCommitError: @escaping @Sendable (DataStackError) -> Void
     ) {
+        self.drains = drains
         self.state = state
         self.store = store
         self.configuration = configuration
@@ -137,41 +139,11 @@ final class CommitQueue: Sendable {
     // MARK: Drains
 
     /// Starts a drain task, counted until it ends. `connection`: leased for it already; the task starts on its
-    /// thread.
+    /// thread. Unstructured on purpose: see the type's documentation (started by a writer, on its connection's
+    /// thread).
     private func spawnDrain(on connection: Connection? = nil) {
-        self.drains.withLock { $0.running += 1 }
-        let body: @Sendable () async -> Void = {
-            await self.drain(startingOn: connection)
-            let waiters = self.drains.withLock { drains -> [CheckedContinuation<Void, Never>] in
-                drains.running -= 1
-                guard drains.running == 0 else { return [] }
-                defer { drains.waiters = [] }
-                return drains.waiters
-            }
-            for waiter in waiters { waiter.resume() }
-        }
-        // Unstructured on purpose: see the type's documentation (started by a writer, on its connection's thread).
-        if let connection {
-            Task(executorPreference: connection.taskExecutor, operation: body)
-        } else {
-            Task(operation: body)
-        }
+        self.drains.spawn(on: connection?.taskExecutor) { await self.drain(startingOn: connection) }
     }
-
-    /// Waits until no drain task runs.
-    func drainsEnded() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ended = self.drains.withLock { drains -> Bool in
-                if drains.running == 0 { return true }
-                drains.waiters.append(continuation)
-                return false
-            }
-            if ended { continuation.resume() }
-        }
-    }
-
-    /// The number of drain tasks running.
-    var runningDrains: Int { self.drains.withLock { $0.running } }
 
     /// Starts a drain before a durable write's set is queued, when none runs (stores with connections): it
     /// leases its connection and moves to that connection's thread while the caller's body runs, then waits
@@ -384,7 +356,7 @@ final class CommitQueue: Sendable {
         for waiter in action.waiters { waiter.resume() }
         if action.startDrain { self.spawnDrain() }
         guard let last = action.last else {
-            await self.drainsEnded()
+            await self.drains.allEnded()
             return ShutdownReport(uncommitted: [], inFlight: [])
         }
         let drained: Bool
@@ -404,7 +376,7 @@ final class CommitQueue: Sendable {
             drained = true
         }
         if drained {
-            await self.drainsEnded()
+            await self.drains.allEnded()
             return ShutdownReport(uncommitted: [], inFlight: [])
         }
         let (queued, inFlight) = self.state.withLock { $0.queue.deadlinePassed() }

@@ -22,7 +22,7 @@ package final class StackCore: Sendable {
 
     package init(
         store: any GroupCommitStore, cacheLimit: CacheLimit, generation: Int, logger: Logger,
-        queueConfiguration: CommitQueueConfiguration = CommitQueueConfiguration(),
+        queueConfiguration: CommitQueueConfiguration = CommitQueueConfiguration(), drains: TaskTracker = TaskTracker(),
         onCommitError: @escaping @Sendable (DataStackError) -> Void
     ) {
         self.queueConfiguration = queueConfiguration
@@ -32,7 +32,7 @@ package final class StackCore: Sendable {
         self.state = state
         self.queue = CommitQueue(
             state: state, store: store, generation: generation, configuration: queueConfiguration, metrics: self.metrics,
-            saves: self.saves, logger: logger, onCommitError: onCommitError)
+            saves: self.saves, logger: logger, drains: drains, onCommitError: onCommitError)
     }
 
     var isInvalidated: Bool { self.queue.isInvalidated }

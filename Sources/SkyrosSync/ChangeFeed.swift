@@ -46,25 +46,8 @@ package final class ChangeFeed: Sendable {
     private struct State: Sendable {
         var cursor = ChangeCursor()
         var listener: PostgresListener?
-        var tasks: [Task<Void, Never>] = []
-        /// How many of this stack's own hints were skipped since the last read (bounded, so the re-read window
-        /// does not grow without end).
-        var skippedSinceRead = 0
-        /// Entries delivered from hints since the last read (bounded like `skippedSinceRead`).
-        var hintsSinceRead = 0
-        /// When the last read succeeded (hints since then advance the horizon with a read at most once per
-        /// ``ChangeFeedConfiguration/horizonReadInterval``).
-        var lastRead = ContinuousClock.now
-        /// A background read started to advance the horizon is running.
-        var horizonReadRunning = false
-        var horizonRead: Task<Void, Never>?
-        /// The read that follows the last of a run of hints is scheduled (see `scheduleTrailingRead()`).
-        var trailingRead: Task<Void, Never>?
-        /// When the last hint arrived, and when the last read started: a read that started after the last hint
-        /// moved the horizon past its entry.
-        var lastHint = ContinuousClock.now
-        var lastReadStarted = ContinuousClock.now
-        var stopped = false
+        /// When to read the log (hints since the last read, horizon and trailing reads).
+        var scheduler: ChangeFeedScheduler
         /// Hints on the log's channel handed to the event loop and not yet handled there: while there are any,
         /// the listener's thread hands it the next ones too, so hints are handled in the order they arrived.
         var forwardedHints = 0
@@ -89,7 +72,13 @@ package final class ChangeFeed: Sendable {
     /// Applies a delivery to the stack, on the thread that calls it (the listener's, or the event loop's).
     private let deliver: @Sendable (ChangeFeedDelivery) -> Void
     private let readsAgain: ReadAgain?
-    private let state = Locked(State())
+    private let state: Locked<State>
+    /// Requests for a read that advances the horizon (``run()`` serves them).
+    private let horizonReads: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
+    /// The loops of ``run()`` running.
+    private let runningLoops = Locked(0)
+    /// Starts of the trailing read's timer (``run()`` serves them).
+    private let trailingTimers: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
     package let metrics = ChangeFeedMetrics()
     /// Serialises log reads (one reader at a time; the cursor is advanced in order).
     private let reader = ReadGate()
@@ -109,6 +98,11 @@ package final class ChangeFeed: Sendable {
         self.listenerConfiguration = listener
         self.logger = logger
         self.deliver = deliver
+        self.state = Locked(State(scheduler: ChangeFeedScheduler(
+            hintsPerHorizonRead: configuration.hintsPerHorizonRead, horizonReadInterval: configuration.horizonReadInterval,
+            now: .now)))
+        self.horizonReads = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.trailingTimers = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// The listener's `application_name`.
@@ -120,7 +114,7 @@ package final class ChangeFeed: Sendable {
     var hintKey: HintKey? { self.state.withLock { $0.hintKey } }
 
     /// Creates the log, takes the starting horizon, starts listening, and checks that a notification sent
-    /// through the pool reaches the listener.
+    /// through the pool reaches the listener. The feed then works while ``run()`` runs.
     /// - Throws: ``DataStackError`` `.changeFeedUnavailable` when none arrives in time (a listener behind a
     ///   transaction-pooling proxy), or the error that stopped the log's creation or first read.
     package func start() async throws {
@@ -128,7 +122,12 @@ package final class ChangeFeed: Sendable {
         try await self.read()
         let probeChannel = "skyros_probe_\(self.origin.uuidString.lowercased())"
         let channel = self.log.channel
+        let (probes, probeArrived) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let handles: @Sendable (PostgresNotification, ListenerSession) -> Bool = { [weak self] note, session in
+            if note.channel == probeChannel {
+                probeArrived.yield()
+                return true
+            }
             guard note.channel == channel, let self else { return false }
             if self.handle(note.payload, on: session) { return true }
             self.state.withLock { $0.forwardedHints += 1 }
@@ -137,35 +136,7 @@ package final class ChangeFeed: Sendable {
         let listener = try await PostgresListener.start(
             configuration: self.listenerConfiguration, channels: [channel, probeChannel], logger: self.logger,
             handles: handles)
-        let (probes, probeArrived) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let events = Task { [weak self] in
-            for await event in listener.events {
-                guard let self else { return }
-                switch event {
-                case .listening: continue
-                case .notification(let note) where note.channel == probeChannel:
-                    probeArrived.yield()
-                case .notification(let note):
-                    await self.handleForwarded(note.payload)
-                    self.state.withLock { $0.forwardedHints -= 1 }
-                case .reconnected:
-                    self.metrics.catchUps.increment()
-                    self.logger.debug("change feed listener reconnected; catching up from the change log")
-                    await self.readUntilDone()
-                }
-            }
-        }
-        let pruning = Task { [weak self, configuration] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: configuration.pruneInterval)
-                guard let self, !Task.isCancelled else { return }
-                await self.prune()
-            }
-        }
-        self.state.withLock {
-            $0.listener = listener
-            $0.tasks = [events, pruning]
-        }
+        self.state.withLock { $0.listener = listener }
         guard await self.receives(probes, sentOn: probeChannel) else {
             self.stop()
             throw DataStackError(
@@ -173,6 +144,81 @@ package final class ChangeFeed: Sendable {
                 message: "the change feed's listener received no notification within \(self.configuration.deliveryCheckTimeout): "
                     + "if the store's URL goes through a transaction-pooling proxy (PgBouncer pool_mode = transaction), "
                     + "give the stack a direct URL (configuration.directConnection)")
+        }
+    }
+
+    /// The feed's background work, until cancelled or stopped: the event loop (hints the listener's thread
+    /// handed on, catch-up after a reconnect), the reads that advance the horizon, the trailing read after a
+    /// run of hints, and pruning. Child tasks of the caller's task group (the stack's ``DataStack/run()``).
+    package func run() async {
+        guard let listener = self.state.withLock({ $0.listener }) else { return }
+        await withDiscardingTaskGroup { group in
+            let loops: [@Sendable () async -> Void] = [
+                { await self.handleEvents(of: listener) }, { await self.readHorizonWhenDue() }, { await self.readAfterHints() },
+                { await self.pruneEveryInterval() },
+            ]
+            for loop in loops {
+                self.runningLoops.withLock { $0 += 1 }
+                group.addTask {
+                    await loop()
+                    self.runningLoops.withLock { $0 -= 1 }
+                }
+            }
+        }
+    }
+
+    /// The number of ``run()``'s loops running (four while it runs).
+    package var runningTasks: Int { self.runningLoops.withLock { $0 } }
+
+    /// Handles what the listener yields (in order): forwarded hints, and reconnects (the log is read to catch up).
+    private func handleEvents(of listener: PostgresListener) async {
+        for await event in listener.events {
+            switch event {
+            case .listening: continue
+            case .notification(let note):
+                await self.handleForwarded(note.payload)
+                self.state.withLock { $0.forwardedHints -= 1 }
+            case .reconnected:
+                self.metrics.catchUps.increment()
+                self.logger.debug("change feed listener reconnected; catching up from the change log")
+                await self.readUntilDone()
+            }
+        }
+    }
+
+    /// Serves requests for a read that advances the horizon (one at a time; the scheduler marks it running).
+    private func readHorizonWhenDue() async {
+        for await _ in self.horizonReads.stream {
+            await self.readUntilDone()
+            self.state.withLock { $0.scheduler.horizonReadFinished() }
+        }
+    }
+
+    /// Runs the trailing read's timer each time a run of hints starts it: every
+    /// ``ChangeFeedConfiguration/horizonReadInterval`` until a read has started after the last hint.
+    private func readAfterHints() async {
+        let interval = self.configuration.horizonReadInterval
+        for await _ in self.trailingTimers.stream {
+            timer: while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                if Task.isCancelled { return }
+                switch self.state.withLock({ $0.scheduler.trailingTimerFired(now: .now) }) {
+                case .end: break timer
+                case .wait: continue
+                case .read:
+                    await self.readUntilDone()
+                    self.state.withLock { $0.scheduler.horizonReadFinished() }
+                }
+            }
+        }
+    }
+
+    /// Prunes the log every ``ChangeFeedConfiguration/pruneInterval``.
+    private func pruneEveryInterval() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: self.configuration.pruneInterval)
+            if Task.isCancelled { return }
+            await self.prune()
         }
     }
 
@@ -224,20 +270,16 @@ package final class ChangeFeed: Sendable {
         }
     }
 
-    /// Stops listening.
+    /// Stops listening and ends ``run()``'s loops.
     package func stop() {
-        let (listener, tasks) = self.state.withLock { state in
-            defer {
-                state.listener = nil
-                state.tasks = []
-                state.horizonRead = nil
-                state.trailingRead = nil
-                state.stopped = true
-            }
-            return (state.listener, state.tasks + [state.horizonRead, state.trailingRead].compactMap { $0 })
+        let listener = self.state.withLock { state in
+            state.scheduler.stop()
+            defer { state.listener = nil }
+            return state.listener
         }
         listener?.stop()
-        tasks.forEach { $0.cancel() }
+        self.horizonReads.continuation.finish()
+        self.trailingTimers.continuation.finish()
     }
 
     /// Handles a hint on the listener's thread as it arrives, unless the event loop must (returns `false`).
@@ -254,7 +296,7 @@ package final class ChangeFeed: Sendable {
         guard let hint = ChangeLog.Hint(payload) else { return false }
         self.scheduleTrailingRead()
         if hint.origin == self.origin { return self.needsNoRead(hint) }
-        guard let key = self.state.withLock({ $0.forwardedHints == 0 && !$0.stopped ? $0.hintKey : nil }),
+        guard let key = self.state.withLock({ $0.forwardedHints == 0 && !$0.scheduler.stopped ? $0.hintKey : nil }),
             let entry = hint.entry(verifiedWith: key)
         else { return false }
         return self.needsNoRead(hint) || self.take(entry, readingAgainOn: session)
@@ -308,35 +350,16 @@ package final class ChangeFeed: Sendable {
     private func needsNoRead(_ hint: ChangeLog.Hint) -> Bool {
         let (skip, advance) = self.state.withLock { state -> (Bool, Bool) in
             if state.cursor.hasDelivered(hint.position) { return (true, false) }
-            guard hint.origin == self.origin, state.skippedSinceRead < self.configuration.hintsPerHorizonRead else { return (false, false) }
-            state.skippedSinceRead += 1
-            return (true, self.claimHorizonRead(&state))
+            guard hint.origin == self.origin, let advance = state.scheduler.skipOwnHint(now: .now) else { return (false, false) }
+            return (true, advance)
         }
         if advance { self.startHorizonRead() }
         return skip
     }
 
-    /// Whether a read to advance the horizon is due (and marks one as running): hints arrived, and the last
-    /// read is ``ChangeFeedConfiguration/horizonReadInterval`` old or
-    /// ``ChangeFeedConfiguration/hintsPerHorizonRead`` hints ago.
-    ///
-    /// Hints are acted on without reading the log; this read keeps a catch-up after a reconnect starting from
-    /// recent entries and the cursor's set of positions delivered from hints small. Once a second, not every
-    /// hundred hints (as before): that cost each process a query per hundred commits anywhere, and its CPU on
-    /// the server delayed the commits around it (the slowest 1% of the observer benchmark's events).
-    private func claimHorizonRead(_ state: inout State) -> Bool {
-        guard !state.horizonReadRunning else { return false }
-        let hints = state.hintsSinceRead + state.skippedSinceRead
-        guard hints > 0,
-            hints >= self.configuration.hintsPerHorizonRead || ContinuousClock.now - state.lastRead >= self.configuration.horizonReadInterval
-        else { return false }
-        state.horizonReadRunning = true
-        return true
-    }
-
     private enum HintAction {
         /// Deliver the entry; `advanceHorizon`: also start a read in the background (see
-        /// `claimHorizonRead(_:)`).
+        /// ``ChangeFeedScheduler``).
         case deliver(advanceHorizon: Bool)
         /// This stack's own entry: recorded by the cursor (so the next read skips it), never delivered — the
         /// stack applied its own commit already.
@@ -347,58 +370,22 @@ package final class ChangeFeed: Sendable {
     }
 
     /// Makes sure a read follows the last hint of a run, about ``ChangeFeedConfiguration/horizonReadInterval``
-    /// after it (and at most one read per interval while hints keep coming, counting the reads hints start).
-    ///
-    /// Hints deliver entries without moving the horizon; only reads move it. Without this read, the horizon
-    /// stayed below the last entries of a burst until the next hint, and when the next hint came after the
-    /// log's retention, pruning those entries (delivered long ago) looked like entries lost: every stack
-    /// flushed its cache and re-ran its observers.
+    /// after it (see ``ChangeFeedScheduler``): starts the trailing read's timer in ``run()`` unless it runs.
     private func scheduleTrailingRead() {
-        let interval = self.configuration.horizonReadInterval
-        self.state.withLock { state in
-            state.lastHint = .now
-            guard state.trailingRead == nil, !state.stopped else { return }
-            state.trailingRead = Task { [weak self] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: interval)
-                    guard let self, !Task.isCancelled else { return }
-                    let due = self.state.withLock { state -> Bool? in
-                        guard state.lastReadStarted <= state.lastHint else {
-                            state.trailingRead = nil
-                            return nil
-                        }
-                        guard !state.horizonReadRunning, ContinuousClock.now - state.lastRead >= interval else { return false }
-                        state.horizonReadRunning = true
-                        return true
-                    }
-                    guard let due else { return }
-                    if due {
-                        await self.readUntilDone()
-                        self.state.withLock { $0.horizonReadRunning = false }
-                    }
-                }
-            }
-        }
+        if self.state.withLock({ $0.scheduler.hintArrived(now: .now) }) { self.trailingTimers.continuation.yield() }
     }
 
-    /// Reads the log off the listener's loop (so the next hint is not held up by it); ``stop()`` cancels it.
+    /// Has ``run()`` read the log off the listener's loop (so the next hint is not held up by it).
     private func startHorizonRead() {
-        let task = Task { [weak self] in
-            await self?.readUntilDone()
-            self?.state.withLock { $0.horizonReadRunning = false }
-        }
-        self.state.withLock { state in
-            if state.stopped { task.cancel() } else { state.horizonRead = task }
-        }
+        self.horizonReads.continuation.yield()
     }
 
     /// Records an entry that arrived in its hint.
     private func takeFromHint(_ entry: ChangeLogEntry) -> HintAction {
         self.state.withLock { state in
-            guard state.hintsSinceRead < 2 * self.configuration.hintsPerHorizonRead else { return .read }
+            guard state.scheduler.takesHintEntries else { return .read }
             guard state.cursor.deliverFromHint(position: entry.position, xid: entry.xid) else { return .skip }
-            state.hintsSinceRead += 1
-            let advance = self.claimHorizonRead(&state)
+            let advance = state.scheduler.tookHintEntry(now: .now)
             // An own entry gets here once `hintsPerHorizonRead` own hints in a row were skipped without a read
             // (see `needsNoRead`); delivering it as remote would evict the stack's own rows.
             if entry.origin == self.origin { return .recordOwn(advanceHorizon: advance) }
@@ -426,7 +413,7 @@ package final class ChangeFeed: Sendable {
     func read() async throws {
         try await self.reader.run {
             let window = self.state.withLock { state in
-                state.lastReadStarted = .now
+                state.scheduler.readStarted(now: .now)
                 return state.cursor.window
             }
             let (entries, snapshot, pruned, logID, hintKey) = try await self.pool.withConnection {
@@ -434,9 +421,7 @@ package final class ChangeFeed: Sendable {
             }
             let outcome = self.state.withLock { state -> ChangeCursor.Outcome in
                 state.hintKey = hintKey
-                state.skippedSinceRead = 0
-                state.hintsSinceRead = 0
-                state.lastRead = .now
+                state.scheduler.readSucceeded(now: .now)
                 return state.cursor.advance(entries: entries, snapshot: snapshot, prunedThrough: pruned, logID: logID)
             }
             self.metrics.logReads.increment()

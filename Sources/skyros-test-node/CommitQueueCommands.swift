@@ -13,6 +13,7 @@ enum CommitQueueCommands {
         switch command {
         case "durable-writer": return try await self.durableWriter(arguments)
         case "queued-writer": return try await self.queuedWriter(arguments)
+        case "write-shutdown-exit": return try await self.writeShutdownExit(arguments)
         default: return nil
         }
     }
@@ -48,6 +49,30 @@ enum CommitQueueCommands {
         let stack = try await DataStack.start(DataStackConfiguration(
             store: .postgres(try PostgresConfiguration(url: url), schema: arguments[0]), entities: [Item.self, Part.self]))
         return (stack, count)
+    }
+
+    /// `write-shutdown-exit <schema> <id> <application name>`: starts a stack whose connections (pool and
+    /// listener) carry the application name, observes the items, makes one durable write, awaits `shutdown()`,
+    /// prints `shutdown <ms since 1970>` unbuffered and exits at once (no cleanup after it): whatever the stack
+    /// still ran would run into the process's teardown.
+    private static func writeShutdownExit(_ arguments: [String]) async throws -> Int32 {
+        guard arguments.count == 3, let id = Int(arguments[1]), let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
+            throw PostgresError(kind: .invalidConfiguration, message: "usage: write-shutdown-exit <schema> <id> <application name>")
+        }
+        var postgres = try PostgresConfiguration(url: url)
+        postgres["application_name"] = arguments[2]
+        var configuration = DataStackConfiguration(store: .postgres(postgres, schema: arguments[0]), entities: [Item.self, Part.self])
+        configuration.changeFeed.applicationName = arguments[2]
+        let stack = try await DataStack.start(configuration)
+        let observation = stack.observe(FetchDescriptor<Item>())
+        var results = observation.makeAsyncIterator()
+        _ = try await results.next()
+        try await stack.write(durability: .committed) { context in
+            try context.insert(Item(id: id, label: "item \(id)"))
+        }
+        await stack.shutdown()
+        acknowledge("shutdown \(Int64((Date().timeIntervalSince1970 * 1000).rounded(.up)))")
+        exit(0)
     }
 
     /// `durable-writer <schema> <count>`: `count` durable writes, each an item and its two parts (one set);
