@@ -280,19 +280,3 @@ final class QueryCanceller: @unchecked Sendable {
         }
     }
 }
-
-/// Owns a `PGconn*` and finishes it when released.
-final class ConnectionHandle: @unchecked Sendable {
-    // @unchecked Sendable: the pointer is only used on the owning Connection's thread; `deinit` runs when no
-    // other reference exists.
-    var pointer: OpaquePointer?
-
-    init() {}
-
-    func finish() {
-        if let pointer { PQfinish(pointer) }
-        self.pointer = nil
-    }
-
-    deinit { self.finish() }
-}
