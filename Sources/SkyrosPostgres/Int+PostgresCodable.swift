@@ -24,8 +24,7 @@ func parseInteger(_ bytes: ArraySlice<UInt8>) -> Int64? {
     return value
 }
 
-/// Whether integers decode from a column of `type` (a comparison per candidate: a `Set` lookup hashed the type
-/// on every cell).
+/// Whether integers decode from a column of `type` (a `switch`, not a `Set` lookup: it runs for every cell).
 private func isIntegerType(_ type: PostgresType) -> Bool {
     switch type {
     case .int8, .int4, .int2, .oid, .xid, .unknown, .text: true

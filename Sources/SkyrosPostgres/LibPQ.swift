@@ -153,8 +153,7 @@ enum LibPQ {
                 continue
             }
             offsets.append(buffer.count)
-            // Copied in bulk (a change-log entry is kilobytes; byte by byte it was a visible part of a group's
-            // send on the connection's thread).
+            // Copied in bulk: a change-log entry is kilobytes, and this runs on the connection's thread.
             let copied = text.withUTF8 { bytes -> Bool in
                 guard let base = bytes.baseAddress else { return true }
                 if memchr(base, 0, bytes.count) != nil { return false }

@@ -6,8 +6,8 @@ import Synchronization
 /// for a short window (``PostgresConfiguration/busyPoll``), then sleeps in `poll(2)`.
 ///
 /// A thread that sleeps for every reply pays a wake-up per round trip, and on an idle core (above all a
-/// virtual CPU that halts when idle) that wake-up can cost as much as the statement itself: a loopback point
-/// select measured 60–90 µs with a sleeping client and 28–30 µs with a polling one (`Benchmarks/README.md`).
+/// virtual CPU that halts when idle) that wake-up can cost as much as the statement itself (`Benchmarks/README.md`
+/// has the measurements).
 /// The same idea as Linux's `SO_BUSY_POLL`, in user space: it spends CPU to cut latency, so it is bounded by
 /// time and switches itself off while replies take longer than twice the window (a remote server, slow
 /// statements), where polling would only burn CPU; and at most half the cores poll at once, whatever the
