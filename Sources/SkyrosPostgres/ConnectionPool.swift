@@ -152,15 +152,7 @@ public final class ConnectionPool: Service, Sendable {
                 return (connection, true)
             case .open:
                 do {
-                    let connection = try await Connection.connect(
-                        to: self.postgres, logger: self.logger,
-                        usePreparedStatements: self.configuration.usePreparedStatements)
-                    self.state.withLock {
-                        $0.opening -= 1
-                        $0.leased += 1
-                        $0.opened += 1
-                    }
-                    return (connection, false)
+                    return (try await self.openLeased(), false)
                 } catch {
                     let waiter = self.state.withLock { state -> Waiter? in
                         state.opening -= 1
@@ -174,6 +166,19 @@ public final class ConnectionPool: Service, Sendable {
                 if let connection = try await self.waitForConnection() { return (connection, false) }
             }
         }
+    }
+
+    /// Opens a connection counted as `opening`, and counts it as leased once open (on failure it is still
+    /// counted as `opening`: the caller undoes that).
+    private func openLeased() async throws -> Connection {
+        let connection = try await Connection.connect(
+            to: self.postgres, logger: self.logger, usePreparedStatements: self.configuration.usePreparedStatements)
+        self.state.withLock {
+            $0.opening -= 1
+            $0.leased += 1
+            $0.opened += 1
+        }
+        return connection
     }
 
     /// Waits for a released connection (returned) or for free capacity (nil: try again), at most
@@ -397,15 +402,7 @@ public final class ConnectionPool: Service, Sendable {
             }
             guard open else { break }
             do {
-                let connection = try await Connection.connect(
-                    to: self.postgres, logger: self.logger,
-                    usePreparedStatements: self.configuration.usePreparedStatements)
-                self.state.withLock {
-                    $0.opening -= 1
-                    $0.leased += 1
-                    $0.opened += 1
-                }
-                await self.release(connection)
+                await self.release(try await self.openLeased())
             } catch {
                 self.state.withLock { $0.opening -= 1 }
                 self.logger.debug("could not open a pooled connection", metadata: [PostgresLogKey.error: "\(error)"])

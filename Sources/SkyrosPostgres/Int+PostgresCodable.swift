@@ -32,14 +32,24 @@ private func isIntegerType(_ type: PostgresType) -> Bool {
     }
 }
 
+extension FixedWidthInteger {
+    /// Decodes a column of an integer `type` (or text) whose value fits this integer type.
+    @inline(__always)
+    fileprivate init(postgresInteger bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+        guard isIntegerType(type) else { throw typeMismatch(Self.self, type) }
+        guard let value = parseInteger(bytes), let exact = Self(exactly: value) else {
+            throw decodingError(Self.self, type, bytes)
+        }
+        self = exact
+    }
+}
+
 extension Int: PostgresArrayElement {
     public static var postgresType: PostgresType { .int8 }
     public static var postgresArrayType: PostgresType { .int8Array }
     public func postgresText() throws -> String? { String(self) }
     public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
-        guard isIntegerType(type) else { throw typeMismatch(Int.self, type) }
-        guard let value = parseInteger(bytes) else { throw decodingError(Int.self, type, bytes) }
-        self = Int(value)
+        try self.init(postgresInteger: bytes, type: type)
     }
 }
 
@@ -48,9 +58,7 @@ extension Int64: PostgresArrayElement {
     public static var postgresArrayType: PostgresType { .int8Array }
     public func postgresText() throws -> String? { String(self) }
     public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
-        guard isIntegerType(type) else { throw typeMismatch(Int64.self, type) }
-        guard let value = parseInteger(bytes) else { throw decodingError(Int64.self, type, bytes) }
-        self = value
+        try self.init(postgresInteger: bytes, type: type)
     }
 }
 
@@ -59,11 +67,7 @@ extension Int32: PostgresArrayElement {
     public static var postgresArrayType: PostgresType { .int4Array }
     public func postgresText() throws -> String? { String(self) }
     public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
-        guard isIntegerType(type) else { throw typeMismatch(Int32.self, type) }
-        guard let value = parseInteger(bytes), let narrow = Int32(exactly: value) else {
-            throw decodingError(Int32.self, type, bytes)
-        }
-        self = narrow
+        try self.init(postgresInteger: bytes, type: type)
     }
 }
 
@@ -72,10 +76,6 @@ extension Int16: PostgresArrayElement {
     public static var postgresArrayType: PostgresType { .int2Array }
     public func postgresText() throws -> String? { String(self) }
     public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
-        guard isIntegerType(type) else { throw typeMismatch(Int16.self, type) }
-        guard let value = parseInteger(bytes), let narrow = Int16(exactly: value) else {
-            throw decodingError(Int16.self, type, bytes)
-        }
-        self = narrow
+        try self.init(postgresInteger: bytes, type: type)
     }
 }

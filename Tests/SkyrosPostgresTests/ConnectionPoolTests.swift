@@ -71,12 +71,10 @@ struct ConnectionPoolTests {
     }
 
     @Test func waitersAreServedInArrivalOrderAndDoNotTimeOutAfterwards() async throws {
-        let pool = ConnectionPool(
-            configuration: .init(maximumConnections: 1, leaseTimeout: .seconds(2)),
-            postgres: try TestServer.configuration)
-        let held = try await pool.lease()
         let order = Locked<[Int]>([])
         var waiters: [Task<Void, any Error>] = []
+        let pool = ConnectionPool(configuration: .init(maximumConnections: 1, leaseTimeout: .seconds(2)), postgres: try TestServer.configuration)
+        let held = try await pool.lease()
         for i in 0..<3 {
             waiters.append(Task {
                 try await pool.withConnection { _ in order.withLock { $0.append(i) } }
