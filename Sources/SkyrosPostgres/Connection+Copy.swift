@@ -52,8 +52,9 @@ extension Connection {
             }
         }
         if !chunk.isEmpty { chunks.append(chunk) }
-        let secrets = self.redactionSecrets
-        return try await self.withHandle { connection in
+        return try await self.withSession { session in
+            let connection = session.handle
+            let secrets = session.secrets
             guard let start = PQexec(connection, sql) else {
                 throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
             }

@@ -55,26 +55,23 @@ extension Connection {
     }
 
     private func pipelineOnce(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
-        let secrets = self.redactionSecrets
-        let steps = self.pipelineSteps(for: queries)
+        let session = try self.openSession()
+        let steps = session.pipelineSteps(for: queries)
         var prepared: [Int] = []
         defer {
             for index in prepared {
-                if case .prepare(let name) = steps[index] { self.registerPrepared(queries[index], name: name) }
+                if case .prepare(let name) = steps[index] { session.registerPrepared(queries[index], name: name) }
             }
         }
-        var replyWait = self.replyWait
-        defer { self.replyWait = replyWait }
         do {
-            return try await self.withHandle { connection in
-                self.deallocateStaleStatements(on: connection)
-                return try Self.runPipeline(
-                    queries, steps: steps, on: connection, secrets: secrets, prepared: &prepared, replyWait: &replyWait)
+            return try await self.withSession { session in
+                session.deallocateStaleStatements()
+                return try Self.runPipeline(queries, steps: steps, on: session, prepared: &prepared)
             }
         } catch let error as PostgresError where error.sqlState == .featureNotSupported {
             // A cached statement whose table changed since it was prepared ("cached plan must not change result
             // type"): forget it, so the next pipeline prepares it again (this one's transaction is aborted).
-            if let index = error.statementIndex, case .prepared = steps[index] { self.forgetPrepared(queries[index].sql) }
+            if let index = error.statementIndex, case .prepared = steps[index] { session.forgetPrepared(queries[index].sql) }
             throw error
         } catch let error as PostgresError where error.sqlState == .invalidSQLStatementName {
             // A cached statement is gone (`DEALLOCATE ALL`, `DISCARD ALL`), and likely every other one with it:
@@ -83,7 +80,7 @@ extension Connection {
             if let index = error.statementIndex, case .prepared = steps[index] {
                 for (i, step) in steps.enumerated() {
                     guard case .prepared = step else { continue }
-                    self.forgetPrepared(queries[i].sql, allocated: i != index)
+                    session.forgetPrepared(queries[i].sql, allocated: i != index)
                 }
             }
             throw error
@@ -95,9 +92,10 @@ extension Connection {
         "DO $$BEGIN RAISE EXCEPTION 'skyros: a pipeline statement could not be sent; the pipeline is rolled back'; END$$"
 
     private static func runPipeline(
-        _ queries: [PostgresQuery], steps: [PipelineStep], on connection: OpaquePointer, secrets: [String],
-        prepared: inout [Int], replyWait: inout ReplyWait
+        _ queries: [PostgresQuery], steps: [PipelineStep], on session: PostgresSession, prepared: inout [Int]
     ) throws -> [PostgresRows] {
+        let connection = session.handle
+        let secrets = session.secrets
         guard PQenterPipelineMode(connection) == 1 else {
             throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
         }
@@ -218,7 +216,7 @@ extension Connection {
         while !reader.finished {
             try drainReady()
             if reader.finished { break }
-            guard replyWait.awaitReply(connection) else {
+            guard session.replyWait.awaitReply(connection) else {
                 throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
             }
         }

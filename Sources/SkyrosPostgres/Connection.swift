@@ -1,4 +1,3 @@
-import CLibPQ
 import Foundation
 import Logging
 
@@ -41,27 +40,11 @@ public actor Connection {
     public nonisolated let configuration: PostgresConfiguration
     let logger: Logger
     private let secrets: [String]
-    private let owned = ConnectionHandle()
-    private var handle: OpaquePointer? {
-        get { self.owned.pointer }
-        set { self.owned.pointer = newValue }
-    }
+    /// The libpq connection, confined to this actor's thread; `nil` before it opened and after ``close()``.
+    private var session: PostgresSession?
     private var canceller: QueryCanceller?
-    /// How this connection's thread waits for replies (``PostgresConfiguration/busyPoll``).
-    var replyWait: ReplyWait
-    private struct PreparedStatement {
-        let name: String
-        let types: [Oid]
-    }
-    private var statements: [String: PreparedStatement] = [:]
-    /// Statements forgotten while a transaction was open, still allocated on the server.
-    private var staleStatements: [String] = []
-    private var statementCounter = 0
     /// Whether named prepared statements are used (disable behind PgBouncer < 1.21 in transaction mode).
     private let usePreparedStatements: Bool
-    static let statementCacheLimit = 1024
-    /// Pipelined statements with more parameters than this (large multi-row inserts) are not prepared.
-    static let pipelinePreparedBindLimit = 1024
 
     private static let counter = IDCounter()
 
@@ -74,7 +57,6 @@ public actor Connection {
         self.logger = logger
         self.secrets = configuration.secrets
         self.usePreparedStatements = usePreparedStatements
-        self.replyWait = ReplyWait(busyPoll: configuration.busyPoll)
     }
 
     /// Opens a connection.
@@ -96,51 +78,23 @@ public actor Connection {
     }
 
     private func open() throws {
-        let keywords = self.configuration.options.map { strdup($0.keyword) }
-        let values = self.configuration.options.map { strdup($0.value) }
-        defer {
-            keywords.forEach { free($0) }
-            values.forEach { free($0) }
-        }
-        var keywordPointers: [UnsafePointer<CChar>?] = keywords.map { UnsafePointer($0) } + [nil]
-        var valuePointers: [UnsafePointer<CChar>?] = values.map { UnsafePointer($0) } + [nil]
-        let connection = PQconnectdbParams(&keywordPointers, &valuePointers, 0)
-        guard let connection, PQstatus(connection) == CONNECTION_OK else {
-            var message = connection.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "out of memory"
-            message = PostgresConfiguration.redact(
-                message.trimmingCharacters(in: .whitespacesAndNewlines), secrets: self.secrets)
-            if let connection { PQfinish(connection) }
-            let kind: PostgresError.Kind
-            if message.contains("authentication failed") || message.contains("no password supplied")
-                || message.contains("password is required")
-            {
-                kind = .authenticationFailed
-            } else if message.contains("does not exist") && message.contains("database") {
-                kind = .databaseNotFound
-            } else {
-                kind = .connectionFailed
-            }
-            self.logger.debug("connect failed", metadata: ["skyros.error": "\(message)"])
-            self.executor.shutdown()
-            throw PostgresError(kind: kind, message: message)
-        }
-        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        let session: PostgresSession
         do {
-            try LibPQ.setSessionTimeZone(self.configuration.sessionTimeZone, on: connection, secrets: self.secrets)
+            session = try PostgresSession.open(self.configuration, statements: .connection(preparing: self.usePreparedStatements))
         } catch {
-            PQfinish(connection)
-            self.logger.debug("connect failed", metadata: [PostgresLogKey.error: "\(error)"])
+            let message = (error as? PostgresError)?.message ?? "\(error)"
+            self.logger.debug("connect failed", metadata: [PostgresLogKey.error: "\(message)"])
             self.executor.shutdown()
             throw error
         }
-        self.handle = connection
-        self.canceller = QueryCanceller(connection: connection)
+        self.session = session
+        self.canceller = QueryCanceller(connection: session.handle)
         self.logger.debug(
             "connected",
             metadata: [
                 // Redacted: a password that was not percent-encoded may have been split into these.
-                PostgresLogKey.host: "\(PostgresConfiguration.redact(String(cString: PQhost(connection)), secrets: self.secrets))",
-                PostgresLogKey.database: "\(PostgresConfiguration.redact(String(cString: PQdb(connection)), secrets: self.secrets))",
+                PostgresLogKey.host: "\(PostgresConfiguration.redact(session.host, secrets: self.secrets))",
+                PostgresLogKey.database: "\(PostgresConfiguration.redact(session.database, secrets: self.secrets))",
             ])
     }
 
@@ -149,40 +103,28 @@ public actor Connection {
     /// Reads anything the server sent while idle (for example a FATAL on server shutdown), so a connection
     /// that the server dropped is detected without running a statement.
     public func isHealthy() -> Bool {
-        guard let handle, PQstatus(handle) == CONNECTION_OK else { return false }
-        // Data on an idle connection is a notice, a notification, or the server's goodbye (FATAL, then EOF):
-        // consume until the socket is quiet so a closed peer is noticed.
-        var reads = 0
-        while reads < 8, LibPQ.wait(handle, read: true, write: false, timeoutMilliseconds: 0) {
-            if PQconsumeInput(handle) == 0 { return false }
-            while let notify = PQnotifies(handle) { PQfreemem(notify) }
-            reads += 1
-        }
-        return PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
+        self.session?.isHealthy() ?? false
     }
 
     /// Whether a transaction is open (or failed) on this connection.
     public var isInTransaction: Bool {
-        guard let handle else { return false }
-        let status = PQtransactionStatus(handle)
-        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
+        self.session?.isInTransaction ?? false
     }
 
     /// Whether ``close()`` was called or the server dropped the connection.
     public var isClosed: Bool {
-        guard let handle else { return true }
-        return PQstatus(handle) == CONNECTION_BAD
+        self.session?.isBroken ?? true
     }
 
     /// The backend process id (for `pg_cancel_backend`/`pg_terminate_backend`).
     public var backendPID: Int32 {
-        guard let handle else { return 0 }
-        return PQbackendPID(handle)
+        self.session?.backendPID ?? 0
     }
 
-    private func connection() throws -> OpaquePointer {
-        guard let handle else { throw PostgresError(kind: .connectionClosed, message: "the connection is closed") }
-        return handle
+    /// The open session; `.connectionClosed` after ``close()``.
+    func openSession() throws -> PostgresSession {
+        guard let session else { throw PostgresError(kind: .connectionClosed, message: "the connection is closed") }
+        return session
     }
 
     /// Runs one statement with bound parameters and returns its rows.
@@ -194,13 +136,13 @@ public actor Connection {
     ///   `.queryCancelled` when the task was cancelled).
     @discardableResult
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
-        let connection = try self.connection()
+        let session = try self.openSession()
         if let encodingError = query.encodingError {
             throw PostgresError(kind: .encoding, message: encodingError)
         }
         self.logger.debug("query", metadata: [PostgresLogKey.sql: "\(query.sql)"])
         return try await self.cancellable {
-            try self.run(query, on: connection)
+            try session.run(query)
         }
     }
 
@@ -212,139 +154,14 @@ public actor Connection {
     /// ```
     @discardableResult
     public func execute(script sql: String) async throws -> PostgresRows {
-        let connection = try self.connection()
+        let session = try self.openSession()
         if sql.utf8.contains(0) {
             throw PostgresError(kind: .encoding, message: "statement text contains a NUL (0x00) character")
         }
         self.logger.debug("script", metadata: [PostgresLogKey.sql: "\(sql)"])
         return try await self.cancellable {
-            var last: PostgresRows?
-            var failure: PostgresError?
-            guard PQsendQuery(connection, sql) == 1, LibPQ.flush(connection) else {
-                throw LibPQ.error(result: nil, connection: connection, secrets: self.secrets)
-            }
-            while let result = self.replyWait.nextResult(on: connection) {
-                do {
-                    let rows = try LibPQ.consume(result, connection: connection)
-                    last = rows
-                } catch let error as PostgresError {
-                    if failure == nil { failure = error }
-                }
-            }
-            if let failure { throw failure }
-            return last ?? PostgresRows(columns: [], commandTag: "", affectedRows: 0, storage: [], cells: [], rowCount: 0)
+            try session.execute(script: sql)
         }
-    }
-
-    private func run(_ query: PostgresQuery, on connection: OpaquePointer) throws -> PostgresRows {
-        self.deallocateStaleStatements(on: connection)
-        return try LibPQ.withParameters(query.binds) { count, types, values in
-            if !self.usePreparedStatements || query.binds.isEmpty {
-                return try self.exec(on: connection) {
-                    PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0)
-                }
-            }
-            guard let name = try self.preparedStatement(for: query, types: types, count: count, on: connection) else {
-                return try self.exec(on: connection) {
-                    PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0)
-                }
-            }
-            do {
-                return try self.exec(on: connection) { PQsendQueryPrepared(connection, name, count, values, nil, nil, 0) }
-            } catch let error as PostgresError
-                where error.sqlState == .featureNotSupported || error.sqlState == .invalidSQLStatementName
-            {
-                // "cached plan must not change result type" (0A000): the statement's table changed since it was
-                // prepared (`ALTER TABLE … TYPE`, a table dropped and created again by a migration), and the
-                // statement now fails for good on this connection. Or it is gone (26000: `DEALLOCATE ALL`,
-                // `DISCARD ALL`). Forget it; outside a transaction the failed statement did nothing, so prepare it
-                // again and run it once more. In a transaction the error stands (the transaction is aborted), and
-                // the next use prepares it again.
-                self.forgetPrepared(
-                    query.sql, name: name, on: connection, allocated: error.sqlState != .invalidSQLStatementName)
-                guard PQtransactionStatus(connection) == PQTRANS_IDLE,
-                    let again = try self.preparedStatement(for: query, types: types, count: count, on: connection)
-                else { throw error }
-                return try self.exec(on: connection) { PQsendQueryPrepared(connection, again, count, values, nil, nil, 0) }
-            }
-        }
-    }
-
-    /// Drops a cached statement that no longer works, and deallocates it on the server (unless it is no longer
-    /// `allocated` there): at once when `connection` is given and has no transaction open, otherwise before this
-    /// connection's next statement outside a transaction (an aborted transaction refuses `DEALLOCATE`). Its name
-    /// is never reused.
-    func forgetPrepared(_ sql: String, name: String? = nil, on connection: OpaquePointer? = nil, allocated: Bool = true) {
-        guard let name = name ?? self.statements[sql]?.name else { return }
-        self.statements[sql] = nil
-        guard allocated else { return }
-        if let connection, PQtransactionStatus(connection) == PQTRANS_IDLE {
-            PQclear(PQexec(connection, "DEALLOCATE \(name)"))
-        } else {
-            self.staleStatements.append(name)
-        }
-    }
-
-    /// Deallocates the statements ``forgetPrepared(_:name:on:)`` could not, once `connection` has no transaction
-    /// open (on the connection's thread, before a statement is sent).
-    func deallocateStaleStatements(on connection: OpaquePointer) {
-        guard !self.staleStatements.isEmpty, PQtransactionStatus(connection) == PQTRANS_IDLE else { return }
-        for name in self.staleStatements { PQclear(PQexec(connection, "DEALLOCATE \(name)")) }
-        self.staleStatements.removeAll()
-    }
-
-    /// Sends one statement with `send` and returns its result, as `PQexec` does, but waiting for the reply
-    /// with ``ReplyWait`` (busy polling first) instead of libpq's sleeping wait.
-    private func exec(on connection: OpaquePointer, _ send: () -> Int32) throws -> PostgresRows {
-        guard send() == 1, LibPQ.flush(connection) else {
-            throw LibPQ.error(result: nil, connection: connection, secrets: self.secrets)
-        }
-        return try LibPQ.consume(self.replyWait.lastResult(on: connection), connection: connection)
-    }
-
-    /// The cached prepared statement for `query`, prepared now if new; `nil` (send it unnamed) when the cache
-    /// is full or the text is cached with other parameter types, so the server never accumulates statements.
-    private func preparedStatement(
-        for query: PostgresQuery, types: UnsafePointer<Oid>?, count: Int32, on connection: OpaquePointer
-    ) throws -> String? {
-        if let cached = self.statements[query.sql] {
-            let same = cached.types.count == Int(count) && cached.types.indices.allSatisfy { cached.types[$0] == types![$0] }
-            return same ? cached.name : nil
-        }
-        guard self.statements.count < Self.statementCacheLimit else { return nil }
-        let name = self.nextStatementName()
-        _ = try LibPQ.consume(PQprepare(connection, name, query.sql, count, types), connection: connection)
-        self.statements[query.sql] = PreparedStatement(name: name, types: (0..<Int(count)).map { types![$0] })
-        return name
-    }
-
-    private func nextStatementName() -> String {
-        self.statementCounter += 1
-        return "skyros_\(self.statementCounter)"
-    }
-
-    /// How each statement of a pipeline is sent: statements with parameters use the connection's prepared
-    /// statements, and new ones are prepared inside the same pipeline (so a repeated group commit parses
-    /// nothing); the others, and any when the cache is full or disabled, go unnamed.
-    func pipelineSteps(for queries: [PostgresQuery]) -> [PipelineStep] {
-        guard self.usePreparedStatements else { return Array(repeating: .unnamed, count: queries.count) }
-        var new: [String: PreparedStatement] = [:]
-        return queries.map { query -> PipelineStep in
-            if query.binds.isEmpty || query.binds.count > Self.pipelinePreparedBindLimit { return .unnamed }
-            let types = query.binds.map(\.type.rawValue)
-            if let known = self.statements[query.sql] ?? new[query.sql] {
-                return known.types == types ? .prepared(known.name) : .unnamed
-            }
-            guard self.statements.count + new.count < Self.statementCacheLimit else { return .unnamed }
-            let name = self.nextStatementName()
-            new[query.sql] = PreparedStatement(name: name, types: types)
-            return .prepare(name)
-        }
-    }
-
-    /// Records a statement that a pipeline prepared (its `Prepare` succeeded).
-    func registerPrepared(_ query: PostgresQuery, name: String) {
-        self.statements[query.sql] = PreparedStatement(name: name, types: query.binds.map(\.type.rawValue))
     }
 
     /// Runs `body` so that cancelling the current task sends `PQcancel` for the running statement.
@@ -420,28 +237,28 @@ public actor Connection {
     /// - Throws: ``PostgresError``: `.connectionClosed` after ``close()``, `.connectionLost` when the connection
     ///   broke, or the server's error.
     public func rollback() throws {
-        let connection = try self.connection()
-        guard PQtransactionStatus(connection) != PQTRANS_IDLE else { return }
+        let session = try self.openSession()
+        guard !session.isIdle else { return }
         self.logger.debug("script", metadata: [PostgresLogKey.sql: "ROLLBACK"])
-        _ = try self.exec(on: connection) { PQsendQuery(connection, "ROLLBACK") }
+        _ = try session.execute("ROLLBACK")
     }
 
     /// Runs a statement that undoes session state (releases an advisory lock, resets a setting) even when the
     /// calling task is cancelled, and without cancelling it: like ``rollback()``, cleanup must not be skipped.
     /// The migrator releases its lock this way.
     package func cleanUp(_ query: PostgresQuery) throws -> PostgresRows {
-        let connection = try self.connection()
+        let session = try self.openSession()
         if let encodingError = query.encodingError { throw PostgresError(kind: .encoding, message: encodingError) }
         self.logger.debug("query", metadata: [PostgresLogKey.sql: "\(query.sql)"])
-        return try self.run(query, on: connection)
+        return try session.run(query)
     }
 
     /// Makes a connection that its user is done with ready for the next one: a transaction left open is
     /// rolled back (even in a cancelled task, see ``rollback()``). `false` when the connection must not be
     /// reused: closed, broken, or still not idle (the rollback failed, or a statement is still running).
     package func prepareForReuse() -> Bool {
-        guard let handle, PQstatus(handle) == CONNECTION_OK else { return false }
-        if PQtransactionStatus(handle) != PQTRANS_IDLE {
+        guard let session, session.isConnected else { return false }
+        if !session.isIdle {
             do {
                 try self.rollback()
             } catch {
@@ -449,7 +266,7 @@ public actor Connection {
                     "could not roll back a transaction left open", metadata: [PostgresLogKey.error: "\(error)"])
             }
         }
-        return PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
+        return session.isConnected && session.isIdle
     }
 
     /// Runs `body` with this connection's thread as the task's preferred executor, so a sequence of
@@ -473,8 +290,9 @@ public actor Connection {
     /// calling `close()` again does nothing): each runs briefly on a thread of its own, never waits for the
     /// stopped one.
     public func close() {
-        if self.handle != nil { self.logger.debug("closed") }
-        self.owned.finish()
+        if self.session != nil { self.logger.debug("closed") }
+        // The last reference: the session finishes its connection as it goes.
+        self.session = nil
         self.canceller = nil
         self.executor.shutdown()
     }
@@ -485,15 +303,15 @@ public actor Connection {
 
     // MARK: Internals shared with pipeline and COPY
 
-    func withHandle<R>(_ body: (OpaquePointer) throws -> R) async throws -> R {
-        let connection = try self.connection()
-        return try await self.cancellable { try body(connection) }
+    /// Runs `body` with the connection's session, on its thread; cancelling the task cancels the statement.
+    func withSession<R>(_ body: (PostgresSession) throws -> R) async throws -> R {
+        let session = try self.openSession()
+        return try await self.cancellable { try body(session) }
     }
 
-    var redactionSecrets: [String] { self.secrets }
 
     /// Whether the next reply will be busy-polled for first (for tests of ``PostgresConfiguration/busyPoll``).
-    package var busyPollsNextReply: Bool { self.replyWait.pollsNext }
+    package var busyPollsNextReply: Bool { self.session?.replyWait.pollsNext ?? false }
     /// How many connection threads may busy-poll at once, and the most that ever did (for tests).
     package static var busyPollers: (limit: Int, peak: Int) { (ReplyWait.maximumPollers, ReplyWait.peakConcurrentPollers) }
 
@@ -504,7 +322,7 @@ public actor Connection {
     /// Whether this connection's libpq calls run on its own thread (for tests of the threading model).
     package func runsOnOwnThread() async throws -> Bool {
         let direct = self.executor.isCurrentThread
-        let inCancellable = try await self.withHandle { _ in self.executor.isCurrentThread }
+        let inCancellable = try await self.withSession { _ in self.executor.isCurrentThread }
         return direct && inCancellable
     }
 }
@@ -522,51 +340,4 @@ public enum PostgresLogKey {
 final class IDCounter: Sendable {
     private let value = Locked(0)
     func next() -> Int { self.value.withLock { $0 += 1; return $0 } }
-}
-
-extension ReplyWait {
-    /// The last result of the statement sent on `connection`, as `PQexec` returns it, waiting for each with
-    /// ``awaitReply(_:)`` (busy polling first) instead of libpq's sleeping wait.
-    mutating func lastResult(on connection: OpaquePointer) -> OpaquePointer? {
-        var last: OpaquePointer?
-        while let result = self.nextResult(on: connection) {
-            if let last { PQclear(last) }
-            last = result
-            if PQstatus(connection) == CONNECTION_BAD { break }
-        }
-        return last
-    }
-
-    /// The next result of the running statement(s) once it arrives (``awaitReply(_:)``), or `nil` when they
-    /// are done; a `COPY` started this way is ended first (``endCopy(_:on:)``).
-    mutating func nextResult(on connection: OpaquePointer) -> OpaquePointer? {
-        while true {
-            _ = self.awaitReply(connection)
-            guard let result = PQgetResult(connection) else { return nil }
-            if !Self.endCopy(result, on: connection) { return result }
-        }
-    }
-
-    /// A statement run as a query that starts a `COPY` (the COPY API is ``copyFrom(table:columns:rows:)``):
-    /// ends it with an error (`COPY FROM STDIN`) or reads and drops its data (`COPY TO STDOUT`), so the
-    /// statement finishes and the connection stays usable. Frees `result`; `true` when it was such a result.
-    fileprivate static func endCopy(_ result: OpaquePointer, on connection: OpaquePointer) -> Bool {
-        switch PQresultStatus(result) {
-        case PGRES_COPY_IN, PGRES_COPY_BOTH:
-            PQclear(result)
-            _ = PQputCopyEnd(
-                connection, "COPY FROM STDIN is not supported by query and execute(script:); use copyFrom(table:columns:rows:)")
-            return true
-        case PGRES_COPY_OUT:
-            PQclear(result)
-            var buffer: UnsafeMutablePointer<CChar>?
-            while PQgetCopyData(connection, &buffer, 0) >= 0 {
-                if let buffer { PQfreemem(buffer) }
-                buffer = nil
-            }
-            return true
-        default:
-            return false
-        }
-    }
 }

@@ -152,15 +152,7 @@ public final class ConnectionPool: Service, Sendable {
                 return (connection, true)
             case .open:
                 do {
-                    let connection = try await Connection.connect(
-                        to: self.postgres, logger: self.logger,
-                        usePreparedStatements: self.configuration.usePreparedStatements)
-                    self.state.withLock {
-                        $0.opening -= 1
-                        $0.leased += 1
-                        $0.opened += 1
-                    }
-                    return (connection, false)
+                    return (try await self.openLeased(), false)
                 } catch {
                     let waiter = self.state.withLock { state -> Waiter? in
                         state.opening -= 1
@@ -176,14 +168,44 @@ public final class ConnectionPool: Service, Sendable {
         }
     }
 
-    /// Waits for a released connection (returned) or for free capacity (nil: try again).
+    /// Opens a connection counted as `opening`, and counts it as leased once open (on failure it is still
+    /// counted as `opening`: the caller undoes that).
+    private func openLeased() async throws -> Connection {
+        let connection = try await Connection.connect(
+            to: self.postgres, logger: self.logger, usePreparedStatements: self.configuration.usePreparedStatements)
+        self.state.withLock {
+            $0.opening -= 1
+            $0.leased += 1
+            $0.opened += 1
+        }
+        return connection
+    }
+
+    /// Waits for a released connection (returned) or for free capacity (nil: try again), at most
+    /// ``Configuration/leaseTimeout``: a child task sleeps for that long and then fails the wait with
+    /// `.poolTimeout`, unless the wait ended first (the child is then cancelled and awaited).
     private func waitForConnection() async throws -> Connection? {
         let id = self.state.withLock { state -> Int in
             state.nextWaiterID += 1
             return state.nextWaiterID
         }
         let timeout = self.configuration.leaseTimeout
-        return try await withTaskCancellationHandler {
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                self.expire(waiter: id, error: PostgresError(
+                    kind: .poolTimeout,
+                    message: "no connection became available within \(timeout) (pool of \(self.configuration.maximumConnections), all in use)"))
+            }
+            defer { group.cancelAll() }
+            return try await self.enqueue(waiter: id)
+        }
+    }
+
+    /// Queues the waiter `id` until a connection is handed to it, capacity frees up, or ``expire(waiter:error:)``
+    /// fails it (the lease timeout, or cancellation of the task: `.queryCancelled`).
+    private func enqueue(waiter id: Int) async throws -> Connection? {
+        try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Connection?, any Error>) in
                 let enqueued = self.state.withLock { state -> Bool in
                     if state.shutDown || Task.isCancelled { return false }
@@ -196,13 +218,6 @@ public final class ConnectionPool: Service, Sendable {
                 }
                 if !enqueued {
                     continuation.resume(throwing: PostgresError(kind: .poolClosed, message: "the connection pool is shut down or the task was cancelled"))
-                    return
-                }
-                Task { [weak self] in
-                    try? await Task.sleep(for: timeout)
-                    self?.expire(waiter: id, error: PostgresError(
-                        kind: .poolTimeout,
-                        message: "no connection became available within \(timeout) (pool of \(self?.configuration.maximumConnections ?? 0), all in use)"))
                 }
             }
         } onCancel: {
@@ -387,15 +402,7 @@ public final class ConnectionPool: Service, Sendable {
             }
             guard open else { break }
             do {
-                let connection = try await Connection.connect(
-                    to: self.postgres, logger: self.logger,
-                    usePreparedStatements: self.configuration.usePreparedStatements)
-                self.state.withLock {
-                    $0.opening -= 1
-                    $0.leased += 1
-                    $0.opened += 1
-                }
-                await self.release(connection)
+                await self.release(try await self.openLeased())
             } catch {
                 self.state.withLock { $0.opening -= 1 }
                 self.logger.debug("could not open a pooled connection", metadata: [PostgresLogKey.error: "\(error)"])

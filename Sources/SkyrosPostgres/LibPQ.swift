@@ -153,8 +153,7 @@ enum LibPQ {
                 continue
             }
             offsets.append(buffer.count)
-            // Copied in bulk (a change-log entry is kilobytes; byte by byte it was a visible part of a group's
-            // send on the connection's thread).
+            // Copied in bulk: a change-log entry is kilobytes, and this runs on the connection's thread.
             let copied = text.withUTF8 { bytes -> Bool in
                 guard let base = bytes.baseAddress else { return true }
                 if memchr(base, 0, bytes.count) != nil { return false }
@@ -279,20 +278,4 @@ final class QueryCanceller: @unchecked Sendable {
             state.handle = nil
         }
     }
-}
-
-/// Owns a `PGconn*` and finishes it when released.
-final class ConnectionHandle: @unchecked Sendable {
-    // @unchecked Sendable: the pointer is only used on the owning Connection's thread; `deinit` runs when no
-    // other reference exists.
-    var pointer: OpaquePointer?
-
-    init() {}
-
-    func finish() {
-        if let pointer { PQfinish(pointer) }
-        self.pointer = nil
-    }
-
-    deinit { self.finish() }
 }

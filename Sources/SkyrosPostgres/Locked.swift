@@ -9,7 +9,7 @@ import Darwin
 /// A value protected by a lock: `withLock { value in … }`.
 ///
 /// The lock is a pthread mutex, which ThreadSanitizer intercepts (the standard library's `Mutex` is compiled
-/// without TSan instrumentation and made TSan report false races). On Linux it is an adaptive mutex: a
+/// without TSan instrumentation, so TSan reports false races on it). On Linux it is an adaptive mutex: a
 /// contended lock spins briefly before the thread sleeps, because every critical section here is a few
 /// dictionary operations and a futex sleep/wake pair costs far more than waiting them out.
 package final class Locked<Value>: @unchecked Sendable {

@@ -1,4 +1,3 @@
-import CLibPQ
 import Foundation
 import Logging
 
@@ -143,48 +142,26 @@ public final class PostgresListener: Sendable {
 
     private var isStopped: Bool { self.stopped.withLock { $0 } }
 
-    private func connect() -> Result<OpaquePointer, PostgresError> {
-        let secrets = self.configuration.secrets
-        let keywords = self.configuration.options.map { strdup($0.keyword) }
-        let values = self.configuration.options.map { strdup($0.value) }
-        defer {
-            keywords.forEach { free($0) }
-            values.forEach { free($0) }
-        }
-        var keywordPointers: [UnsafePointer<CChar>?] = keywords.map { UnsafePointer($0) } + [nil]
-        var valuePointers: [UnsafePointer<CChar>?] = values.map { UnsafePointer($0) } + [nil]
-        guard let connection = PQconnectdbParams(&keywordPointers, &valuePointers, 0) else {
-            return .failure(PostgresError(kind: .connectionFailed, message: "out of memory"))
-        }
-        guard PQstatus(connection) == CONNECTION_OK else {
-            let error = LibPQ.error(result: nil, connection: connection, secrets: secrets)
-            PQfinish(connection)
-            return .failure(PostgresError(kind: .connectionFailed, message: error.message))
-        }
-        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+    /// A new connection with LISTEN active on every channel.
+    private func connect() -> Result<ListenerSession, PostgresError> {
         do {
-            // Dates read through the listener's session decode as those of a ``Connection``.
-            try LibPQ.setSessionTimeZone(self.configuration.sessionTimeZone, on: connection, secrets: secrets)
+            // Dates read through the listener's session decode as those of a ``Connection``: the session time
+            // zone is set on both alike.
+            let session = try PostgresSession.open(self.configuration, statements: .listener)
+            for channel in self.channels {
+                _ = try session.execute("LISTEN \(quoteIdentifier(channel))")
+            }
+            return .success(ListenerSession(session))
         } catch {
-            PQfinish(connection)
             return .failure(error as? PostgresError ?? PostgresError(kind: .server, message: "\(error)"))
         }
-        for channel in self.channels {
-            do {
-                _ = try LibPQ.consume(PQexec(connection, "LISTEN \(quoteIdentifier(channel))"), connection: connection)
-            } catch {
-                PQfinish(connection)
-                return .failure(error as? PostgresError ?? PostgresError(kind: .server, message: "\(error)"))
-            }
-        }
-        return .success(connection)
     }
 
     private func loop(ready: CheckedContinuation<Void, any Error>) {
-        var connection: OpaquePointer?
+        var session: ListenerSession?
         switch self.connect() {
-        case .success(let c):
-            connection = c
+        case .success(let opened):
+            session = opened
             self.continuation.yield(.listening)
             ready.resume()
         case .failure(let error):
@@ -192,15 +169,13 @@ public final class PostgresListener: Sendable {
             return
         }
         var delay = self.reconnectDelay
-        var session = connection.map { self.session(on: $0) }
         let clock = ContinuousClock()
         var lastHeard = clock.now
         while !self.isStopped {
-            guard let current = connection, let currentSession = session else {
+            guard let current = session else {
                 switch self.connect() {
-                case .success(let c):
-                    connection = c
-                    session = self.session(on: c)
+                case .success(let opened):
+                    session = opened
                     lastHeard = clock.now
                     delay = self.reconnectDelay
                     self.logger.debug("listener reconnected")
@@ -213,57 +188,26 @@ public final class PostgresListener: Sendable {
                 continue
             }
             var alive = true
-            if LibPQ.wait(current, read: true, write: false, timeoutMilliseconds: 100) {
+            if current.session.waitForInput(timeoutMilliseconds: 100) {
                 lastHeard = clock.now
             } else if clock.now - lastHeard >= self.idleCheck.after {
                 // Silence: make sure the server is still there (a dead peer never closes the connection).
-                alive = Self.answers(current, within: self.idleCheck.replyTimeout)
+                alive = current.session.answers(within: self.idleCheck.replyTimeout)
                 lastHeard = clock.now
             }
-            if !alive || PQconsumeInput(current) == 0 || PQstatus(current) != CONNECTION_OK {
+            if !alive || !current.session.consumeInput() {
                 self.logger.debug(alive ? "listener connection lost" : "listener connection lost: no reply to the idle check")
-                PQfinish(current)
-                connection = nil
+                // The connection is finished as its session goes.
                 session = nil
                 continue
             }
-            var received: [PostgresNotification] = []
-            while let notify = PQnotifies(current) {
-                received.append(PostgresNotification(
-                    channel: String(cString: notify.pointee.relname),
-                    payload: String(cString: notify.pointee.extra),
-                    senderPID: notify.pointee.be_pid))
-                PQfreemem(notify)
-            }
+            let received = current.session.notifications()
             for (index, notification) in received.enumerated() {
-                currentSession.backlog = received.count - index - 1
-                if let handles = self.handles, handles(notification, currentSession) { continue }
+                current.backlog = received.count - index - 1
+                if let handles = self.handles, handles(notification, current) { continue }
                 self.continuation.yield(.notification(notification))
             }
         }
-        if let connection { PQfinish(connection) }
-    }
-
-    /// Sends an empty statement and waits up to `timeout` for its reply (notifications that arrive meanwhile
-    /// stay queued in libpq). `false` when none came, or the connection failed.
-    private static func answers(_ connection: OpaquePointer, within timeout: Duration) -> Bool {
-        guard PQsendQuery(connection, "") == 1, LibPQ.flush(connection) else { return false }
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            while PQisBusy(connection) == 0 {
-                guard let result = PQgetResult(connection) else { return PQstatus(connection) == CONNECTION_OK }
-                PQclear(result)
-            }
-            let remaining = deadline - ContinuousClock.now
-            guard remaining > .zero else { return false }
-            let milliseconds = remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1
-            LibPQ.wait(connection, read: true, write: false, timeoutMilliseconds: Int32(clamping: milliseconds))
-            if PQconsumeInput(connection) == 0 { return false }
-        }
-    }
-
-    private func session(on connection: OpaquePointer) -> ListenerSession {
-        ListenerSession(connection: connection, secrets: self.configuration.secrets, busyPoll: self.configuration.busyPoll)
     }
 }
 
@@ -271,44 +215,23 @@ public final class PostgresListener: Sendable {
 /// thread (one session per connection: a reconnect makes a new one). Not `Sendable`: it is only valid on that
 /// thread, during the call.
 package final class ListenerSession {
-    private let connection: OpaquePointer
-    private let secrets: [String]
-    private var replyWait: ReplyWait
-    /// Statement text → prepared statement name, for this connection.
-    private var statements: [String: String] = [:]
-    /// Statements prepared per connection at most (later ones are sent unnamed).
-    private static let statementLimit = 64
-    /// How many statements this connection prepared.
-    private var madeStatements = 0
+    /// The listener's libpq connection.
+    fileprivate let session: PostgresSession
     /// How many notifications received with this one wait behind it: a handler that reads may leave the read
     /// out while they do, so a burst is not held up (notifications that arrive during a read are not counted).
     package fileprivate(set) var backlog = 0
-
-    fileprivate init(connection: OpaquePointer, secrets: [String], busyPoll: Duration) {
-        self.connection = connection
-        self.secrets = secrets
-        self.replyWait = ReplyWait(busyPoll: busyPoll)
-    }
-
-    /// The libpq options this connection was opened with (`PQconninfo`), passwords left out.
-    package var connectionOptions: [String: String] {
-        guard let options = PQconninfo(self.connection) else { return [:] }
-        defer { PQconninfoFree(options) }
-        var result: [String: String] = [:]
-        var cursor = options
-        while let keyword = cursor.pointee.keyword {
-            let name = String(cString: keyword)
-            if let value = cursor.pointee.val, !PostgresConfiguration.isSecret(name) { result[name] = String(cString: value) }
-            cursor += 1
-        }
-        return result
-    }
-
     /// Whether this connection's statement and lock timeouts were set (before its first read).
     private var limited = false
     /// The longest a read may wait for a lock, or run: every notification behind it waits too (a migration
     /// holding a table's `ACCESS EXCLUSIVE` lock would otherwise stall the listener for as long).
     static let timeouts = "SET lock_timeout = '100ms'; SET statement_timeout = '1s'"
+
+    fileprivate init(_ session: PostgresSession) {
+        self.session = session
+    }
+
+    /// The libpq options this connection was opened with (`PQconninfo`), passwords left out.
+    package var connectionOptions: [String: String] { self.session.connectionOptions }
 
     /// Runs one statement on the listener's connection and returns its rows, as ``Connection/query(_:)`` does
     /// (statements with parameters are prepared once per connection; one that a migration outdated is prepared
@@ -319,52 +242,13 @@ package final class ListenerSession {
         if let encodingError = query.encodingError {
             throw PostgresError(kind: .encoding, message: encodingError)
         }
-        let connection = self.connection
         if !self.limited {
-            _ = try LibPQ.consume(PQexec(connection, Self.timeouts), connection: connection)
+            _ = try self.session.execute(Self.timeouts)
             self.limited = true
         }
-        return try LibPQ.withParameters(query.binds) { count, types, values in
-            guard let name = try self.preparedStatement(for: query, types: types, count: count) else {
-                return try self.exec { PQsendQueryParams(connection, query.sql, count, types, values, nil, nil, 0) }
-            }
-            do {
-                return try self.exec { PQsendQueryPrepared(connection, name, count, values, nil, nil, 0) }
-            } catch let error as PostgresError
-                where error.sqlState == .featureNotSupported || error.sqlState == .invalidSQLStatementName
-            {
-                // "cached plan must not change result type" (0A000): the statement's table changed since it was
-                // prepared, and it now fails for good on this connection; or it is gone (26000: `DEALLOCATE ALL`,
-                // `DISCARD ALL`). Forget it, prepare it again and run it once more (the listener's reads are
-                // never in a transaction, so the failed one did nothing).
-                self.statements[query.sql] = nil
-                if error.sqlState == .featureNotSupported { PQclear(PQexec(connection, "DEALLOCATE \(name)")) }
-                guard let again = try self.preparedStatement(for: query, types: types, count: count) else { throw error }
-                return try self.exec { PQsendQueryPrepared(connection, again, count, values, nil, nil, 0) }
-            }
-        }
-    }
-
-    /// The name of `query`'s statement on this connection, prepared now if needed; `nil` for a statement
-    /// without parameters, or past ``statementLimit`` (sent unnamed).
-    private func preparedStatement(
-        for query: PostgresQuery, types: UnsafePointer<Oid>?, count: Int32
-    ) throws -> String? {
-        if let name = self.statements[query.sql] { return name }
-        guard !query.binds.isEmpty, self.statements.count < Self.statementLimit else { return nil }
-        // Numbered in order made, never reused: a statement prepared again gets a new name.
-        self.madeStatements += 1
-        let made = "skyros_listener_\(self.madeStatements)"
-        _ = try LibPQ.consume(PQprepare(self.connection, made, query.sql, count, types), connection: self.connection)
-        self.statements[query.sql] = made
-        return made
-    }
-
-    /// Sends one statement with `send` and reads its result, waiting with ``ReplyWait``.
-    private func exec(_ send: () -> Int32) throws -> PostgresRows {
-        guard send() == 1, LibPQ.flush(self.connection) else {
-            throw LibPQ.error(result: nil, connection: self.connection, secrets: self.secrets)
-        }
-        return try LibPQ.consume(self.replyWait.lastResult(on: self.connection), connection: self.connection)
+        return try self.session.run(query)
     }
 }
+
+@available(*, unavailable)
+extension ListenerSession: Sendable {}

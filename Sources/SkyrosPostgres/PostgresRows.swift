@@ -16,7 +16,7 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
 
     /// The result's contents behind one reference: a ``PostgresRow`` (and everything that passes one along,
     /// such as an entity decoder reading a cell per property) copies one pointer, not four arrays and a string
-    /// (their retains and releases were a quarter of decoding a 100-row fetch).
+    /// (one retain and release instead of five).
     final class Contents: Sendable {
         let columns: [Column]
         let commandTag: String

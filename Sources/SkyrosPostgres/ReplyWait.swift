@@ -6,8 +6,8 @@ import Synchronization
 /// for a short window (``PostgresConfiguration/busyPoll``), then sleeps in `poll(2)`.
 ///
 /// A thread that sleeps for every reply pays a wake-up per round trip, and on an idle core (above all a
-/// virtual CPU that halts when idle) that wake-up can cost as much as the statement itself: a loopback point
-/// select measured 60–90 µs with a sleeping client and 28–30 µs with a polling one (`Benchmarks/README.md`).
+/// virtual CPU that halts when idle) that wake-up can cost as much as the statement itself (`Benchmarks/README.md`
+/// has the measurements).
 /// The same idea as Linux's `SO_BUSY_POLL`, in user space: it spends CPU to cut latency, so it is bounded by
 /// time and switches itself off while replies take longer than twice the window (a remote server, slow
 /// statements), where polling would only burn CPU; and at most half the cores poll at once, whatever the
@@ -75,5 +75,52 @@ struct ReplyWait: Sendable {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
         return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+}
+
+extension ReplyWait {
+    /// The last result of the statement sent on `connection`, as `PQexec` returns it, waiting for each with
+    /// ``awaitReply(_:)`` (busy polling first) instead of libpq's sleeping wait.
+    mutating func lastResult(on connection: OpaquePointer) -> OpaquePointer? {
+        var last: OpaquePointer?
+        while let result = self.nextResult(on: connection) {
+            if let last { PQclear(last) }
+            last = result
+            if PQstatus(connection) == CONNECTION_BAD { break }
+        }
+        return last
+    }
+
+    /// The next result of the running statement(s) once it arrives (``awaitReply(_:)``), or `nil` when they
+    /// are done; a `COPY` started this way is ended first (``endCopy(_:on:)``).
+    mutating func nextResult(on connection: OpaquePointer) -> OpaquePointer? {
+        while true {
+            _ = self.awaitReply(connection)
+            guard let result = PQgetResult(connection) else { return nil }
+            if !Self.endCopy(result, on: connection) { return result }
+        }
+    }
+
+    /// A statement run as a query that starts a `COPY` (the COPY API is ``copyFrom(table:columns:rows:)``):
+    /// ends it with an error (`COPY FROM STDIN`) or reads and drops its data (`COPY TO STDOUT`), so the
+    /// statement finishes and the connection stays usable. Frees `result`; `true` when it was such a result.
+    fileprivate static func endCopy(_ result: OpaquePointer, on connection: OpaquePointer) -> Bool {
+        switch PQresultStatus(result) {
+        case PGRES_COPY_IN, PGRES_COPY_BOTH:
+            PQclear(result)
+            _ = PQputCopyEnd(
+                connection, "COPY FROM STDIN is not supported by query and execute(script:); use copyFrom(table:columns:rows:)")
+            return true
+        case PGRES_COPY_OUT:
+            PQclear(result)
+            var buffer: UnsafeMutablePointer<CChar>?
+            while PQgetCopyData(connection, &buffer, 0) >= 0 {
+                if let buffer { PQfreemem(buffer) }
+                buffer = nil
+            }
+            return true
+        default:
+            return false
+        }
     }
 }

@@ -53,6 +53,42 @@ struct ConnectionPoolTests {
         await #expect(throws: PostgresError.self) { try await pool.withConnection { _ in } }
     }
 
+    @Test func cancellingAWaitingLeaseFailsWithQueryCancelled() async throws {
+        let pool = ConnectionPool(
+            configuration: .init(maximumConnections: 1, leaseTimeout: .seconds(120)), postgres: try TestServer.configuration)
+        let held = try await pool.lease()
+        let waiter = Task { try await pool.withConnection { _ in } }
+        #expect(await eventually { pool.statistics.waiting == 1 })
+        waiter.cancel()
+        // Long before the lease timeout: the cancellation ends the wait.
+        let error = await #expect(throws: PostgresError.self) { try await waiter.value }
+        #expect(error?.kind == .queryCancelled)
+        #expect(pool.statistics.waiting == 0)
+        #expect(pool.statistics.leaseTimeouts == 0)
+        await pool.release(held)
+        #expect(try await pool.withConnection { try await $0.query("SELECT 1")[0].decode(Int.self, at: 0) } == 1)
+        await pool.shutdown()
+    }
+
+    @Test func waitersAreServedInArrivalOrderAndDoNotTimeOutAfterwards() async throws {
+        let order = Locked<[Int]>([])
+        var waiters: [Task<Void, any Error>] = []
+        let pool = ConnectionPool(configuration: .init(maximumConnections: 1, leaseTimeout: .seconds(2)), postgres: try TestServer.configuration)
+        let held = try await pool.lease()
+        for i in 0..<3 {
+            waiters.append(Task {
+                try await pool.withConnection { _ in order.withLock { $0.append(i) } }
+            })
+            #expect(await eventually { pool.statistics.waiting == i + 1 })
+        }
+        await pool.release(held)
+        for waiter in waiters { try await waiter.value }
+        #expect(order.withLock { $0 } == [0, 1, 2])
+        // Served before their lease timeout: none of them counts (or later fails) as timed out.
+        #expect(await poll(within: .milliseconds(2500)) { pool.statistics.leaseTimeouts != 0 } == false)
+        await pool.shutdown()
+    }
+
     @Test func transactionCommitsOrRollsBack() async throws {
         try await TestServer.withSchema { schema in
             let pool = ConnectionPool(configuration: .init(maximumConnections: 2), postgres: try TestServer.configuration)

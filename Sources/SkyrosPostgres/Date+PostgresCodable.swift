@@ -1,0 +1,25 @@
+import Foundation
+
+extension Date: PostgresArrayElement {
+    /// Dates are sent as `timestamptz` in UTC with microsecond precision; PostgreSQL casts them on assignment
+    /// to `timestamp` and `date` columns in the session time zone, which is UTC unless
+    /// ``PostgresConfiguration/sessionTimeZone`` says otherwise.
+    public static var postgresType: PostgresType { .timestamptz }
+    public static var postgresArrayType: PostgresType { .timestamptzArray }
+    /// The `timestamptz` text; `Date.distantFuture` and `Date.distantPast` are sent as `infinity` and
+    /// `-infinity`.
+    /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/encoding`` for a date PostgreSQL cannot store
+    ///   (NaN, infinite, or outside 4714 BC to 294276 AD).
+    public func postgresText() throws -> String? { try PostgresDateCoding.format(self) }
+    /// Decodes `timestamptz`, `timestamp` (read as UTC) and `date` (midnight UTC), every date PostgreSQL
+    /// allows included (to 5874897 AD); `infinity` and `-infinity` decode as `Date.distantFuture` and
+    /// `Date.distantPast`.
+    /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/decoding`` for text that is not such a value.
+    public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+        guard [.timestamptz, .timestamp, .date, .unknown, .text].contains(type) else {
+            throw typeMismatch(Date.self, type)
+        }
+        guard let value = PostgresDateCoding.parse(bytes) else { throw decodingError(Date.self, type, bytes) }
+        self = value
+    }
+}

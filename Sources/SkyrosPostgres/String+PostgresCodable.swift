@@ -1,0 +1,17 @@
+extension String: PostgresArrayElement {
+    public static var postgresType: PostgresType { .text }
+    public static var postgresArrayType: PostgresType { .textArray }
+    public func postgresText() throws -> String? {
+        if self.utf8.contains(0) {
+            throw PostgresError(
+                kind: .encoding,
+                message: "text value contains a NUL (0x00) character, which PostgreSQL text cannot store; use bytea"
+            )
+        }
+        return self
+    }
+    /// Any column decodes as `String` (its text representation).
+    public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+        self = String(decoding: bytes, as: UTF8.self)
+    }
+}
