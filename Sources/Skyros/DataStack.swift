@@ -346,7 +346,7 @@ public final class DataStack: DataStackProtocol, Service {
     /// After the commit queue stopped: ends the change feed and its loops, waits for the counted tasks, then
     /// closes the pools.
     private func stopBackgroundWork(waitingForDrains: Bool = true) async {
-        self.sync.stop()
+        await self.sync.stop()
         await self.background.stop()
         if waitingForDrains { await self.tasks.allEnded() }
         await self.pool?.shutdown()

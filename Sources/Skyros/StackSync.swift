@@ -50,9 +50,9 @@ final class StackSync: CommitTransactionHook, Sendable {
     /// The running feed, if any.
     var changeFeed: ChangeFeed? { self.feed.withLock { $0 } }
 
-    /// Stops listening and ends every observation.
-    func stop() {
-        self.feed.withLock { $0 }?.stop()
+    /// Stops listening (returns once the listener's connection is closed) and ends every observation.
+    func stop() async {
+        await self.feed.withLock { $0 }?.stopAndWait()
         self.observers.finishAll(throwing: nil, closing: true)
     }
 

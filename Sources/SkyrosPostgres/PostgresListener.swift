@@ -51,6 +51,8 @@ public final class PostgresListener: Sendable {
     public let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
     private let stopped = Locked(false)
+    /// The loop's thread ended (its connection closed), and who waits for it.
+    private let ended = Locked<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
     private let configuration: PostgresConfiguration
     private let channels: [String]
     private let logger: Logger
@@ -142,6 +144,30 @@ public final class PostgresListener: Sendable {
 
     private var isStopped: Bool { self.stopped.withLock { $0 } }
 
+    /// Stops listening and waits until the listener's thread has closed its connection and ended: after it
+    /// returns, the listener opens no connection and runs no libpq call.
+    package func stopAndWait() async {
+        self.stop()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = self.ended.withLock { ended -> Bool in
+                if ended.done { return true }
+                ended.waiters.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    /// Marks the loop's thread as ended and resumes who waits for it.
+    private func markEnded() {
+        let waiters = self.ended.withLock { ended -> [CheckedContinuation<Void, Never>] in
+            ended.done = true
+            defer { ended.waiters = [] }
+            return ended.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
     /// A new connection with LISTEN active on every channel.
     private func connect() -> Result<ListenerSession, PostgresError> {
         do {
@@ -158,6 +184,7 @@ public final class PostgresListener: Sendable {
     }
 
     private func loop(ready: CheckedContinuation<Void, any Error>) {
+        defer { self.markEnded() }
         var session: ListenerSession?
         switch self.connect() {
         case .success(let opened):
@@ -168,6 +195,8 @@ public final class PostgresListener: Sendable {
             ready.resume(throwing: error)
             return
         }
+        // The connection is closed (its session released) before the loop reports that it ended.
+        defer { session = nil }
         var delay = self.reconnectDelay
         let clock = ContinuousClock()
         var lastHeard = clock.now
@@ -182,7 +211,9 @@ public final class PostgresListener: Sendable {
                     self.continuation.yield(.reconnected)
                 case .failure(let error):
                     self.logger.debug("listener reconnect failed", metadata: [PostgresLogKey.error: "\(error.message)"])
-                    Thread.sleep(forTimeInterval: Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)
+                    // In slices, so that a stop is not held up by the delay.
+                    let until = clock.now.advanced(by: delay)
+                    while !self.isStopped, clock.now < until { Thread.sleep(forTimeInterval: 0.02) }
                     delay = min(delay * 2, .seconds(2))
                 }
                 continue

@@ -270,6 +270,13 @@ package final class ChangeFeed: Sendable {
         }
     }
 
+    /// Stops listening and ends ``run()``'s loops; returns once the listener's thread has closed its connection.
+    package func stopAndWait() async {
+        let listener = self.state.withLock { $0.listener }
+        self.stop()
+        await listener?.stopAndWait()
+    }
+
     /// Stops listening and ends ``run()``'s loops.
     package func stop() {
         let listener = self.state.withLock { state in
