@@ -105,11 +105,11 @@ package struct ChangeLog: Sendable {
         }
     }
 
-    /// Stores `changes` as lz4-compressed text. Logs made by earlier versions hold `jsonb`, which made
-    /// PostgreSQL parse and re-serialise every entry and compress it with pglz: measured with 256-row entries,
-    /// 1.2 µs of server time per announced row, against 0.4 µs as lz4-compressed text — the largest part of
-    /// what announcing costs a queued write. Readers take the column as text either way, and a process of an
-    /// earlier version still writes `jsonb` into the text column (an assignment cast) during a rolling upgrade.
+    /// Stores `changes` as lz4-compressed text: `jsonb` makes PostgreSQL parse and re-serialise every entry and
+    /// compress it with pglz, several times the server time per announced row (Benchmarks/README.md). Logs made
+    /// by earlier versions hold `jsonb` and are converted. Readers take the column as text either way, and a
+    /// process of an earlier version still writes `jsonb` into the text column (an assignment cast) during a
+    /// rolling upgrade.
     /// lz4 is skipped where the server was built without it (and before PostgreSQL 14).
     private func upgradeChangesColumn(on connection: Connection) async throws {
         let column = try await connection.query("""
@@ -126,7 +126,7 @@ package struct ChangeLog: Sendable {
                 _ = try await connection.execute(script: "ALTER TABLE \(self.logTable) ALTER COLUMN changes SET COMPRESSION lz4")
                 _ = try await connection.execute(script: "RELEASE SAVEPOINT skyros_compression")
             } catch let error as PostgresError where error.sqlState == .featureNotSupported {
-                // Built without lz4: pglz, as before.
+                // Built without lz4: the default (pglz) stays.
                 _ = try await connection.execute(script: "ROLLBACK TO SAVEPOINT skyros_compression; RELEASE SAVEPOINT skyros_compression")
             }
         }

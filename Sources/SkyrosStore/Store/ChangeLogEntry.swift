@@ -73,8 +73,8 @@ package struct LoggedRowChange: Codable, Sendable, Hashable {
         return (base, layout, values)
     }
 
-    /// The JSON array of `changes` as ``LoggedRowChange``s decode it (written by hand into UTF-8 bytes:
-    /// `JSONEncoder` was 4% of the commit queue's CPU, `String` appends another 4%). `rows`: with the rows
+    /// The JSON array of `changes` as ``LoggedRowChange``s decode it (written by hand into UTF-8 bytes: it is on
+    /// every queued write's path, where `JSONEncoder` and `String` appends cost more). `rows`: with the rows
     /// updates announce (``RowChange/row``), for a hint; the log itself records changes without them.
     package static func json(_ changes: [RowChange], rows: Bool = false) -> String {
         var out: [UInt8] = []

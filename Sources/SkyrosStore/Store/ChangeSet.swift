@@ -44,7 +44,7 @@ public struct ChangeSet: Sendable {
     /// Whether the set has no operations.
     public var isEmpty: Bool { self.operations.isEmpty }
 
-    /// The entity's name from its cached plan (`String(describing:)` per operation was 3% of a queued write).
+    /// The entity's name from its cached plan (no `String(describing:)` per operation on the write path).
     private static func entityName<T: Entity>(_ type: T.Type) -> String {
         (try? EntityPlan<T>.shared)?.entityName ?? String(describing: type)
     }

@@ -7,9 +7,9 @@ extension PostgresStore {
     /// Runs `body` — a commit queue's drain — holding one pooled connection, with that connection's thread as
     /// the task's preferred executor.
     ///
-    /// Each group then goes out on the thread that ran the one before, with no hand-off: the drain used to wake
-    /// the connection's thread for every group and be woken back on the shared pool, behind the writers filling
-    /// the queue, and on a busy machine those two hand-offs took longer than the group's work on the server.
+    /// Each group then goes out on the thread that ran the one before, with no hand-off: waking the
+    /// connection's thread for every group and being woken back on the shared pool, behind the writers filling
+    /// the queue, can take longer on a busy machine than the group's work on the server.
     /// If no connection can be leased (the server is down, the pool shut), `body` runs without one: every
     /// group then leases its own and fails or retries as usual.
     /// `leased`: a connection ``ConnectionPool/leaseIdleNow()`` leased for it (the drain started on its thread).

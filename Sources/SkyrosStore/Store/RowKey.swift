@@ -27,8 +27,8 @@ package struct RowKey: Hashable, Sendable {
     }
 
     /// What `Dictionary` and `Set` call: the stored hash mixed with the table's seed by a multiply-xorshift
-    /// finaliser, instead of running a seeded `Hasher` over it on every lookup (`Hasher` setup and finalisation
-    /// were 4% of a queued write's CPU, which looks its row up in several maps). The stored hash is already a
+    /// finaliser, instead of running a seeded `Hasher` over it on every lookup (a queued write looks its row up
+    /// in several maps, and a `Hasher`'s setup and finalisation each time add up). The stored hash is already a
     /// `Hasher` result, and the mix spreads every bit of hash and seed over the bucket bits.
     package func _rawHashValue(seed: Int) -> Int {
         var x = UInt64(truncatingIfNeeded: self.hash) ^ UInt64(truncatingIfNeeded: seed)

@@ -3,7 +3,7 @@ import Synchronization
 
 extension UUID {
     /// A random (version 4) UUID from the system generator (`getrandom`). `UUID()` in swift-corelibs-foundation
-    /// opens `/dev/urandom` on every call, which showed up as 7% of the commit queue's CPU: one id per write.
+    /// opens `/dev/urandom` on every call, which is too slow for one id per write.
     package static func random() -> UUID {
         var generator = SystemRandomNumberGenerator()
         return UUID(version: 4, high: generator.next(), low: generator.next())
@@ -12,7 +12,7 @@ extension UUID {
     /// A commit id: a stack's random 64-bit prefix and its commit sequence number (an RFC 9562 version 8 UUID).
     /// A stack's ids sort, as PostgreSQL compares `uuid`s (byte by byte), in the order its writes were queued,
     /// so a group of consecutive writes is recorded as one range (see `PostgresStore.recordCommitted`); making
-    /// one costs no system call (a `getrandom` per write was 3% of the queue's CPU).
+    /// one costs no system call.
     package init(commitPrefix prefix: UInt64, sequence: UInt64) {
         self.init(version: 8, high: prefix, low: sequence & Self.commitSequenceMask)
     }
