@@ -155,7 +155,7 @@ final class CommitQueue: Sendable {
     /// An idle connection is leased at once, and the drain's task starts on that connection's thread: one thread
     /// woken (the connection's) instead of two (one of the shared pool's, then the connection's).
     func startDrainAhead() {
-        guard self.state.withLock({ $0.queue.claimDrainAhead() }) else { return }
+        guard self.store.drainsAhead, self.state.withLock({ $0.queue.claimDrainAhead() }) else { return }
         self.spawnDrain(on: self.store.leaseIdleConnection())
     }
 

@@ -49,6 +49,10 @@ package protocol GroupCommitStore: Store {
     /// may linger on the connection's thread for the next set.
     func withDrainConnection(leased: Connection?, _ body: (_ handOver: () -> Bool, _ lingers: Bool) async -> Void) async
 
+    /// Whether a durable write starts a drain before its set is queued (the store has connections to lease
+    /// meanwhile).
+    var drainsAhead: Bool { get }
+
     /// An idle connection leased at once for a drain about to start, or `nil`.
     func leaseIdleConnection() -> Connection?
 
@@ -90,6 +94,8 @@ extension PostgresStore: GroupCommitStore {
             await body({ self.commitConnectionIsWanted }, Self.commitConnection != nil)
         }
     }
+
+    package var drainsAhead: Bool { true }
 
     package func leaseIdleConnection() -> Connection? { self.pool.leaseIdleNow() }
 
@@ -137,6 +143,8 @@ extension InMemoryStore: GroupCommitStore {
     package func withDrainConnection(leased: Connection?, _ body: (() -> Bool, Bool) async -> Void) async {
         await body({ false }, false)
     }
+
+    package var drainsAhead: Bool { false }
 
     package func leaseIdleConnection() -> Connection? { nil }
 
