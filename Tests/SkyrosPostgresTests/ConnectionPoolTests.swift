@@ -126,7 +126,9 @@ struct ConnectionPoolTests {
         await eventually(within: .seconds(30), "run() opens the minimum") { open(pool.statistics) == 1 }
         try await holdAtOnce(4, connectionsOf: pool)
         #expect(pool.statistics.opened == 4, "the four leases held at once opened three above the minimum")
-        await eventually(within: .seconds(30), "idle connections above the minimum close") { open(pool.statistics) == 1 }
+        await eventually(within: .seconds(30), "idle connections above the minimum close") {
+            open(pool.statistics) == 1
+        }
         runner.cancel()
         _ = await runner.result
         #expect(pool.statistics.idle == 0)
@@ -153,7 +155,9 @@ extension ConnectionPoolTests {
                 return (try? waiting?[0].decode(Int.self, at: 0)) == 1
             }
             let maintenance = Task { await pool.maintain() }
-            await eventually("the check took the connection") { pool.statistics.idle == 0 && pool.statistics.inUse == 1 }
+            await eventually("the check took the connection") {
+                pool.statistics.idle == 0 && pool.statistics.inUse == 1
+            }
             await pool.shutdown()
             try await locker.query("SELECT pg_advisory_unlock(\(key))")
             _ = try await blocked.value

@@ -49,7 +49,8 @@ package struct StoreUser: Entity, Equatable, ColumnKeyStrategyProviding {
         id: Int, name: String, age: Int?, email: String?, score: Double, balance: Decimal, createdAt: Date, avatar: Data?,
         tags: [String], role: StoreRole, address: StoreAddress, pets: [StorePet], attributes: [String: Int], externalID: UUID
     ) {
-        (self.id, self.name, self.age, self.email, self.score, self.balance, self.createdAt) = (id, name, age, email, score, balance, createdAt)
+        (self.id, self.name, self.age, self.email, self.score) = (id, name, age, email, score)
+        (self.balance, self.createdAt) = (balance, createdAt)
         (self.avatar, self.tags, self.role, self.address, self.pets, self.attributes, self.externalID) =
             (avatar, tags, role, address, pets, attributes, externalID)
     }

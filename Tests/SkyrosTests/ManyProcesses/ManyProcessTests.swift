@@ -57,14 +57,17 @@ struct ManyProcessTests {
             #expect(try await ManyProcessHarness.terminateListener(applicationName: name) >= 1)
             #expect(await child.exitStatus() == 0, "\(child.report)")
 
-            try await eventually(within: .seconds(5), "A's main context missed updates made while its listener was down") {
+            let missed: Comment = "A's main context missed updates made while its listener was down"
+            try await eventually(within: .seconds(5), missed) {
                 for id in ids where try await stack.mainContext.object(MPItem.self, id: id)?.value != rounds { return false }
                 return true
             }
             await eventually(within: .seconds(5)) { await lastObserved.last == rounds }
             // The final values can arrive through a read triggered by a later hint before the listener's
             // `.reconnected` events are processed: wait for them too.
-            await eventually(within: .seconds(10), "catch-ups: \(stack.changeFeedStatistics.catchUps)") { stack.changeFeedStatistics.catchUps >= 2 }
+            await eventually(within: .seconds(10), "catch-ups: \(stack.changeFeedStatistics.catchUps)") {
+                stack.changeFeedStatistics.catchUps >= 2
+            }
             #expect(stack.changeFeedStatistics.flushes == 0)
             observer.cancel()
             await stack.shutdown()
@@ -119,7 +122,9 @@ extension ManyProcessTests {
             defer { children.forEach { $0.removeOutput() } }
             for child in children { #expect(await child.exitStatus() == 0, "\(child.report)") }
             let expected = try await stack.store.fetch(descriptor).map(\.value)
-            await eventually(within: .seconds(10), "the replayed diffs do not reproduce the query's result") { await replay.rows == expected }
+            await eventually(within: .seconds(10), "the replayed diffs do not reproduce the query's result") {
+                await replay.rows == expected
+            }
             #expect(await replay.mismatches == 0)
             // Bursts coalesce (a slow consumer gets one result per pull, not one per commit), so how many results
             // the processes' workload produced depends on speed. To exercise diffs mid-workload deterministically,
@@ -142,7 +147,8 @@ extension ManyProcessTests {
                     }
                 }
                 let expected = try await stack.store.fetch(descriptor).map(\.value)
-                await eventually(within: .seconds(10), "step \(step): the replayed diffs do not reproduce the query's result") {
+                let comment: Comment = "step \(step): the replayed diffs do not reproduce the query's result"
+                await eventually(within: .seconds(10), comment) {
                     await replay.rows == expected
                 }
             }

@@ -86,7 +86,7 @@ import Testing
     @Test func aQueueFullByCountRegistersWaitersAndSettlingFreesRoomAndReturnsThem() throws {
         var machine = Self.machine(commits: 2)
         #expect(machine.hasRoom)
-        #expect(!Self.waitForRoom(&machine, 100))                 // room: not registered, the caller goes on
+        #expect(!Self.waitForRoom(&machine, 100))          // room: not registered, the caller goes on
         Self.enqueue(&machine)
         #expect(machine.hasRoom)
         Self.enqueue(&machine)
