@@ -143,6 +143,25 @@ let package = Package(
             path: "Tests/SkyrosTestSupport",
             swiftSettings: swiftSettings
         ),
+        // Entities and predicate helpers shared by the store and query tests, with and without a server.
+        .target(
+            name: "SkyrosTestEntities",
+            dependencies: ["SkyrosStore"],
+            path: "Tests/SkyrosTestEntities",
+            swiftSettings: swiftSettings
+        ),
+        // Tests that need no server (no `DATABASE_URL`): state machines, codecs, SQL text, caches, the change
+        // cursor, observers, in-memory stacks. Folders mirror the layers (Store/, Stack/, Observation/, Sync/).
+        .testTarget(
+            name: "SkyrosUnitTests",
+            dependencies: [
+                "Skyros", "SkyrosStore", "SkyrosStack", "SkyrosObservation", "SkyrosSync", "SkyrosPostgres",
+                "SkyrosTestEntities", "SkyrosTestFixtures", "SkyrosTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "SkyrosPostgresTests",
             dependencies: ["SkyrosPostgres", "SkyrosTestSupport", .product(name: "Logging", package: "swift-log")],
@@ -156,7 +175,7 @@ let package = Package(
         .testTarget(
             name: "SkyrosTests",
             dependencies: [
-                "Skyros", "SkyrosPostgres", "SkyrosTestFixtures", "SkyrosTestSupport",
+                "Skyros", "SkyrosPostgres", "SkyrosTestEntities", "SkyrosTestFixtures", "SkyrosTestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

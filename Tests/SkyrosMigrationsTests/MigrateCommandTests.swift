@@ -52,11 +52,7 @@ struct MigrateCommandTests {
 
         /// Waits for the process to exit, polling against a deadline; kills it if the deadline passes.
         func wait(deadline: Duration = .seconds(60)) async throws -> Result {
-            let clock = ContinuousClock()
-            let end = clock.now + deadline
-            while self.process.isRunning && clock.now < end {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            _ = await poll(within: deadline, every: .milliseconds(20)) { !self.process.isRunning }
             if self.process.isRunning {
                 self.process.terminate()
                 Issue.record("migrate \(self.process.arguments ?? []) did not exit within \(deadline)")

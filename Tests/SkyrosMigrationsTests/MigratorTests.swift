@@ -272,13 +272,11 @@ struct MigratorTests {
             let pathBefore = try await connection.query("SHOW search_path")[0].decode(String.self, at: 0)
             let running = Task { try await migrator.migrate(on: connection) }
             let observer = try await TestServer.connect()
-            let deadline = ContinuousClock.now + .seconds(20)
-            while try await observer.query(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid) AND query LIKE '%pg_sleep%'")[0].decode(Int.self, at: 0) == 0
-            {
-                try #require(ContinuousClock.now < deadline, "the migration never started its statement")
-                try await Task.sleep(for: .milliseconds(20))
+            let started = try await poll(within: .seconds(20), every: .milliseconds(20)) {
+                try await observer.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid) AND query LIKE '%pg_sleep%'")[0].decode(Int.self, at: 0) > 0
             }
+            try #require(started, "the migration never started its statement")
             running.cancel()
             _ = await running.result
             let locks = try await observer.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = \(pid)")

@@ -30,7 +30,7 @@ struct ClosedConnectionTests {
         let connection = try await TestServer.connect()
         await connection.close()
         // Until the connection's thread has found its queue empty and exited (asked without a job on it).
-        #expect(await eventually { connection.threadHasExited })
+        await eventually { connection.threadHasExited }
         for round in 0..<3 {
             #expect(try await withinDeadline("isClosed (\(round))") { await connection.isClosed } == true)
             let query = try await withinDeadline("query (\(round))") { () -> PostgresError? in

@@ -45,7 +45,7 @@ struct ConnectionPoolTests {
         #expect(pool.statistics.leaseTimeouts == 1)
         // Releasing hands the connection to the next waiter.
         let waiter = Task { try await pool.withConnection { try await $0.query("SELECT 1")[0].decode(Int.self, at: 0) } }
-        #expect(await eventually { pool.statistics.waiting == 1 })
+        await eventually { pool.statistics.waiting == 1 }
         await pool.release(first)
         #expect(try await waiter.value == 1)
         await pool.release(second)
@@ -111,9 +111,9 @@ struct ConnectionPoolTests {
         let pid = try await pool.withConnection { await $0.backendPID }
         let admin = try await TestServer.connect()
         try await admin.query("SELECT pg_terminate_backend(\(pid))")
-        #expect(try await eventually {
+        try await eventually {
             try await admin.query("SELECT count(*) FROM pg_stat_activity WHERE pid = \(Int(pid))")[0].decode(Int.self, at: 0) == 0
-        })
+        }
         let newPID = try await pool.withConnection { connection in
             _ = try await connection.query("SELECT 1")
             return await connection.backendPID
@@ -137,9 +137,9 @@ struct ConnectionPoolTests {
         // Dropped while idle: the check finds it closed, and the body runs on a new connection.
         try await TestServer.withConnection { admin in
             try await admin.query("SELECT pg_terminate_backend(\(pid))")
-            #expect(try await eventually {
+            try await eventually {
                 try await admin.query("SELECT count(*) FROM pg_stat_activity WHERE pid = \(Int(pid))")[0].decode(Int.self, at: 0) == 0
-            })
+            }
         }
         let dropped = try #require(pool.leaseIdleNow())
         let other = try await pool.withConnection(leased: dropped) { connection in
@@ -159,10 +159,12 @@ struct ConnectionPoolTests {
         // every 50 ms, and under load a poll can keep landing inside that window.
         func open(_ statistics: ConnectionPool.Statistics) -> Int { statistics.opened - statistics.closed }
         let runner = Task { try await pool.run() }
-        #expect(await eventually(within: .seconds(30)) { open(pool.statistics) == 1 }, "run() opens the minimum")
+        await eventually(within: .seconds(30), "run() opens the minimum") { open(pool.statistics) == 1 }
         try await holdAtOnce(4, connectionsOf: pool)
         #expect(pool.statistics.opened == 4, "the four leases held at once opened three above the minimum")
-        #expect(await eventually(within: .seconds(30)) { open(pool.statistics) == 1 }, "idle connections above the minimum close")
+        await eventually(within: .seconds(30), "idle connections above the minimum close") {
+            open(pool.statistics) == 1
+        }
         runner.cancel()
         _ = await runner.result
         #expect(pool.statistics.idle == 0)
@@ -184,12 +186,14 @@ extension ConnectionPoolTests {
             let pid = await connection.backendPID
             // Occupies the idle connection's thread (as a long statement would) until the lock is released.
             let blocked = Task { try await connection.query("SELECT pg_advisory_xact_lock(\(key))") }
-            #expect(await eventually {
+            await eventually {
                 let waiting = try? await locker.query("SELECT count(*) FROM pg_locks WHERE pid = \(pid) AND NOT granted")
                 return (try? waiting?[0].decode(Int.self, at: 0)) == 1
-            })
+            }
             let maintenance = Task { await pool.maintain() }
-            #expect(await eventually { pool.statistics.idle == 0 && pool.statistics.inUse == 1 }, "the check took the connection")
+            await eventually("the check took the connection") {
+                pool.statistics.idle == 0 && pool.statistics.inUse == 1
+            }
             await pool.shutdown()
             try await locker.query("SELECT pg_advisory_unlock(\(key))")
             _ = try await blocked.value

@@ -1,5 +1,6 @@
 import Foundation
 import SkyrosPostgres
+import Testing
 
 /// The server under test: `DATABASE_URL`, set by `scripts/test` (or by you, e.g. for docker compose). Shared by
 /// the test targets; each adds what only it needs in an extension.
@@ -59,6 +60,14 @@ public enum TestServer {
     /// Whether a test may restart the server (scripts/test allows it for the suites it runs alone).
     public static var mayRestartServer: Bool {
         self.pgCtlCommand != nil && ProcessInfo.processInfo.environment["SKYROS_ALLOW_SERVER_RESTART"] == "1"
+    }
+
+    /// Runs `pg_ctl <arguments>` on the throw-away cluster and waits for it; records an issue when it fails.
+    /// Throws when scripts/test started no cluster (guard with ``mayRestartServer``).
+    public static func pgCtl(_ arguments: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        guard let pgCtl = self.pgCtlCommand else { throw PostgresError(kind: .invalidConfiguration, message: "no pg_ctl") }
+        let status = try await runProcess("/bin/sh", ["-c", "\(pgCtl) \(arguments) >/dev/null 2>&1"])
+        #expect(status == 0, "pg_ctl \(arguments) failed", sourceLocation: sourceLocation)
     }
 }
 

@@ -7,6 +7,7 @@ import Foundation
 import SkyrosPostgres
 import SkyrosTestFixtures
 import SkyrosTestSupport
+import SkyrosTestEntities
 import Testing
 
 
@@ -42,7 +43,7 @@ private struct MPCounted: Entity, Equatable {
             let a = try await Self.stack(schema, rowsInHints: true)
             let b = try await Self.stack(schema, rowsInHints: true)
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "one \"quoted\" é")) }
-            #expect(await Self.hasSeenInsert(b))
+            await Self.waitUntilSeenInsert(b)
             #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 1)   // cached in B
             let missesBefore = b.cacheStatistics.misses
 
@@ -50,7 +51,7 @@ private struct MPCounted: Entity, Equatable {
                 $0.value = 2
                 $0.title = "two\nlines, \\ and ☃"
             }
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.refreshedRows == 1 })
+            await eventually { b.changeFeedStatistics.refreshedRows == 1 }
             // Served from B's memory: no miss, no read of the store.
             #expect(try await b.mainContext.object(MPItem.self, id: 1) == MPItem(id: 1, owner: 0, value: 2, title: "two\nlines, \\ and ☃"))
             #expect(b.cacheStatistics.misses == missesBefore)
@@ -58,10 +59,10 @@ private struct MPCounted: Entity, Equatable {
             // The refreshed version is the stored one: B's guarded update succeeds (a wrong version would be a
             // conflict), and A, which cached its own write's version, refreshes from B's announcement in turn.
             try await Self.update(MPItem.self, id: 1, in: b) { $0.value = 3 }
-            #expect(await ManyProcessHarness.eventually { a.changeFeedStatistics.refreshedRows == 1 })
+            await eventually { a.changeFeedStatistics.refreshedRows == 1 }
             #expect(try await a.mainContext.object(MPItem.self, id: 1)?.value == 3)
             try await Self.update(MPItem.self, id: 1, in: a) { $0.value = 4 }
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.refreshedRows == 2 })
+            await eventually { b.changeFeedStatistics.refreshedRows == 2 }
             #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 4)
             #expect(b.cacheStatistics.misses == missesBefore)
             #expect(try await Self.storedInteger("SELECT value FROM \(qualified: [schema, "mp_items"]) WHERE id = 1") == 4)
@@ -76,7 +77,7 @@ private struct MPCounted: Entity, Equatable {
             let a = try await Self.stack(schema, rowsInHints: true)
             let b = try await Self.stack(schema)
             try await a.write(durability: .committed) { try $0.insert(StoreUser.make(6)) }
-            #expect(await Self.hasSeenInsert(b))
+            await Self.waitUntilSeenInsert(b)
             #expect(try await b.mainContext.object(StoreUser.self, id: 6) != nil)
             try await a.write(durability: .committed) { context in
                 var user = try #require(try await context.object(StoreUser.self, id: 6))
@@ -94,7 +95,7 @@ private struct MPCounted: Entity, Equatable {
                 user.attributes = ["level": 9, "rank": -1]
                 try await context.update(user)
             }
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.refreshedRows == 1 })
+            await eventually { b.changeFeedStatistics.refreshedRows == 1 }
             let refreshed = try #require(try await b.mainContext.object(StoreUser.self, id: 6))
             // What a stack with an empty cache reads from PostgreSQL.
             let c = try await Self.stack(schema)
@@ -113,7 +114,7 @@ private struct MPCounted: Entity, Equatable {
             let a = try await Self.stack(schema, rowsInHints: true)
             let b = try await Self.stack(schema, rowsInHints: true)
             try await a.write(durability: .committed) { try $0.insert(MPCounted(id: 7, value: 1, note: nil)) }
-            #expect(await Self.hasSeenInsert(b))
+            await Self.waitUntilSeenInsert(b)
             #expect(try await b.mainContext.object(MPCounted.self, id: 7)?.value == 1)
             for value in 2...5 {
                 try await Self.update(MPCounted.self, id: 7, in: a) {
@@ -121,7 +122,7 @@ private struct MPCounted: Entity, Equatable {
                     $0.note = value.isMultiple(of: 2) ? "even" : nil
                 }
             }
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.refreshedRows == 4 })
+            await eventually { b.changeFeedStatistics.refreshedRows == 4 }
             #expect(try await b.mainContext.object(MPCounted.self, id: 7) == MPCounted(id: 7, value: 5, note: nil))
             // B's cached version is the stored row_version (5): its guarded update commits, and the column is 6.
             try await Self.update(MPCounted.self, id: 7, in: b) { $0.value = 6 }
@@ -157,7 +158,7 @@ private struct MPCounted: Entity, Equatable {
             }
             // Both rows were announced, neither refreshed: row 1's announcement replaced a version B does not
             // hold, and row 2's layout is not B's. B reads both again and sees the stored rows.
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 2 })
+            await eventually { b.changeFeedStatistics.remoteEntries >= 2 }
             #expect(b.changeFeedStatistics.refreshedRows == 0)
             #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 11)
             #expect(try await b.mainContext.object(MPItemWithoutTitle.self, id: 2)?.value == 2)
@@ -172,7 +173,7 @@ private struct MPCounted: Entity, Equatable {
             let a = try await Self.stack(schema, rowsInHints: true)
             let b = try await Self.stack(schema, rowsInHints: true)
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 0, title: "")) }
-            #expect(await Self.hasSeenInsert(b))
+            await Self.waitUntilSeenInsert(b)
             var observed = b.observe(MPItem.self, id: 1).makeAsyncIterator()
             #expect(try await observed.next()??.value == 0)
             let missesBefore = b.cacheStatistics.misses
@@ -198,7 +199,7 @@ private struct MPCounted: Entity, Equatable {
             let b = try await Self.stack(schema)
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 0, title: "")) }
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 0, title: "")) }
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 2 })
+            await eventually { b.changeFeedStatistics.remoteEntries >= 2 }
             var observed = b.observe(MPItem.self, id: 1).makeAsyncIterator()
             #expect(try await observed.next()??.value == 0)
             #expect(try await b.mainContext.object(MPItem.self, id: 2)?.value == 0)   // cached, not observed
@@ -221,7 +222,7 @@ private struct MPCounted: Entity, Equatable {
 
             // A row cached but not observed is evicted as before, and read again when asked for.
             try await Self.update(MPItem.self, id: 2, in: a) { $0.value = 7 }
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 23 })
+            await eventually { b.changeFeedStatistics.remoteEntries >= 23 }
             #expect(try await b.mainContext.object(MPItem.self, id: 2)?.value == 7)
             #expect(b.cacheStatistics.misses == missesBefore + 1)
             #expect(b.changeFeedStatistics.rowsReadByListener == 20)
@@ -235,7 +236,7 @@ private struct MPCounted: Entity, Equatable {
             let a = try await Self.stack(schema)
             let b = try await Self.stack(schema, rowsInHints: true)
             let listener = try await PostgresListener.start(
-                configuration: try ManyProcessHarness.configuration, channels: [ChangeLog.channelName(schema: schema)])
+                configuration: try TestServer.configuration, channels: [ChangeLog.channelName(schema: schema)])
             var events = listener.events.makeAsyncIterator()
             #expect(await events.next() == .listening)
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "private")) }
@@ -250,7 +251,7 @@ private struct MPCounted: Entity, Equatable {
                 }
                 #expect(!hint.payload.contains("private") && !hint.payload.contains(#""r":"#), "\(hint.payload)")
             }
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 2 })
+            await eventually { b.changeFeedStatistics.remoteEntries >= 2 }
             #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 2)
             #expect(b.cacheStatistics.misses == missesBefore + 1)   // evicted, read again
             #expect(b.changeFeedStatistics.refreshedRows == 0)
@@ -258,34 +259,6 @@ private struct MPCounted: Entity, Equatable {
             await a.shutdown()
             await b.shutdown()
         }
-    }
-
-    @Test func aRowTooLargeForTheHintIsAnnouncedWithoutItsValues() throws {
-        func change(title: String) -> RowChange {
-            var change = RowChange(entity: "MPItem", table: "mp_items", id: PostgresValue(type: .int8, text: "1"), kind: .updated, version: nil)
-            change.row = AnnouncedRow(
-                base: 5, layout: "abc",
-                values: [PostgresValue(type: .int8, text: "1"), PostgresValue(type: .text, text: title), PostgresValue(type: .text, text: nil)])
-            return change
-        }
-        let log = ChangeLog(schema: "s")
-        func hint(_ change: RowChange) throws -> String {
-            let statement = try #require(log.recordStatement([change], origin: UUID().uuidString.lowercased(), includingRows: true))
-            return try #require(statement.binds.compactMap(\.text).last)
-        }
-        let small = try hint(change(title: "short, \"quoted\""))
-        #expect(small.contains(#""r":"#))
-        let parsed = try #require(LoggedRowChange.readList(small)?.first?.announcedRow)
-        #expect(parsed.base == 5 && parsed.layout == "abc")
-        #expect(parsed.values.map(\.text) == ["1", "short, \"quoted\"", nil])
-        #expect(parsed.values.map(\.type) == [.int8, .text, .text])
-        // JSONDecoder (the fallback for another spelling of the same list) reads it alike.
-        let decoded = try JSONDecoder().decode([LoggedRowChange].self, from: Data(small.utf8))
-        #expect(decoded == LoggedRowChange.readList(small))
-
-        let large = try hint(change(title: String(repeating: "x", count: ChangeLog.announcedRowsHintLimit)))
-        #expect(!large.contains(#""r":"#))
-        #expect(LoggedRowChange.readList(large)?.first?.announcedRow == nil)
     }
 
     /// A stack on `schema` whose change feed never reads the log on its own schedule: a read to advance the
@@ -300,13 +273,13 @@ private struct MPCounted: Entity, Equatable {
             let a = try await Self.stack(schema, rowsInHints: true)
             let b = try await Self.stack(schema, rowsInHints: true)
             let listener = try await PostgresListener.start(
-                configuration: try ManyProcessHarness.configuration, channels: [ChangeLog.channelName(schema: schema)])
+                configuration: try TestServer.configuration, channels: [ChangeLog.channelName(schema: schema)])
             try await withCleanup {
                 try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "one")) }
-                #expect(await Self.hasSeenInsert(b))
+                await Self.waitUntilSeenInsert(b)
                 #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 1)   // cached in B
                 try await Self.update(MPItem.self, id: 1, in: a) { $0.title = "genuine" }
-                #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.refreshedRows == 1 })
+                await eventually { b.changeFeedStatistics.refreshedRows == 1 }
 
                 // The genuine hint, as any listener sees it, rewritten: the next version, another title.
                 var payload: String?
@@ -343,7 +316,7 @@ private struct MPCounted: Entity, Equatable {
                 // A genuine commit after them: once B has applied it, B has handled the forged hints before it.
                 let applied = b.changeFeedStatistics.remoteEntries
                 try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 2, title: "two")) }
-                #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries > applied })
+                await eventually { b.changeFeedStatistics.remoteEntries > applied }
                 #expect(b.changeFeedStatistics.refreshedRows == 1)
                 #expect(try await b.mainContext.object(MPItem.self, id: 1)?.title == "genuine")
             } cleanup: {
@@ -361,11 +334,11 @@ private struct MPCounted: Entity, Equatable {
         }
     }
 
-    /// Whether `stack` has received the first write's announcement (a deadline-bounded wait). A row cached before
-    /// it arrives is evicted when it does (an insert announced by another stack), and could then not be
-    /// refreshed by the announcements the test counts.
-    private static func hasSeenInsert(_ stack: DataStack) async -> Bool {
-        await ManyProcessHarness.eventually { stack.changeFeedStatistics.remoteEntries >= 1 }
+    /// Waits until `stack` has received the first write's announcement (an issue when it never does). A row
+    /// cached before it arrives is evicted when it does (an insert announced by another stack), and could then
+    /// not be refreshed by the announcements the test counts.
+    private static func waitUntilSeenInsert(_ stack: DataStack) async {
+        await eventually { stack.changeFeedStatistics.remoteEntries >= 1 }
     }
 
     /// A durable write that reads row `id` of `T` through the writing context, changes it and updates it (so the

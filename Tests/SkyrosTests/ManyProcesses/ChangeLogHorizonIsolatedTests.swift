@@ -6,6 +6,7 @@ import Foundation
 @testable import SkyrosSync
 import SkyrosPostgres
 import SkyrosTestFixtures
+import SkyrosTestSupport
 import Testing
 
 /// The reader's horizon after a burst of hints. A read's horizon is its snapshot's `xmin`, which any
@@ -24,16 +25,16 @@ struct ChangeLogHorizonIsolatedTests {
             for id: Int64 in 1...5 {
                 try await a.write(durability: .committed) { try $0.insert(MPItem(id: id, owner: 0, value: 0, title: "")) }
             }
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 5 })
+            await eventually { b.changeFeedStatistics.remoteEntries >= 5 }
             // The read that follows the burst; then B is quiet (no hints, no reads).
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.reads > readsAtStart })
+            await eventually { b.changeFeedStatistics.reads > readsAtStart }
             let reads = b.changeFeedStatistics.reads
             // The burst's entries are pruned (as retention would), and A writes again.
             #expect(try await a.pruneChangeLog(olderThan: .zero, keepingAtMost: 0) >= 5)
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 6, owner: 0, value: 0, title: "")) }
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 6 })
+            await eventually { b.changeFeedStatistics.remoteEntries >= 6 }
             // B reads the log again after that hint, and finds no gap.
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.reads > reads })
+            await eventually { b.changeFeedStatistics.reads > reads }
             #expect(b.changeFeedStatistics.flushes == 0, "\(b.changeFeedStatistics)")
             await a.shutdown()
             await b.shutdown()
@@ -45,7 +46,7 @@ struct ChangeLogHorizonIsolatedTests {
     @Test func pruningEntriesAReaderNeverSawIsReportedAsAGap() async throws {
         try await ManyProcessHarness.withSchema { schema in
             let log = ChangeLog(schema: schema)
-            let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            let connection = try await Connection.connect(to: try TestServer.configuration)
             try await log.createIfNeeded(on: connection)
             var cursor = ChangeCursor()
             let start = try await log.read(after: nil, on: connection)
@@ -65,33 +66,33 @@ struct ChangeLogHorizonIsolatedTests {
         try await ManyProcessHarness.withSchema { schema in
             let a = try await ManyProcessHarness.stack(schema: schema)
             let b = try await ManyProcessHarness.stack(schema: schema) { $0.horizonReadInterval = .milliseconds(300) }
-            let idle = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            let idle = try await Connection.connect(to: try TestServer.configuration)
             _ = try await idle.execute(script: "BEGIN")
             _ = try await idle.query("SELECT pg_current_xact_id()")   // holds an xid: every snapshot's xmin stays at or below it
             let readsAtStart = b.changeFeedStatistics.reads
             for id: Int64 in 1...5 {
                 try await a.write(durability: .committed) { try $0.insert(MPItem(id: id, owner: 0, value: 0, title: "")) }
             }
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 5 })
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.reads > readsAtStart })
+            await eventually { b.changeFeedStatistics.remoteEntries >= 5 }
+            await eventually { b.changeFeedStatistics.reads > readsAtStart }
             #expect(try await a.pruneChangeLog(olderThan: .zero, keepingAtMost: 0) == 0)
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 6, owner: 0, value: 0, title: "")) }
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 6 })
+            await eventually { b.changeFeedStatistics.remoteEntries >= 6 }
             let reads = b.changeFeedStatistics.reads
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.reads > reads })
+            await eventually { b.changeFeedStatistics.reads > reads }
             #expect(b.changeFeedStatistics.flushes == 0, "\(b.changeFeedStatistics)")
             // The transaction ends; B's next read (after the next hint) moves its horizon past the entries, and
             // the prune after that deletes them, still without a gap.
             _ = try await idle.execute(script: "COMMIT")
             let readsAtCommit = b.changeFeedStatistics.reads
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 7, owner: 0, value: 0, title: "")) }
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 7 })
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.reads > readsAtCommit })
+            await eventually { b.changeFeedStatistics.remoteEntries >= 7 }
+            await eventually { b.changeFeedStatistics.reads > readsAtCommit }
             #expect(try await a.pruneChangeLog(olderThan: .zero, keepingAtMost: 0) >= 7)
             let readsAfterPrune = b.changeFeedStatistics.reads
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 8, owner: 0, value: 0, title: "")) }
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.remoteEntries >= 8 })
-            #expect(await ManyProcessHarness.eventually { b.changeFeedStatistics.reads > readsAfterPrune })
+            await eventually { b.changeFeedStatistics.remoteEntries >= 8 }
+            await eventually { b.changeFeedStatistics.reads > readsAfterPrune }
             #expect(b.changeFeedStatistics.flushes == 0, "\(b.changeFeedStatistics)")
             await idle.close()
             await a.shutdown()

@@ -7,35 +7,17 @@ import Testing
 
 /// Schemas, stacks and child processes for the many-processes tests.
 enum ManyProcessHarness {
-    static var databaseURL: String {
-        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
-            fatalError("DATABASE_URL is not set: run the integration tests through scripts/test")
-        }
-        return url
-    }
-
-    static var configuration: PostgresConfiguration { get throws { try PostgresConfiguration(url: self.databaseURL) } }
-
-
     /// Runs `body` with a fresh schema holding `mp_items` and `mp_done`; drops it afterwards.
     static func withSchema<R>(_ body: (String) async throws -> R) async throws -> R {
-        let schema = "mp_\(UUID().uuidString.prefix(8).lowercased())"
-        let connection = try await Connection.connect(to: try self.configuration)
-        _ = try await connection.execute(script: """
-            CREATE SCHEMA \(quoteIdentifier(schema));
-            CREATE TABLE \(quoteIdentifier(schema)).mp_items (id bigint PRIMARY KEY, owner integer NOT NULL,
-                                                             value integer NOT NULL, title text NOT NULL);
-            CREATE TABLE \(quoteIdentifier(schema)).mp_done (id integer PRIMARY KEY);
-            """)
-        do {
-            let result = try await body(schema)
-            _ = try await connection.execute(script: "DROP SCHEMA \(quoteIdentifier(schema)) CASCADE")
-            await connection.close()
-            return result
-        } catch {
-            _ = try? await connection.execute(script: "DROP SCHEMA \(quoteIdentifier(schema)) CASCADE")
-            await connection.close()
-            throw error
+        try await TestServer.withSchema("mp") { schema in
+            try await TestServer.withConnection { connection in
+                _ = try await connection.execute(script: """
+                    CREATE TABLE \(quoteIdentifier(schema)).mp_items (id bigint PRIMARY KEY, owner integer NOT NULL,
+                                                                     value integer NOT NULL, title text NOT NULL);
+                    CREATE TABLE \(quoteIdentifier(schema)).mp_done (id integer PRIMARY KEY);
+                    """)
+            }
+            return try await body(schema)
         }
     }
 
@@ -44,7 +26,7 @@ enum ManyProcessHarness {
         schema: String, changeFeed: (inout ChangeFeedConfiguration) -> Void = { _ in }
     ) async throws -> DataStack {
         var configuration = DataStackConfiguration(
-            store: .postgres(try self.configuration, schema: schema), entities: [MPItem.self, MPDone.self])
+            store: .postgres(try TestServer.configuration, schema: schema), entities: [MPItem.self, MPDone.self])
         configuration.pool.leaseTimeout = .seconds(30)
         changeFeed(&configuration.changeFeed)
         return try await DataStack.start(configuration)
@@ -63,14 +45,9 @@ enum ManyProcessHarness {
         }
     }
 
-    /// Polls `condition` until it holds or `deadline` passes (see ``poll(within:every:_:)``).
-    static func eventually(within deadline: Duration = .seconds(10), _ condition: () async throws -> Bool) async rethrows -> Bool {
-        try await poll(within: deadline, every: .milliseconds(20), condition)
-    }
-
     /// Terminates the backend of the listener named `applicationName`; returns how many were terminated.
     static func terminateListener(applicationName: String) async throws -> Int {
-        let connection = try await Connection.connect(to: try self.configuration)
+        let connection = try await Connection.connect(to: try TestServer.configuration)
         return try await withCleanup {
             let rows = try await connection.query(
                 "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = \(applicationName)")

@@ -2,6 +2,7 @@ import Foundation
 import Skyros
 import SkyrosTestFixtures
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// Several real OS processes (`skyros-test-node`) against one database: change log, listener, catch-up,
@@ -19,10 +20,9 @@ struct ManyProcessTests {
             defer { child.removeOutput() }
             #expect(await child.exitStatus() == 0, "\(child.report)")
             let updatedAt = ContinuousClock.now
-            let seen = try await ManyProcessHarness.eventually(within: .seconds(5)) {
+            try await eventually(within: .seconds(5), "process B's update did not reach A's main context within 5 s") {
                 try await stack.mainContext.object(MPItem.self, id: 1)?.value == 42
             }
-            #expect(seen, "process B's update did not reach A's main context within 5 s")
             #expect(ContinuousClock.now - updatedAt < .seconds(5))
             #expect(stack.changeFeedStatistics.remoteEntries >= 1)
             await stack.shutdown()
@@ -47,26 +47,27 @@ struct ManyProcessTests {
                 "--rounds", String(rounds),
             ])
             defer { child.removeOutput() }
-            #expect(await ManyProcessHarness.eventually(within: .seconds(20)) { child.lines.contains("round 5") })
+            await eventually(within: .seconds(20)) { child.lines.contains("round 5") }
             let name = try #require(stack.changeFeedApplicationName)
             #expect(try await ManyProcessHarness.terminateListener(applicationName: name) >= 1)
             // Terminate again only once the listener has reconnected (else the second call could hit the
             // first, still exiting backend).
-            #expect(await ManyProcessHarness.eventually(within: .seconds(20)) { stack.changeFeedStatistics.catchUps >= 1 })
-            #expect(await ManyProcessHarness.eventually(within: .seconds(20)) { child.lines.contains("round 20") })
+            await eventually(within: .seconds(20)) { stack.changeFeedStatistics.catchUps >= 1 }
+            await eventually(within: .seconds(20)) { child.lines.contains("round 20") }
             #expect(try await ManyProcessHarness.terminateListener(applicationName: name) >= 1)
             #expect(await child.exitStatus() == 0, "\(child.report)")
 
-            let caughtUp = try await ManyProcessHarness.eventually(within: .seconds(5)) {
+            let missed: Comment = "A's main context missed updates made while its listener was down"
+            try await eventually(within: .seconds(5), missed) {
                 for id in ids where try await stack.mainContext.object(MPItem.self, id: id)?.value != rounds { return false }
                 return true
             }
-            #expect(caughtUp, "A's main context missed updates made while its listener was down")
-            #expect(await ManyProcessHarness.eventually(within: .seconds(5)) { await lastObserved.last == rounds })
+            await eventually(within: .seconds(5)) { await lastObserved.last == rounds }
             // The final values can arrive through a read triggered by a later hint before the listener's
             // `.reconnected` events are processed: wait for them too.
-            #expect(await ManyProcessHarness.eventually(within: .seconds(10)) { stack.changeFeedStatistics.catchUps >= 2 },
-                "catch-ups: \(stack.changeFeedStatistics.catchUps)")
+            await eventually(within: .seconds(10), "catch-ups: \(stack.changeFeedStatistics.catchUps)") {
+                stack.changeFeedStatistics.catchUps >= 2
+            }
             #expect(stack.changeFeedStatistics.flushes == 0)
             observer.cancel()
             await stack.shutdown()
@@ -121,8 +122,9 @@ extension ManyProcessTests {
             defer { children.forEach { $0.removeOutput() } }
             for child in children { #expect(await child.exitStatus() == 0, "\(child.report)") }
             let expected = try await stack.store.fetch(descriptor).map(\.value)
-            let converged = await ManyProcessHarness.eventually(within: .seconds(10)) { await replay.rows == expected }
-            #expect(converged, "the replayed diffs do not reproduce the query's result")
+            await eventually(within: .seconds(10), "the replayed diffs do not reproduce the query's result") {
+                await replay.rows == expected
+            }
             #expect(await replay.mismatches == 0)
             // Bursts coalesce (a slow consumer gets one result per pull, not one per commit), so how many results
             // the processes' workload produced depends on speed. To exercise diffs mid-workload deterministically,
@@ -145,8 +147,10 @@ extension ManyProcessTests {
                     }
                 }
                 let expected = try await stack.store.fetch(descriptor).map(\.value)
-                let seen = await ManyProcessHarness.eventually(within: .seconds(10)) { await replay.rows == expected }
-                #expect(seen, "step \(step): the replayed diffs do not reproduce the query's result")
+                let comment: Comment = "step \(step): the replayed diffs do not reproduce the query's result"
+                await eventually(within: .seconds(10), comment) {
+                    await replay.rows == expected
+                }
             }
             #expect(await replay.mismatches == 0)
             let results = await replay.results

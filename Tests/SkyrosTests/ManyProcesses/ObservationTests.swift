@@ -6,6 +6,7 @@ import Foundation
 @testable import SkyrosSync
 import SkyrosTestFixtures
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// `observe(_:)` and `observe(_:id:)` driven by local saves, on both stores; diffs; the rebuild terminal event.
@@ -118,27 +119,10 @@ struct ObservationTests {
         }
     }
 
-    @Test func anObservedResultEncodesAsJSON() async throws {
-        try await Self.withStack(.inMemory) { stack in
-            var iterator = stack.observe(FetchDescriptor<MPItem>(sortBy: [SortDescriptor(\.id)])).makeAsyncIterator()
-            _ = try await iterator.next()
-            try await stack.write { try $0.insert(MPItem(id: 7, owner: 1, value: 2, title: "seven")) }
-            let result = try #require(try await iterator.next())
-            let json = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(result)) as? [String: Any])
-            let values = try #require(json["values"] as? [[String: Any]])
-            #expect(values.first?["title"] as? String == "seven")
-            let diff = try #require(json["diff"] as? [String: Any])
-            let inserted = try #require(diff["inserted"] as? [[String: Any]])
-            #expect(inserted.first?["offset"] as? Int == 0)
-            #expect((inserted.first?["value"] as? [String: Any])?["id"] as? Int == 7)
-            #expect((diff["deleted"] as? [Any])?.isEmpty == true)
-        }
-    }
-
     @Test func aCommitThatFailsRevertsWhatObserversSaw() async throws {
         try await ManyProcessHarness.withSchema { schema in
             let stack = try await ManyProcessHarness.stack(schema: schema)
-            let outside = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            let outside = try await Connection.connect(to: try TestServer.configuration)
             _ = try await outside.query("INSERT INTO \(qualified: [schema, "mp_items"]) VALUES (5, 9, 5, 'theirs')")
             var iterator = stack.observe(MPItem.self, id: 5).makeAsyncIterator()
             #expect(try await iterator.next()??.title == "theirs")
@@ -172,7 +156,7 @@ struct ObservationTests {
 
             try await a.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
             // A's stack has no migrations: create its tables again, as a migration would.
-            let connection = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            let connection = try await Connection.connect(to: try TestServer.configuration)
             _ = try await connection.execute(script: """
                 CREATE TABLE \(quoteIdentifier(schema)).mp_items (id bigint PRIMARY KEY, owner integer NOT NULL,
                                                                  value integer NOT NULL, title text NOT NULL);
@@ -181,7 +165,7 @@ struct ObservationTests {
             await connection.close()
 
             // B hears of the new log (A's hint), flushes its cache, and its observer re-runs the query.
-            #expect(await ManyProcessHarness.eventually(within: .seconds(10)) { b.changeFeedStatistics.flushes >= 1 })
+            await eventually(within: .seconds(10)) { b.changeFeedStatistics.flushes >= 1 }
             #expect(try await b.mainContext.object(MPItem.self, id: 1) == nil)
             let refetched = try await observed.next()
             #expect(refetched?.values.isEmpty == true)
@@ -211,20 +195,20 @@ struct ObservationTests {
                 }
             }
             defer { observers.forEach { $0.cancel() } }
-            #expect(await ManyProcessHarness.eventually { seenByA.withLock { $0 } == [] && seenByB.withLock { $0 } == [] })
+            await eventually { seenByA.withLock { $0 } == [] && seenByB.withLock { $0 } == [] }
 
             let entriesBefore = b.changeFeedStatistics.remoteEntries
             let (_, created) = try await a.mainContext.findOrCreate(MPItem(id: 1, owner: 0, value: 1, title: "made"))
             #expect(created)
-            #expect(await ManyProcessHarness.eventually { seenByA.withLock { $0 } == [1] })
-            #expect(await ManyProcessHarness.eventually { seenByB.withLock { $0 } == [1] })
+            await eventually { seenByA.withLock { $0 } == [1] }
+            await eventually { seenByB.withLock { $0 } == [1] }
             #expect(b.changeFeedStatistics.remoteEntries == entriesBefore + 1)
 
             // Found, not created: nothing announced.
             let (found, createdAgain) = try await b.mainContext.findOrCreate(MPItem(id: 1, owner: 0, value: 9, title: "other"))
             #expect(!createdAgain && found.title == "made")
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 2, title: "fence")) }
-            #expect(await ManyProcessHarness.eventually { seenByB.withLock { $0 } == [1, 2] })
+            await eventually { seenByB.withLock { $0 } == [1, 2] }
             #expect(a.changeFeedStatistics.remoteEntries == 0, "\(a.changeFeedStatistics)")
             await a.shutdown()
             await b.shutdown()
@@ -239,7 +223,7 @@ struct ObservationTests {
         try await ManyProcessHarness.withSchema { schema in
             let a = try await ManyProcessHarness.stack(schema: schema)
             let logTable = ChangeLog(schema: schema).logTable
-            let other = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            let other = try await Connection.connect(to: try TestServer.configuration)
             func logEntries() async throws -> Int {
                 try await other.query("SELECT count(*) FROM \(unsafeRaw: logTable)")[0].decode(Int.self, at: 0)
             }
@@ -249,7 +233,7 @@ struct ObservationTests {
                 "INSERT INTO \(unsafeRaw: quoteIdentifier(schema)).mp_items (id, owner, value, title) VALUES (5, 0, 1, 'theirs')")
             let finding = Task { try await a.mainContext.findOrCreate(MPItem(id: 5, owner: 0, value: 2, title: "ours")) }
             // Until a session waits for this one's insert (not for another test's: the suite runs in parallel).
-            let waits = try await ManyProcessHarness.eventually(within: .seconds(20)) {
+            let waits = try await eventually(within: .seconds(20)) {
                 try await other.query("SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))")[0]
                     .decode(Int.self, at: 0) > 0
             }
@@ -275,13 +259,13 @@ struct ObservationTests {
             let a = try await ManyProcessHarness.stack(schema: schema)
             let store = try #require(a.store as? PostgresStore)
             let logTable = ChangeLog(schema: schema).logTable
-            let blocker = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            let blocker = try await Connection.connect(to: try TestServer.configuration)
             _ = try await blocker.query("SELECT pg_advisory_lock(hashtext(\(logTable)))")
             let rebuilding = Task { try await a.destroyAndRebuild(confirm: .iUnderstandThisDeletesData) }
             // Wait until the rebuild waits for that lock (its new store is live by then): a session blocked by this
             // one, not any ungranted advisory lock (other tests of the parallel run take them too, and one of theirs
             // let the write below start before the rebuild, which then invalidated it).
-            let waits = try await ManyProcessHarness.eventually(within: .seconds(20)) {
+            let waits = try await eventually(within: .seconds(20)) {
                 try await blocker.query("SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))")[0]
                     .decode(Int.self, at: 0) > 0
             }
@@ -297,7 +281,7 @@ struct ObservationTests {
                 written.withLock { $0 = true }
             }
             // The write is queued and held (or, without the hold, committed at once, unlogged).
-            try await eventually { a.queuedCommits == 1 || written.withLock { $0 } }
+            await eventually { a.queuedCommits == 1 || written.withLock { $0 } }
             _ = try await blocker.query("SELECT pg_advisory_unlock(hashtext(\(logTable)))")
             try await rebuilding.value
             try await writing.value
@@ -314,13 +298,13 @@ struct ObservationTests {
     /// announced and observed again.
     @Test func aRebuildThatCannotRecreateTheLogCommitsNothingUnannounced() async throws {
         try await ManyProcessHarness.withSchema { schema in
-            var session = try ManyProcessHarness.configuration
+            var session = try TestServer.configuration
             session["options"] = "-c lock_timeout=300"
             let a = try await DataStack.start(DataStackConfiguration(
                 store: .postgres(session, schema: schema), entities: [MPItem.self, MPDone.self]))
             let store = try #require(a.store as? PostgresStore)
             let logTable = ChangeLog(schema: schema).logTable
-            let blocker = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            let blocker = try await Connection.connect(to: try TestServer.configuration)
             let createTables = """
                 CREATE TABLE IF NOT EXISTS \(quoteIdentifier(schema)).mp_items (id bigint PRIMARY KEY, owner integer NOT NULL,
                                                                  value integer NOT NULL, title text NOT NULL);
@@ -344,9 +328,9 @@ struct ObservationTests {
                 }
             }
             defer { observing.cancel() }
-            #expect(await ManyProcessHarness.eventually { seen.withLock { $0 } == [] })
+            await eventually { seen.withLock { $0 } == [] }
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 2, title: "logged")) }
-            #expect(await ManyProcessHarness.eventually { seen.withLock { $0 } == [2] })
+            await eventually { seen.withLock { $0 } == [2] }
             let entries = try await GroupPipelineTests.changeLogEntries(store)
             #expect(entries.contains { $0.contains("2") }, "\(entries)")
             await blocker.close()

@@ -2,6 +2,7 @@ import Foundation
 import Skyros
 import SkyrosTestFixtures
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// `readSnapshot`: several reads, one snapshot.
@@ -13,7 +14,7 @@ struct SnapshotReadTests {
             try await stack.write(durability: .committed) { context in
                 for id in 1...3 { try context.insert(MPItem(id: Int64(id), owner: 0, value: id, title: "before")) }
             }
-            let outside = try await Connection.connect(to: try ManyProcessHarness.configuration)
+            let outside = try await Connection.connect(to: try TestServer.configuration)
             let (before, during, titles) = try await stack.readSnapshot { reader in
                 let before = try await reader.count(FetchDescriptor<MPItem>())
                 _ = try await outside.query("INSERT INTO \(qualified: [schema, "mp_items"]) VALUES (4, 0, 4, 'concurrent')")
@@ -30,19 +31,5 @@ struct SnapshotReadTests {
             await outside.close()
             await stack.shutdown()
         }
-    }
-
-    @Test func onTheInMemoryStoreASnapshotReadReadsTheStore() async throws {
-        let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory))
-        try await stack.write(durability: .committed) { context in
-            for id in 1...3 { try context.insert(MPItem(id: Int64(id), owner: 0, value: 10 - id, title: "r\(id)")) }
-        }
-        let (count, first) = try await stack.readSnapshot { reader in
-            (try await reader.count(FetchDescriptor<MPItem>()),
-             try await reader.first(FetchDescriptor<MPItem>(sortBy: [SortDescriptor(\MPItem.value)])))
-        }
-        #expect(count == 3)
-        #expect(first?.id == 3)
-        await stack.shutdown()
     }
 }

@@ -7,6 +7,7 @@ import Foundation
 import SkyrosTestFixtures
 import SkyrosPostgres
 import SkyrosTestSupport
+import SkyrosTestEntities
 import Testing
 
 /// Generated predicates, sorts and windows run both in memory and on PostgreSQL must return the same ordered ids.
@@ -159,8 +160,8 @@ struct PredicateDifferentialTests {
         rows.append(Row(id: 401, name: #"%_\"#, nick: "", n: 0, m: nil, score: -0.0, flag: false))
         rows.append(Row(id: 402, name: "", nick: nil, n: -50, m: 0, score: 0, flag: true))
 
-        let connection = try await QueryTestServer.connect()
-        let schema = try await QueryTestServer.makeSchema(on: connection, prefix: "query_diff")
+        let schema = try await TestServer.makeSchema("query_diff")
+        let connection = try await TestServer.connect()
         do {
             try await connection.execute(script: Row.createTable(schema: schema))
             try await connection.copyFrom(
@@ -199,11 +200,11 @@ struct PredicateDifferentialTests {
             #expect(Self.supportedNodes.subtracting(covered).isEmpty, "not generated: \(Self.supportedNodes.subtracting(covered))")
             #expect(nonTrivial > Self.predicateCount / 2, "only \(nonTrivial) predicates selected a proper subset")
         } catch {
-            await QueryTestServer.dropSchema(schema, on: connection)
+            await TestServer.dropSchema(schema)
             await connection.close()
             throw error
         }
-        await QueryTestServer.dropSchema(schema, on: connection)
+        await TestServer.dropSchema(schema)
         await connection.close()
     }
 
@@ -211,7 +212,7 @@ struct PredicateDifferentialTests {
     /// server: the generated data relies on them.
     @Test func caseMappingAgreesOnNonASCII() async throws {
         let samples = ["straße", "ΌΣΟΣ", "ΣΑΣ Σ", "ǅ", "ﬁé", "ÉCOLE", "naïve", "Ü😀", "日本"]
-        let connection = try await QueryTestServer.connect()
+        let connection = try await TestServer.connect()
         try await withCleanup {
             for sample in samples {
                 let rows = try await connection.query(

@@ -1,6 +1,7 @@
 import Foundation
 import Skyros
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// Backpressure (writers wait when the queue is full) and shutdown (refuse, drain, deadline report).
@@ -17,7 +18,7 @@ struct CommitQueueBackpressureTests {
                     written.withLock { $0 += 1 }
                 }
             }
-            try await eventually { stack.queuedCommits == 50 }
+            await eventually { stack.queuedCommits == 50 }
             // The writer is parked: its next write waits for room (checked over several polls).
             for _ in 0..<20 {
                 #expect(written.withLock { $0 } == 50)
@@ -46,9 +47,9 @@ struct CommitQueueBackpressureTests {
                 }
                 finished.withLock { $0 = true }
             }
-            try await eventually { stack.queuedCommits == 5 }
+            await eventually { stack.queuedCommits == 5 }
             try await stack.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
-            try await eventually { finished.withLock { $0 } }
+            await eventually { finished.withLock { $0 } }
             let error = outcome.withLock { $0 } as? DataStackError
             #expect(error?.code == .contextInvalidated)
             writer.cancel()
@@ -71,7 +72,7 @@ struct CommitQueueBackpressureTests {
             }
             // The drain holds the only connection while the queue has work; it gives it back when a read waits.
             // (A generous deadline: on a loaded machine the first thousand rows took over ten seconds.)
-            try await eventually(timeout: .seconds(60)) { try await stack.store.count(FetchDescriptor<StackNote>()) >= 1_000 }
+            try await eventually(within: .seconds(60)) { try await stack.store.count(FetchDescriptor<StackNote>()) >= 1_000 }
             for _ in 0..<5 {
                 _ = try await stack.store.count(FetchDescriptor<StackNote>())
                 #expect(written.withLock { $0 } < writes, "the reads finished only after the writer")
@@ -116,7 +117,7 @@ struct CommitQueueBackpressureTests {
                 }
             }
             // Each drain ends once its wait for a set is over: the connection goes back to the pool.
-            try await eventually { pool.statistics.inUse == 0 && pool.statistics.idle == 1 }
+            await eventually { pool.statistics.inUse == 0 && pool.statistics.idle == 1 }
             #expect(try await stack.store.count(FetchDescriptor<StackNote>()) == 100)
         }
     }
@@ -129,7 +130,7 @@ struct CommitQueueBackpressureTests {
             let writer = Task {
                 for id in 1...100 { try await stack.write { try $0.insert(StackNote(id: id, title: big, rank: id)) } }
             }
-            try await eventually { stack.queuedCommits >= 9 }
+            await eventually { stack.queuedCommits >= 9 }
             for _ in 0..<20 { await Task.yield() }
             // About 100 kB of 10 kB rows: ten sets (the tenth crosses the bound), never all hundred.
             #expect((9...11).contains(stack.queuedCommits))
@@ -177,7 +178,7 @@ struct CommitQueueBackpressureTests {
         try await StackTestServer.withQueueStack({ $0.commitQueue.maximumBatchCount = 1 }) { stack in
             let schema = try #require((stack.store as? PostgresStore)?.schema)
             // Another session locks the table: the first group blocks on it.
-            let locker = try await Connection.connect(to: try StackTestServer.configuration)
+            let locker = try await Connection.connect(to: try TestServer.configuration)
             _ = try await locker.execute(script: "BEGIN; LOCK TABLE \(quoteIdentifier(schema)).stack_notes IN ACCESS EXCLUSIVE MODE")
             let failures = Locked<[Int: any Error]>([:])
             let successes = Locked<Set<Int>>([])
@@ -191,7 +192,7 @@ struct CommitQueueBackpressureTests {
                         failures.withLock { $0[id] = error }
                     }
                 })
-                try await eventually { stack.commitQueueStatistics.queueDepth == id }
+                await eventually { stack.commitQueueStatistics.queueDepth == id }
             }
             // Release the lock once the four queued writers were failed by the deadline.
             let unlock = Task {

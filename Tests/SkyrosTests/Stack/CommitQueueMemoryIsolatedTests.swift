@@ -1,6 +1,7 @@
 import Foundation
 import Skyros
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// Resident memory under sustained overload: writers far faster than the database, the queue bounded.

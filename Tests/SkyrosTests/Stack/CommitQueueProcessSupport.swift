@@ -5,30 +5,9 @@ import SkyrosPostgres
 import Testing
 
 enum CommitQueueTestServer {
-    static var mayRestartServer: Bool {
-        let environment = ProcessInfo.processInfo.environment
-        return environment["SKYROS_TEST_PG_CTL"] != nil && environment["SKYROS_ALLOW_SERVER_RESTART"] == "1"
-    }
-
-    /// Runs `pg_ctl <arguments>` on scripts/test's cluster; returns its exit status.
-    static func pgCtl(_ arguments: String) async throws -> Int32 {
-        let pgCtl = try #require(ProcessInfo.processInfo.environment["SKYROS_TEST_PG_CTL"])
-        let process = try NodeProcess.spawn("/bin/sh", ["-c", "\(pgCtl) \(arguments) >/dev/null 2>&1"])
-        defer { process.removeOutput() }
-        return await process.exitStatus()
-    }
-
     /// One query on a fresh connection.
     static func query(_ query: PostgresQuery) async throws -> PostgresRows {
-        let connection = try await Connection.connect(to: try StackTestServer.configuration)
-        do {
-            let rows = try await connection.query(query)
-            await connection.close()
-            return rows
-        } catch {
-            await connection.close()
-            throw error
-        }
+        try await TestServer.withConnection { try await $0.query(query) }
     }
 }
 
@@ -40,22 +19,16 @@ extension StackTestServer {
         _ configure: (inout DataStackConfiguration) -> Void, _ body: (DataStack) async throws -> R
     ) async throws -> R {
         let schema = uniqueSchemaName()
-        let postgres = try server ?? configuration
+        let postgres = try server ?? TestServer.configuration
         return try await withMigrations(["1_stack.sql": migrationSQL]) { directory in
             var configuration = DataStackConfiguration(
                 store: .postgres(postgres, schema: schema), migrations: .directory(directory),
                 entities: [StackNote.self, StackCounter.self], pool: .init(maximumConnections: 4, leaseTimeout: .seconds(120)))
             configure(&configuration)
             let stack = try await DataStack.start(configuration)
-            do {
-                let result = try await body(stack)
+            return try await withCleanup { try await body(stack) } cleanup: {
                 await stack.shutdown()
-                try await dropSchema(schema)
-                return result
-            } catch {
-                await stack.shutdown()
-                try? await dropSchema(schema)
-                throw error
+                await TestServer.dropSchema(schema)
             }
         }
     }

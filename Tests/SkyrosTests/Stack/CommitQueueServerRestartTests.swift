@@ -1,12 +1,13 @@
 import Foundation
 import Skyros
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// Restarts scripts/test's cluster while queued writes flow: run alone, after the other tests.
 @Suite(
     "CommitQueueServerRestart", .serialized, .timeLimit(.minutes(3)),
-    .enabled(if: CommitQueueTestServer.mayRestartServer, "needs scripts/test's own cluster"))
+    .enabled(if: TestServer.mayRestartServer, "needs scripts/test's own cluster"))
 struct CommitQueueServerRestartTests {
     @Test("pg_ctl restart -m fast while 10,000 queued writes flow: afterwards every write is in the database exactly once")
     func restartUnderLoad() async throws {
@@ -34,9 +35,9 @@ struct CommitQueueServerRestartTests {
                 }
             }
             // Restart once commits are flowing and many are still queued.
-            try await eventually(timeout: .seconds(60)) { stack.commitQueueStatistics.sets >= 500 }
+            await eventually(within: .seconds(60)) { stack.commitQueueStatistics.sets >= 500 }
             let committedBefore = stack.commitQueueStatistics.sets
-            #expect(try await CommitQueueTestServer.pgCtl("restart -m fast -w -t 60") == 0)
+            try await TestServer.pgCtl("restart -m fast -w -t 60")
             try await writers.value
             // A durable write after all of them returns once every earlier one finished (commits are ordered).
             try await stack.write(durability: .committed) { try $0.insert(note(total + 1)) }

@@ -1,6 +1,7 @@
 import Foundation
 import Skyros
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// The commit queue on PostgreSQL: group commit with a savepoint per set, merge policies between stacks,
@@ -30,7 +31,7 @@ struct CommitQueueTests {
                     outcomes.withLock { $0[index] = outcome }
                 })
                 // Queue them one after another, in order.
-                try await eventually { stack.queuedCommits == index }
+                await eventually { stack.queuedCommits == index }
             }
             // Every write is visible before it commits, the failing one too.
             #expect(try await stack.read { try await $0.count(FetchDescriptor<StackNote>()) } == 11)
@@ -77,7 +78,7 @@ struct CommitQueueTests {
             let streamed = try #require(await iterator.next())
             #expect(streamed.code == .commitFailed)
             #expect((streamed.underlying as? PostgresError)?.kind == .uniqueViolation)
-            try await eventually { done.withLock { $0 != nil } }
+            await eventually { done.withLock { $0 != nil } }
             #expect(calls.withLock { $0 } == 1)
             #expect(throws: PostgresError.self) { try done.withLock { $0 }?.get() }
         }
@@ -146,7 +147,7 @@ struct CommitQueueTests {
     static func secondStack(like stack: DataStack) async throws -> DataStack {
         let store = try #require(stack.store as? PostgresStore)
         return try await DataStack.start(DataStackConfiguration(
-            store: .postgres(try StackTestServer.configuration, schema: store.schema), entities: [StackNote.self]))
+            store: .postgres(try TestServer.configuration, schema: store.schema), entities: [StackNote.self]))
     }
 
     @Test(".error (default): the second writer gets a version conflict, the row keeps the first value")
@@ -249,7 +250,7 @@ struct CommitQueueTests {
                     for try await value in stack.observe(StackNote.self, id: 1) { latest.withLock { $0 = value } }
                 }
                 defer { observing.cancel() }
-                try await eventually { latest.withLock { $0 }?.title == "original" }
+                await eventually { latest.withLock { $0 }?.title == "original" }
 
                 // No other writer: the stored row is the value written, which stays cached.
                 try await stack.editNote(1, durability: .committed, policy: policy) { $0.rank = 2 }
@@ -268,7 +269,7 @@ struct CommitQueueTests {
                 }
                 let stored = StackNote(id: 1, title: "other", rank: 3)
                 #expect(try await stack.store.object(StackNote.self, id: 1)?.value == stored)
-                try await eventually { latest.withLock { $0 } == stored }
+                await eventually { latest.withLock { $0 } == stored }
                 #expect(latest.withLock { $0 } == stored, "\(policy): the observer kept \(String(describing: latest.withLock { $0 }))")
                 #expect(try await stack.read { try await $0.object(StackNote.self, id: 1) } == stored)
             }
@@ -365,7 +366,7 @@ struct CommitQueueTests {
         try await StackTestServer.withStack(.postgres) { a in
             let store = try #require(a.store as? PostgresStore)
             var configuration = DataStackConfiguration(
-                store: .postgres(try StackTestServer.configuration, schema: store.schema), entities: [StackNote.self])
+                store: .postgres(try TestServer.configuration, schema: store.schema), entities: [StackNote.self])
             configuration.commitQueue.mergePolicy = .contextWins
             let b = try await DataStack.start(configuration)
             try await a.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "original", rank: 1)) }

@@ -1,6 +1,7 @@
 import Foundation
 import Skyros
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// The context suite, on the in-memory store and on PostgreSQL (each case in its own schema).
@@ -103,7 +104,7 @@ struct ContextSuiteTests {
             try later.save()
             stack.releaseCommits()
             try await stack.write(durability: .committed) { _ in }
-            try await eventually { stack.queuedCommits == 0 }
+            await eventually { stack.queuedCommits == 0 }
             try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 3, title: "fence", rank: 3)) }
             #expect(try await stack.store.object(StackNote.self, id: 2)?.value.title == "new")
         }
@@ -335,7 +336,7 @@ struct ContextSuiteTests {
                 try context.insert(note(3))
                 return 3
             }, completion: { result in calls.withLock { $0.append(result) } })
-            try await eventually { calls.withLock { $0.count } == 2 }
+            await eventually { calls.withLock { $0.count } == 2 }
             try await Task.sleep(for: .milliseconds(50))  // a double call would arrive now (asserted below)
             let results = calls.withLock { $0 }
             #expect(results.count == 2)
@@ -411,19 +412,5 @@ struct ContextSuiteTests {
             for id in 99_990..<100_000 { #expect(try await stack.mainContext.object(StackNote.self, id: id)?.id == id) }
             #expect(stack.cacheStatistics.hits == hits + 10)
         }
-    }
-
-    @Test("Code can depend on DataStackProtocol and get the in-memory stack in tests")
-    func protocolSubstitution() async throws {
-        struct NoteService<Stack: DataStackProtocol> {
-            let stack: Stack
-            func add(_ value: StackNote) async throws { try await self.stack.write { try $0.insert(value) } }
-            func titles() async throws -> [String] { try await self.stack.read { try await $0.fetch(StackNote.self).map(\.title) } }
-        }
-        let service = NoteService(stack: try await DataStack.start(DataStackConfiguration(store: .inMemory)))
-        try await service.add(note(1))
-        try await service.add(note(2))
-        #expect(try await service.titles() == ["note 1", "note 2"])
-        await service.stack.shutdown()
     }
 }

@@ -5,6 +5,7 @@ import Foundation
 @testable import SkyrosStore
 @testable import SkyrosSync
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// Group commits sent as one pipeline (one round trip), and their fall-back to the savepoint path.
@@ -88,7 +89,7 @@ struct GroupPipelineTests {
 
             stack.holdCommits()
             let first = Task { try await stack.write(durability: .committed) { try $0.insert(note(20)) } }
-            try await eventually { stack.queuedCommits == 1 }
+            await eventually { stack.queuedCommits == 1 }
             let stale = Task {
                 try await stack.write(durability: .committed) { context in
                     var row = try #require(try await context.object(StackNote.self, id: 1))
@@ -96,9 +97,9 @@ struct GroupPipelineTests {
                     try await context.update(row)
                 }
             }
-            try await eventually { stack.queuedCommits == 2 }
+            await eventually { stack.queuedCommits == 2 }
             let last = Task { try await stack.write(durability: .committed) { try $0.insert(note(21)) } }
-            try await eventually { stack.queuedCommits == 3 }
+            await eventually { stack.queuedCommits == 3 }
             stack.releaseCommits()
 
             try await first.value
@@ -432,7 +433,7 @@ struct GroupPipelineTests {
             let holding = Task {
                 try await store.pool.withConnection { _ in for await _ in release.stream { break } }
             }
-            try await eventually { store.pool.statistics.inUse == 1 }
+            await eventually { store.pool.statistics.inUse == 1 }
             let error = await thrownError {
                 try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 90, title: "never sent", rank: 90)) }
             }
@@ -441,22 +442,6 @@ struct GroupPipelineTests {
             try await holding.value
             #expect(try await store.fetch(StackNote.self).isEmpty)
         }
-    }
-
-    /// A commit-log conflict on the savepoint path (an earlier attempt of the same sets committed) is not a
-    /// deferred constraint: the sets are not committed again one by one.
-    @Test func aCommitLogConflictIsNotTakenForADeferredConstraint() {
-        let conflict = PostgresError(
-            kind: .uniqueViolation, sqlState: .uniqueViolation, message: "duplicate key", table: PostgresStore.commitLogTable,
-            constraint: "skyros_commit_groups_pkey")
-        #expect(!PostgresStore.failedAtCommit(conflict))
-        let deferred = PostgresError(
-            kind: .uniqueViolation, sqlState: .uniqueViolation, message: "duplicate key", table: "stack_notes",
-            constraint: "stack_notes_title_once")
-        #expect(PostgresStore.failedAtCommit(deferred))
-        var indexed = deferred
-        indexed.statementIndex = 2
-        #expect(!PostgresStore.failedAtCommit(indexed))
     }
 
     /// A delete by predicate whose reply is lost after it committed: the commit log says it committed, but not
@@ -476,7 +461,7 @@ struct GroupPipelineTests {
                     #expect(deleted == 0)
                 }
             }
-            try await eventually { stack.queuedCommits == 1 }
+            await eventually { stack.queuedCommits == 1 }
             // Changed behind the stack's back so that the delete matches it when it runs; the cache says rank 1.
             try await StackTestServer.execute(stack, "UPDATE stack_notes SET rank = 100 WHERE id = 70")
             store.afterNextGroupCommitted.withLock {
@@ -515,7 +500,7 @@ private struct HeldWrites {
         let stack = self.stack
         let expected = stack.queuedCommits + 1
         self.tasks.append(Task { try await stack.write(durability: .committed, body) })
-        try await eventually { stack.queuedCommits == expected }
+        await eventually { stack.queuedCommits == expected }
     }
 
     /// Waits for every queued write (after the stack released its commits).

@@ -59,7 +59,7 @@ struct MetricsTests {
         try await StackTestServer.withQueueStack({ $0.changeFeed.includesRowsInHints = true }) { writer in
             let store = try #require(writer.store as? PostgresStore)
             var readerConfiguration = DataStackConfiguration(
-                store: .postgres(try StackTestServer.configuration, schema: store.schema), entities: [StackNote.self])
+                store: .postgres(try TestServer.configuration, schema: store.schema), entities: [StackNote.self])
             // No horizon read on its own schedule: racing a hint, it would deliver the log's copy of the entry
             // (no rows) first, and the row would be evicted instead of refreshed.
             readerConfiguration.changeFeed.horizonReadInterval = .seconds(3600)
@@ -68,26 +68,26 @@ struct MetricsTests {
             let catchUps = RecordedMetrics.total("skyros.feed.catch_ups")
             let reads = RecordedMetrics.total("skyros.feed.log_reads")
             try await writer.write(durability: .committed) { try $0.insert(note(1)) }
-            try await eventually { RecordedMetrics.total("skyros.feed.entries") - entries >= 1 }
-            try await eventually { reader.changeFeedStatistics.remoteEntries >= 1 }
+            await eventually { RecordedMetrics.total("skyros.feed.entries") - entries >= 1 }
+            await eventually { reader.changeFeedStatistics.remoteEntries >= 1 }
 
             // The reader caches the row; the writer's guarded update announces it whole: refreshed, not evicted.
             let refreshed = RecordedMetrics.total("skyros.feed.refreshed_rows")
             #expect(try await reader.mainContext.object(StackNote.self, id: 1) == note(1))
             try await writer.write(durability: .committed) { try await $0.update(note(1, rank: 10)) }
-            try await eventually { RecordedMetrics.total("skyros.feed.refreshed_rows") - refreshed >= 1 }
-            try await eventually { reader.changeFeedStatistics.refreshedRows == 1 }
+            await eventually { RecordedMetrics.total("skyros.feed.refreshed_rows") - refreshed >= 1 }
+            await eventually { reader.changeFeedStatistics.refreshedRows == 1 }
             #expect(try await reader.mainContext.object(StackNote.self, id: 1)?.rank == 10)
 
             // A stack whose hints carry no rows updates the row an observer of the reader watches: the reader's
             // listener reads it again.
             let plain = try await DataStack.start(DataStackConfiguration(
-                store: .postgres(try StackTestServer.configuration, schema: store.schema), entities: [StackNote.self]))
+                store: .postgres(try TestServer.configuration, schema: store.schema), entities: [StackNote.self]))
             let listenerReads = RecordedMetrics.total("skyros.feed.listener_reads")
             var observed = reader.observe(StackNote.self, id: 1).makeAsyncIterator()
             #expect(try await observed.next()??.rank == 10)
             try await plain.write(durability: .committed) { try await $0.update(note(1, rank: 20)) }
-            try await eventually { RecordedMetrics.total("skyros.feed.listener_reads") - listenerReads >= 1 }
+            await eventually { RecordedMetrics.total("skyros.feed.listener_reads") - listenerReads >= 1 }
             #expect(reader.changeFeedStatistics.rowsReadByListener == 1)
             #expect(try await observed.next()??.rank == 20)
             await plain.shutdown()
@@ -96,10 +96,10 @@ struct MetricsTests {
             let listener = try #require(reader.changeFeedApplicationName)
             let terminated = try await ManyProcessHarness.terminateListener(applicationName: listener)
             #expect(terminated == 1)
-            try await eventually(timeout: .seconds(30)) { RecordedMetrics.total("skyros.feed.catch_ups") - catchUps >= 1 }
-            try await eventually(timeout: .seconds(30)) { reader.changeFeedStatistics.catchUps >= 1 }
+            await eventually(within: .seconds(30)) { RecordedMetrics.total("skyros.feed.catch_ups") - catchUps >= 1 }
+            await eventually(within: .seconds(30)) { reader.changeFeedStatistics.catchUps >= 1 }
             // The catch-up is counted when it starts; its read, when it is done.
-            try await eventually { RecordedMetrics.total("skyros.feed.log_reads") - reads >= 1 }
+            await eventually { RecordedMetrics.total("skyros.feed.log_reads") - reads >= 1 }
             await reader.shutdown()
         }
     }

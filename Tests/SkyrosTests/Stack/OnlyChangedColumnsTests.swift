@@ -1,6 +1,7 @@
 import Foundation
 import Skyros
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// PostgreSQL: an update writes only the columns that changed, so a concurrent write to another column (that

@@ -2,6 +2,7 @@ import Foundation
 import Skyros
 import SkyrosMigrations
 import SkyrosPostgres
+import SkyrosTestSupport
 import Testing
 
 /// Start-up and lifecycle failures each give their specific error.
@@ -28,20 +29,20 @@ struct StackErrorTests {
         try await StackTestServer.withMigrations(files) { directory in
             let error = await thrownError {
                 _ = try await DataStack.start(DataStackConfiguration(
-                    store: .postgres(try StackTestServer.configuration, schema: schema), migrations: .directory(directory)))
+                    store: .postgres(try TestServer.configuration, schema: schema), migrations: .directory(directory)))
             }
             let thrownError = try #require(error as? DataStackError)
             #expect(thrownError.code == .migrationFailed)
             #expect(thrownError.underlying is MigrationError)
             #expect("\(thrownError)".contains("2_broken.sql"))
             // Nothing was deleted: the first migration's table is still there.
-            let connection = try await Connection.connect(to: try StackTestServer.configuration)
+            let connection = try await Connection.connect(to: try TestServer.configuration)
             let rows = try await connection.query(
                 "SELECT count(*)::int8 FROM pg_tables WHERE schemaname = \(schema) AND tablename = 'stack_notes'")
             #expect(try rows.first?.decode(Int.self, at: 0) == 1)
             await connection.close()
         }
-        try await StackTestServer.dropSchema(schema)
+        await TestServer.dropSchema(schema)
     }
 
     @Test("A schema-mismatched entity fails start with schemaMismatch naming entity, column and types")
@@ -56,7 +57,7 @@ struct StackErrorTests {
         try await StackTestServer.withMigrations(["1_stack.sql": StackTestServer.migrationSQL]) { directory in
             let error = await thrownError {
                 _ = try await DataStack.start(DataStackConfiguration(
-                    store: .postgres(try StackTestServer.configuration, schema: schema), migrations: .directory(directory),
+                    store: .postgres(try TestServer.configuration, schema: schema), migrations: .directory(directory),
                     entities: [StackNote.self, WrongNote.self]))
             }
             let thrownError = try #require(error as? DataStackError)
@@ -67,7 +68,7 @@ struct StackErrorTests {
             #expect("\(thrownError)".contains("WrongNote"))
             #expect("\(thrownError)".contains("text"))
         }
-        try await StackTestServer.dropSchema(schema)
+        await TestServer.dropSchema(schema)
     }
 
     @Test("Contexts created before a destructive rebuild throw contextInvalidated", arguments: StackKind.allCases)

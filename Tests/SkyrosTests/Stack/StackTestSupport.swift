@@ -46,15 +46,6 @@ enum StackTestServer {
                                      row_version bigint NOT NULL DEFAULT 1);
         """
 
-    static var configuration: PostgresConfiguration {
-        get throws {
-            guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
-                fatalError("DATABASE_URL is not set: run the integration tests through scripts/test")
-            }
-            return try PostgresConfiguration(url: url)
-        }
-    }
-
     static func uniqueSchemaName() -> String { "stack \"ctx\" \(UUID().uuidString.prefix(8).lowercased())" }
 
     /// A temporary directory holding the given migration files; removed after `body`.
@@ -81,12 +72,6 @@ enum StackTestServer {
         }
     }
 
-    static func dropSchema(_ schema: String) async throws {
-        let connection = try await Connection.connect(to: try configuration)
-        _ = try await connection.execute(script: "DROP SCHEMA IF EXISTS \(quoteIdentifier(schema)) CASCADE")
-        await connection.close()
-    }
-
     /// Runs SQL in the stack's schema (PostgreSQL only).
     static func execute(_ stack: DataStack, _ sql: String) async throws {
         guard let store = stack.store as? PostgresStore else { return }
@@ -97,15 +82,6 @@ enum StackTestServer {
         }
     }
 }
-
-/// Polls `condition` until it holds or the deadline passes; records an issue when it never does.
-func eventually(
-    timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation, _ condition: () async throws -> Bool
-) async throws {
-    if try await poll(within: timeout, every: .milliseconds(5), condition) { return }
-    Issue.record("condition not met within \(timeout)", sourceLocation: sourceLocation)
-}
-
 
 func note(_ id: Int, rank: Int? = nil, tag: String? = nil) -> StackNote {
     StackNote(id: id, title: "note \(id)", rank: rank ?? id, tag: tag)

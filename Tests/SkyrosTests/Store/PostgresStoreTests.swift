@@ -5,6 +5,8 @@ import Foundation
 @testable import SkyrosStore
 @testable import SkyrosSync
 import SkyrosPostgres
+import SkyrosTestEntities
+import SkyrosTestSupport
 import Testing
 
 /// Behaviour specific to the PostgreSQL store (the shared semantics are in the conformance suite).

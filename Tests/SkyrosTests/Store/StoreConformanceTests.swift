@@ -5,6 +5,8 @@ import Foundation
 @testable import SkyrosStore
 @testable import SkyrosSync
 import SkyrosPostgres
+import SkyrosTestEntities
+import SkyrosTestSupport
 import Testing
 
 /// One suite, both stores: the in-memory store must behave exactly like PostgreSQL.

@@ -1,6 +1,8 @@
 import Foundation
 import Skyros
 import SkyrosPostgres
+import SkyrosTestEntities
+import SkyrosTestSupport
 import Testing
 
 /// Bad input gets a clear error and changes nothing; hostile text is data, never SQL.

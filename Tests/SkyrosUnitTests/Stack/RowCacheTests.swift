@@ -1,9 +1,6 @@
-@testable import Skyros
-@testable import SkyrosObservation
 @testable import SkyrosStack
-@testable import SkyrosStore
-@testable import SkyrosSync
 import SkyrosPostgres
+import SkyrosStore
 import Testing
 
 /// The main context's identity map on its own: LRU order, pins, byte accounting, and the row key's hashing.
@@ -12,7 +9,16 @@ import Testing
         RowKey(table: table, id: try! PostgresValue(Int64(id)))
     }
 
-    private static func note(_ id: Int) -> StackNote { StackNote(id: id, title: "note \(id)", rank: id, tag: nil) }
+    /// A cached row's value (the cache holds any entity).
+    private struct Note: Entity, Equatable {
+        var id: Int
+        var title: String
+
+        static let tableName = "stack_notes"
+        static let columns: [EntityColumn<Note>] = [EntityColumn(\.id, "id"), EntityColumn(\.title, "title")]
+    }
+
+    private static func note(_ id: Int) -> Note { Note(id: id, title: "note \(id)") }
 
     private static func put(_ cache: inout RowCache, _ id: Int, version: Int64 = 1, bytes: Int = 10) {
         cache.put(Self.key(id), value: Self.note(id), version: version, bytes: bytes)

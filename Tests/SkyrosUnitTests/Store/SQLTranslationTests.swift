@@ -5,6 +5,7 @@ import Foundation
 @testable import SkyrosStore
 @testable import SkyrosSync
 import SkyrosPostgres
+import SkyrosTestEntities
 import Testing
 
 /// The SQL text and bindings for every supported `PredicateExpressions` node. No server needed.

@@ -5,6 +5,7 @@ import Foundation
 @testable import SkyrosStore
 @testable import SkyrosSync
 import SkyrosPostgres
+import SkyrosTestEntities
 import Testing
 
 /// The row codec without a server.

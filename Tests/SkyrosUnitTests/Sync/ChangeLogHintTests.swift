@@ -1,0 +1,90 @@
+import Foundation
+@testable import SkyrosObservation
+@testable import SkyrosStack
+@testable import SkyrosStore
+@testable import SkyrosSync
+import SkyrosPostgres
+import Testing
+
+/// What the change log writes and parses without a server: the NOTIFY hint and its tag, the logged change
+/// list's JSON, announced rows, channel names.
+@Suite struct ChangeLogHintTests {
+    @Test func hintsParseWithAndWithoutTheirEntryWhichOnlyAVerifiedTagLetsThrough() throws {
+        let origin = UUID().uuidString.lowercased()
+        let key = try #require(HintKey(hex: String(repeating: "5a", count: 64) + String(repeating: "C3", count: 64)))
+        let otherKey = try #require(HintKey(hex: String(repeating: "5a", count: 64) + String(repeating: "c4", count: 64)))
+        func tag(_ head: String, _ changes: String, _ key: HintKey) -> String {
+            key.tag([Substring(head).utf8, Substring(" ").utf8, Substring(changes).utf8]).map { String(format: "%02x", $0) }.joined()
+        }
+        let short = try #require(ChangeLog.Hint("42 \(origin)"))
+        #expect(short.position == 42 && short.origin?.uuidString.lowercased() == origin && short.entry(verifiedWith: key) == nil)
+        let json = LoggedRowChange.json([RowChange(entity: "E", table: "t", id: try PostgresValue(Int64(7)), kind: .updated, version: 9)])
+        let head = "43 \(origin) 1234"
+        let full = try #require(ChangeLog.Hint("\(head) \(tag(head, json, key)) \(json)"))
+        #expect(full.entry(verifiedWith: key)?.xid == "1234")
+        #expect(full.entry(verifiedWith: key)?.changes.first?.v == 9)
+        // Only with the right key; not before any key was read; not with a tag for other bytes; not without a
+        // tag (the format before tags: such hints make the log be read).
+        #expect(full.entry(verifiedWith: otherKey) == nil)
+        #expect(full.entry(verifiedWith: nil) == nil)
+        #expect(try #require(ChangeLog.Hint("44 \(origin) 1234 \(tag(head, json, key)) \(json)")).entry(verifiedWith: key) == nil)
+        #expect(try #require(ChangeLog.Hint("\(head) - \(json)")).entry(verifiedWith: key) == nil)
+        #expect(try #require(ChangeLog.Hint("\(head) \(json)")).entry(verifiedWith: key) == nil)
+        // A damaged entry is ignored (the log is read instead); a bare position still parses.
+        let damaged = "[{\"t\":"
+        #expect(try #require(ChangeLog.Hint("\(head) \(tag(head, damaged, key)) \(damaged)")).entry(verifiedWith: key) == nil)
+        let badXID = "45 \(origin) notanxid"
+        #expect(try #require(ChangeLog.Hint("\(badXID) \(tag(badXID, json, key)) \(json)")).entry(verifiedWith: key) == nil)
+        #expect(ChangeLog.Hint("0")?.position == 0)
+        #expect(ChangeLog.Hint("x 1") == nil)
+        #expect(HintKey(hex: "00") == nil && HintKey(hex: String(repeating: "zz", count: 128)) == nil)
+    }
+
+    @Test func theLoggedJSONDecodesToTheSameChanges() throws {
+        let ids = ["plain", "quote \" and \\ backslash", "line\nbreak\ttab\r", "\u{1}\u{1f}", "naïve 表 🚀", ""]
+        let changes = ids.enumerated().map { index, id in
+            RowChange(entity: "E", table: "t \"\(index)", id: PostgresValue(type: .text, text: id),
+                      kind: index % 2 == 0 ? .inserted : .deleted, version: index % 2 == 0 ? Int64(index) : nil)
+        }
+        let decoded = try JSONDecoder().decode([LoggedRowChange].self, from: Data(LoggedRowChange.json(changes).utf8))
+        #expect(decoded == changes.map(LoggedRowChange.init))
+        #expect(try LoggedRowChange.decodeList(LoggedRowChange.json(changes)) == decoded)
+        #expect(LoggedRowChange.json([]) == "[]")
+        #expect(LoggedRowChange.readList(" [ ] ") == [])
+    }
+
+    @Test func aRowTooLargeForTheHintIsAnnouncedWithoutItsValues() throws {
+        func change(title: String) -> RowChange {
+            var change = RowChange(entity: "MPItem", table: "mp_items", id: PostgresValue(type: .int8, text: "1"), kind: .updated, version: nil)
+            change.row = AnnouncedRow(
+                base: 5, layout: "abc",
+                values: [PostgresValue(type: .int8, text: "1"), PostgresValue(type: .text, text: title), PostgresValue(type: .text, text: nil)])
+            return change
+        }
+        let log = ChangeLog(schema: "s")
+        func hint(_ change: RowChange) throws -> String {
+            let statement = try #require(log.recordStatement([change], origin: UUID().uuidString.lowercased(), includingRows: true))
+            return try #require(statement.binds.compactMap(\.text).last)
+        }
+        let small = try hint(change(title: "short, \"quoted\""))
+        #expect(small.contains(#""r":"#))
+        let parsed = try #require(LoggedRowChange.readList(small)?.first?.announcedRow)
+        #expect(parsed.base == 5 && parsed.layout == "abc")
+        #expect(parsed.values.map(\.text) == ["1", "short, \"quoted\"", nil])
+        #expect(parsed.values.map(\.type) == [.int8, .text, .text])
+        // JSONDecoder (the fallback for another spelling of the same list) reads it alike.
+        let decoded = try JSONDecoder().decode([LoggedRowChange].self, from: Data(small.utf8))
+        #expect(decoded == LoggedRowChange.readList(small))
+
+        let large = try hint(change(title: String(repeating: "x", count: ChangeLog.announcedRowsHintLimit)))
+        #expect(!large.contains(#""r":"#))
+        #expect(LoggedRowChange.readList(large)?.first?.announcedRow == nil)
+    }
+
+    @Test func longSchemaNamesGetAChannelThatFitsAnIdentifier() {
+        let name = ChangeLog.channelName(schema: String(repeating: "schema", count: 20))
+        #expect(name.utf8.count <= 63)
+        #expect(name != ChangeLog.channelName(schema: String(repeating: "schema", count: 21)))
+        #expect(ChangeLog.channelName(schema: "app") == "skyros_changes_app")
+    }
+}
