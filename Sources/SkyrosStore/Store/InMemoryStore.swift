@@ -59,12 +59,6 @@ public final class InMemoryStore: Store {
         try self.database.withLock { try $0.applyAtomically(changes) }
     }
 
-    public func apply(batch: [ChangeSet]) async throws -> [Result<ChangeSetResult, any Error>] {
-        self.database.withLock { database in
-            batch.map { changes in Result { try database.applyAtomically(changes) } }
-        }
-    }
-
     public func destroy(confirm: DestroyConfirmation) async throws {
         self.database.withLock { database in
             database.tables.removeAll()

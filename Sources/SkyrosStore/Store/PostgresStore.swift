@@ -174,30 +174,6 @@ public final class PostgresStore: Store {
         }
     }
 
-    public func apply(batch: [ChangeSet]) async throws -> [Result<ChangeSetResult, any Error>] {
-        if batch.isEmpty { return [] }
-        return try await self.pool.withTransaction { connection in
-            var results: [Result<ChangeSetResult, any Error>] = []
-            results.reserveCapacity(batch.count)
-            for changes in batch {
-                _ = try await connection.execute(script: "SAVEPOINT skyros_change_set")
-                do {
-                    let result = try await self.apply(changes, on: connection)
-                    _ = try await connection.execute(script: "RELEASE SAVEPOINT skyros_change_set")
-                    results.append(.success(result))
-                } catch {
-                    if let error = error as? PostgresError, error.isTransient || error.kind == .connectionClosed {
-                        throw error
-                    }
-                    _ = try await connection.execute(script: "ROLLBACK TO SAVEPOINT skyros_change_set")
-                    _ = try await connection.execute(script: "RELEASE SAVEPOINT skyros_change_set")
-                    results.append(.failure(error))
-                }
-            }
-            return results
-        }
-    }
-
     /// Runs a change set's statements on a connection inside the caller's transaction (for a commit queue that
     /// adds its own statements — change log, `pg_notify` — to the same transaction). Does not BEGIN or COMMIT.
     ///

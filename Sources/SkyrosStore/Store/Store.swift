@@ -22,7 +22,7 @@ public enum DestroyConfirmation: Sendable {
 ///
 /// ## Topics
 /// - ``fetch(_:)``, ``count(_:)``, ``object(_:id:)``, ``findOrCreate(_:)``
-/// - ``apply(_:)``, ``apply(batch:)``
+/// - ``apply(_:)``
 /// - ``destroy(confirm:)``, ``generation``
 public protocol Store: Sendable {
     /// Changes every time the store is destroyed; contexts created before compare it and refuse to work.
@@ -45,11 +45,6 @@ public protocol Store: Sendable {
     /// - Throws: ``StoreError`` (version conflicts, unknown columns, a destroyed store), `PostgresError`
     ///   (e.g. `.uniqueViolation` with its ``PostgresError/constraint``), ``EntityMappingError``.
     func apply(_ changes: ChangeSet) async throws -> ChangeSetResult
-
-    /// Applies several change sets in one transaction, each under its own savepoint: a set that fails is
-    /// rolled back alone and reported in its slot; the others commit together (group commit).
-    /// - Throws: only errors that stop the whole batch (connection lost, commit failure).
-    func apply(batch: [ChangeSet]) async throws -> [Result<ChangeSetResult, any Error>]
 
     /// Deletes every row of the store (PostgreSQL: drops and recreates the sandbox schema, or drops the
     /// tables of the current schema when the store has none) and bumps ``generation``.
