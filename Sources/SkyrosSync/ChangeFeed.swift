@@ -147,9 +147,10 @@ package final class ChangeFeed: Sendable {
         }
     }
 
-    /// The feed's background work, until cancelled or stopped: the event loop (hints the listener's thread
-    /// handed on, catch-up after a reconnect), the reads that advance the horizon, the trailing read after a
-    /// run of hints, and pruning. Child tasks of the caller's task group (the stack's ``DataStack/run()``).
+    /// The feed's background work, until the calling task is cancelled: the event loop (hints the listener's
+    /// thread handed on, catch-up after a reconnect), the reads that advance the horizon, the trailing read
+    /// after a run of hints, and pruning, as child tasks of one task group (the stack runs it as part of its
+    /// background work and cancels it at shutdown).
     package func run() async {
         guard let listener = self.state.withLock({ $0.listener }) else { return }
         await withDiscardingTaskGroup { group in
