@@ -57,7 +57,7 @@ public final class DataStack: DataStackProtocol, Service {
     /// The read replica's pool, when configured (``readSnapshot(from:_:)``).
     let replica: ReplicaReader?
     private let errorContinuation: AsyncStream<DataStackError>.Continuation
-    /// The change log, the listener for other processes' commits, and the observers (Sync/, Observation/).
+    /// The change log, the listener for other processes' commits, and the observers (SkyrosSync, SkyrosObservation).
     let sync: StackSync
 
     /// The change feed's loops (see ``BackgroundWork``).
