@@ -213,20 +213,13 @@ package enum ConflictResolution: Sendable {
     case compareColumns(originals: [String: PostgresValue])
 }
 
-/// The typed work behind a ``ChangeSet/Operation``; each store executes it.
-protocol EntityOperation: Sendable {
-    func run(on context: PostgresWriteContext) async throws -> [RowChange]
-    /// The operation as one statement whose outcome its rows tell (for pipelined group commits), or `nil`
-    /// when it needs a round trip of its own (version checks, COPY, follow-up reads).
-    func pipelined(on context: PostgresWriteContext) throws -> PipelinedStatement?
-    /// The operation as part of a group sent in one pipeline, or `nil` when it needs round trips of its own
-    /// (COPY, a delete by predicate: rows known only after it ran).
-    func groupOperation(schema: String?, copyThreshold: Int) throws -> GroupOperation?
-    func run(in database: inout InMemoryDatabase) throws -> [RowChange]
-}
+/// The typed work behind a ``ChangeSet/Operation``: plain data (``EntityChange/Payload``) that each store
+/// translates, PostgreSQL into statements (``PostgresOperation``, beside `PostgresStore`) and the in-memory
+/// store into row changes (``InMemoryOperation``, beside `InMemoryStore`).
+typealias EntityOperation = PostgresOperation & InMemoryOperation
 
 /// A typed operation on entity `T`.
-struct EntityChange<T: Entity>: EntityOperation {
+struct EntityChange<T: Entity>: Sendable {
     enum Payload: Sendable {
         case insert(T)
         case update(T, [String], Int64?)

@@ -178,7 +178,12 @@ struct InMemoryDatabase: Sendable {
     }
 }
 
-extension EntityChange {
+/// An entity operation as the in-memory store applies it.
+protocol InMemoryOperation: Sendable {
+    func run(in database: inout InMemoryDatabase) throws -> [RowChange]
+}
+
+extension EntityChange: InMemoryOperation {
     func run(in database: inout InMemoryDatabase) throws -> [RowChange] {
         let plan = try EntityPlan<T>.shared
         let table = plan.tableName

@@ -262,7 +262,18 @@ struct PostgresWriteContext: Sendable {
     }
 }
 
-extension EntityChange {
+/// An entity operation as PostgreSQL runs it.
+protocol PostgresOperation: Sendable {
+    func run(on context: PostgresWriteContext) async throws -> [RowChange]
+    /// The operation as one statement whose outcome its rows tell (for pipelined group commits), or `nil`
+    /// when it needs a round trip of its own (version checks, COPY, follow-up reads).
+    func pipelined(on context: PostgresWriteContext) throws -> PipelinedStatement?
+    /// The operation as part of a group sent in one pipeline, or `nil` when it needs round trips of its own
+    /// (COPY, a delete by predicate: rows known only after it ran).
+    func groupOperation(schema: String?, copyThreshold: Int) throws -> GroupOperation?
+}
+
+extension EntityChange: PostgresOperation {
     func run(on context: PostgresWriteContext) async throws -> [RowChange] {
         let plan = try EntityPlan<T>.shared
         let table = plan.quotedTable(schema: context.schema)
