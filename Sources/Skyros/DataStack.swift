@@ -212,8 +212,20 @@ public final class DataStack: DataStackProtocol, Service {
     /// - Throws: the body's error; with `.committed`, the commit's error (`StoreError`, `PostgresError`);
     ///   ``DataStackError`` (`.stackShutDown`, `.contextInvalidated`). Waits first while the commit queue is
     ///   full (``CommitQueueConfiguration/maximumQueuedCommits``, ``CommitQueueConfiguration/maximumQueuedBytes``).
-    public func write<R>(durability: WriteDurability = .visible, _ body: (DataContext) async throws -> R) async throws -> R {
+    public func write<R>(durability: WriteDurability, _ body: (DataContext) async throws -> R) async throws -> R {
         try await self.write(durability: durability, policy: nil, body)
+    }
+
+    /// ``write(durability:_:)`` with the stack's ``DataStackConfiguration/defaultDurability``
+    /// (``WriteDurability/visible`` unless configured).
+    ///
+    /// ```swift
+    /// try await stack.write { context in
+    ///     try context.insert(book)
+    /// }
+    /// ```
+    public func write<R>(_ body: (DataContext) async throws -> R) async throws -> R {
+        try await self.write(durability: self.configuration.defaultDurability, policy: nil, body)
     }
 
     /// ``write(durability:_:)`` with a merge policy for this write's version conflicts (instead of the
@@ -225,9 +237,9 @@ public final class DataStack: DataStackProtocol, Service {
     /// }
     /// ```
     public func write<R>(
-        durability: WriteDurability = .visible, mergePolicy: MergePolicy, _ body: (DataContext) async throws -> R
+        durability: WriteDurability? = nil, mergePolicy: MergePolicy, _ body: (DataContext) async throws -> R
     ) async throws -> R {
-        try await self.write(durability: durability, policy: mergePolicy, body)
+        try await self.write(durability: durability ?? self.configuration.defaultDurability, policy: mergePolicy, body)
     }
 
     private func write<R>(

@@ -39,6 +39,18 @@ public struct DataStackConfiguration: Sendable {
     public var pool: ConnectionPool.Configuration
     /// Group-commit bounds, backpressure, retries and the default merge policy.
     public var commitQueue = CommitQueueConfiguration()
+    /// What ``DataStack/write(_:)`` waits for when the caller does not say: ``WriteDurability/visible``
+    /// (default: it returns once every reader in the process sees the change, and a commit failure later
+    /// reaches ``DataStack/errors``, the log at `error` and the metrics) or ``WriteDurability/committed`` (it
+    /// returns after the PostgreSQL commit and throws its error). A request handler that answers "created"
+    /// should write `.committed`, so that a constraint the database checks fails the request instead of a
+    /// log line.
+    ///
+    /// ```swift
+    /// var configuration = DataStackConfiguration(store: .inMemory)
+    /// configuration.defaultDurability = .committed
+    /// ```
+    public var defaultDurability: WriteDurability = .visible
     /// The change log and listener that keep several processes' caches and observers current.
     public var changeFeed = ChangeFeedConfiguration()
     /// A direct connection to the same database, for the work that needs a server session of its own: the

@@ -317,7 +317,8 @@ final class CommitQueue: Sendable {
             case .failure(let error):
                 self.saves.saved(commit.slots)   // the reverted rows change what observers see
                 if case StoreError.versionConflict = error { self.metrics.conflicts.increment() }
-                self.logger.debug("commit failed", metadata: ["skyros.stack.commit": "\(commit.id)", "skyros.error": "\(error)"])
+                self.metrics.failures.increment()
+                self.report(commit, failedWith: error)
                 self.onCommitError(
                     DataStackError(code: .commitFailed, message: "a queued write was not committed and was reverted", underlying: error))
                 commit.ticket.complete(.failure(error))
@@ -326,6 +327,34 @@ final class CommitQueue: Sendable {
         // Their observers were shown the value as written (from the queue); they look again.
         self.saves.saved(reread)
         for waiter in waiters { waiter.resume() }
+    }
+
+    /// Logs a set that failed for good: at `error` when nobody awaits its outcome (a queued write whose caller
+    /// returned long ago: nothing else would say it failed), at `debug` when a durable writer or a completion
+    /// handler gets the error. Names the entity, the row, the SQLSTATE and the constraint; never a value.
+    private func report(_ commit: QueuedCommit, failedWith error: any Error) {
+        var metadata: Logger.Metadata = ["skyros.stack.commit": "\(commit.id)", "skyros.stack.rows": "\(commit.slots.count)"]
+        for case .row(let row) in commit.slots.prefix(1) {
+            metadata["skyros.entity"] = "\(row.kind.entityName)"
+            metadata["skyros.row.table"] = "\(row.key.table)"
+            metadata["skyros.row.id"] = "\(row.key.id.text ?? "NULL")"
+        }
+        switch error {
+        case let error as PostgresError:
+            if let state = error.sqlState { metadata["skyros.error.sqlstate"] = "\(state.rawValue)" }
+            if let constraint = error.constraint { metadata["skyros.error.constraint"] = "\(constraint)" }
+            if let table = error.table { metadata["skyros.error.table"] = "\(table)" }
+            metadata["skyros.error.kind"] = "\(error.kind)"
+        case let error as StoreError:
+            metadata["skyros.error"] = "\(error)"
+        default:
+            metadata["skyros.error.type"] = "\(type(of: error))"
+        }
+        if commit.ticket.isAwaited {
+            self.logger.debug("a write failed to commit and was reverted", metadata: metadata)
+        } else {
+            self.logger.error("a queued write failed to commit and was reverted", metadata: metadata)
+        }
     }
 
     // MARK: Lifecycle

@@ -13,6 +13,7 @@ import SkyrosStore
 /// | `skyros.commit.sets` | counter | sets finished (committed or failed) |
 /// | `skyros.commit.conflicts` | counter | sets failed with a version conflict |
 /// | `skyros.commit.retries` | counter | group retries after transient failures |
+/// | `skyros.commit.failures` | counter | sets that failed for good and were reverted |
 package final class CommitQueueMetrics: Sendable {
     final class Gauge: Sendable {
         private let value = Atomic<Int>(0)
@@ -33,6 +34,7 @@ package final class CommitQueueMetrics: Sendable {
     let committedSets = ReportedCounter("skyros.commit.sets")
     let conflicts = ReportedCounter("skyros.commit.conflicts")
     let retries = ReportedCounter("skyros.commit.retries")
+    let failures = ReportedCounter("skyros.commit.failures")
     private let latencyNanoseconds = ReportedCounter()
     private let largestGroup = Gauge()
     private let batchSize = Recorder(label: "skyros.commit.batch_size")
@@ -54,7 +56,7 @@ package final class CommitQueueMetrics: Sendable {
         return CommitQueueStatistics(
             queueDepth: self.queueDepth.current, highestQueueDepth: self.queueDepth.highest, groups: groups,
             sets: self.committedSets.current, largestGroup: self.largestGroup.highest, conflicts: self.conflicts.current,
-            retries: self.retries.current,
+            retries: self.retries.current, failures: self.failures.current,
             averageGroupLatency: groups == 0 ? .zero : .nanoseconds(self.latencyNanoseconds.current / groups))
     }
 }
@@ -80,6 +82,8 @@ public struct CommitQueueStatistics: Sendable, Hashable {
     public var conflicts: Int
     /// Group retries after transient failures.
     public var retries: Int
+    /// Sets that failed for good and were reverted (each also reported on ``DataStack/errors``).
+    public var failures: Int
     /// Mean time from sending a group to its outcome, retries included.
     public var averageGroupLatency: Duration
 }

@@ -48,6 +48,11 @@ package final class CommitTicket: Sendable {
         }
     }
 
+    /// Whether anyone waits for the outcome (a durable writer, a completion handler) or has received it.
+    var isAwaited: Bool {
+        self.state.withLock { !$0.waiters.isEmpty || !$0.callbacks.isEmpty || !$0.cancellable.isEmpty }
+    }
+
     /// Calls `callback` once with the outcome (at once when already completed).
     func onComplete(_ callback: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         let result = self.state.withLock { state -> Result<Void, any Error>? in

@@ -3,13 +3,14 @@ import SkyrosPostgres
 /// The identity of a row in the identity map: its table and its primary key as it is bound.
 ///
 /// Hashed once, when made: a write looks its key up in several maps (queued changes, the cache and its pins),
-/// and hashing the table name and key text each time was a measurable part of a queued write.
+/// and hashing the table name and key text each time was a measurable part of a queued write. Its comparisons,
+/// hashing and generic initialisers are inlinable: the stack's maps (another module) call them on every lookup.
 package struct RowKey: Hashable, Sendable {
     package let table: String
     package let id: PostgresValue
-    private let hash: Int
+    @usableFromInline let hash: Int
 
-    package init(table: String, id: PostgresValue) {
+    @inlinable package init(table: String, id: PostgresValue) {
         self.table = table
         self.id = id
         var hasher = Hasher()
@@ -18,11 +19,11 @@ package struct RowKey: Hashable, Sendable {
         self.hash = hasher.finalize()
     }
 
-    package static func == (lhs: RowKey, rhs: RowKey) -> Bool {
+    @inlinable package static func == (lhs: RowKey, rhs: RowKey) -> Bool {
         lhs.hash == rhs.hash && lhs.table == rhs.table && lhs.id == rhs.id
     }
 
-    package func hash(into hasher: inout Hasher) {
+    @inlinable package func hash(into hasher: inout Hasher) {
         hasher.combine(self.hash)
     }
 
@@ -30,18 +31,18 @@ package struct RowKey: Hashable, Sendable {
     /// finaliser, instead of running a seeded `Hasher` over it on every lookup (a queued write looks its row up
     /// in several maps, and a `Hasher`'s setup and finalisation each time add up). The stored hash is already a
     /// `Hasher` result, and the mix spreads every bit of hash and seed over the bucket bits.
-    package func _rawHashValue(seed: Int) -> Int {
+    @inlinable package func _rawHashValue(seed: Int) -> Int {
         var x = UInt64(truncatingIfNeeded: self.hash) ^ UInt64(truncatingIfNeeded: seed)
         x = (x ^ (x >> 33)) &* 0xff51_afd7_ed55_8ccd
         x = (x ^ (x >> 33)) &* 0xc4ce_b9fe_1a85_ec53
         return Int(truncatingIfNeeded: x ^ (x >> 33))
     }
 
-    package init<T: Entity>(_ value: T) throws {
+    @inlinable package init<T: Entity>(_ value: T) throws {
         self.init(table: T.tableName, id: try PostgresValue(value.id))
     }
 
-    package init<T: Entity>(_ type: T.Type, id: T.ID) throws {
+    @inlinable package init<T: Entity>(_ type: T.Type, id: T.ID) throws {
         self.init(table: T.tableName, id: try PostgresValue(id))
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import SkyrosTestSupport
 import Skyros
 import SkyrosPostgres
@@ -15,7 +16,7 @@ extension StackTestServer {
     /// ``withStack(_:cacheLimit:_:)`` on PostgreSQL (the test server, or `server`) with a configuration
     /// adjusted by `configure`.
     static func withQueueStack<R>(
-        server: PostgresConfiguration? = nil,
+        server: PostgresConfiguration? = nil, logger: Logger = Logger(label: "skyros.test", factory: { _ in SwiftLogNoOpLogHandler() }),
         _ configure: (inout DataStackConfiguration) -> Void, _ body: (DataStack) async throws -> R
     ) async throws -> R {
         let schema = uniqueSchemaName()
@@ -25,7 +26,7 @@ extension StackTestServer {
                 store: .postgres(postgres, schema: schema), migrations: .directory(directory),
                 entities: [StackNote.self, StackCounter.self], pool: .init(maximumConnections: 4, leaseTimeout: .seconds(120)))
             configure(&configuration)
-            let stack = try await DataStack.start(configuration)
+            let stack = try await DataStack.start(configuration, logger: logger)
             return try await withCleanup { try await body(stack) } cleanup: {
                 await stack.shutdown()
                 await TestServer.dropSchema(schema)
