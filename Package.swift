@@ -143,10 +143,10 @@ let package = Package(
             path: "Tests/SkyrosTestSupport",
             swiftSettings: swiftSettings
         ),
-        // Entities and predicate helpers shared by the store and query tests, with and without a server.
+        // Entities, predicate helpers and observer helpers shared by the tests with and without a server.
         .target(
             name: "SkyrosTestEntities",
-            dependencies: ["SkyrosStore"],
+            dependencies: ["SkyrosStore", "SkyrosObservation"],
             path: "Tests/SkyrosTestEntities",
             swiftSettings: swiftSettings
         ),

@@ -17,7 +17,7 @@ public enum ObservationError: Error, Sendable, Hashable, CustomStringConvertible
 }
 
 /// A wake-up for an observer.
-enum ObserverSignal: Sendable {
+package enum ObserverSignal: Sendable {
     /// Rows of an observed table may have changed.
     case changed
     /// The observation ends (with an error, or normally for `nil`).
@@ -86,7 +86,7 @@ package final class ObserverRegistry: Sendable {
 
     /// Registers an observer of `tables` (of one `row` of them, for ``DataStack/observe(_:id:)``); its signal
     /// stream keeps at most one pending wake-up (bursts coalesce).
-    func register(tables: Set<String>, row: RowKey? = nil) -> (id: UUID, signals: AsyncStream<ObserverSignal>) {
+    package func register(tables: Set<String>, row: RowKey? = nil) -> (id: UUID, signals: AsyncStream<ObserverSignal>) {
         let (signals, continuation) = AsyncStream.makeStream(of: ObserverSignal.self, bufferingPolicy: .bufferingNewest(1))
         let id = UUID.random()
         let closed = self.observers.withLock { observers -> Bool in
@@ -98,7 +98,7 @@ package final class ObserverRegistry: Sendable {
         return (id, signals)
     }
 
-    func remove(_ id: UUID) {
+    package func remove(_ id: UUID) {
         self.observers.withLock { $0.remove(id) }?.signal.finish()
     }
 

@@ -38,13 +38,22 @@ struct CommitFailureLogTests {
         var captured: [Record] { self.lock.withLock { self.records } }
     }
 
+    /// A stack logging into a capturing handler, with row `id` already in `stack_notes` (unknown to the stack:
+    /// inserting it fails at commit).
+    static func withLoggedStack(
+        existing id: Int, configure: (inout DataStackConfiguration) -> Void = { _ in },
+        _ body: (DataStack, CapturingLogHandler) async throws -> Void
+    ) async throws {
+        let handler = CapturingLogHandler()
+        try await StackTestServer.withQueueStack(logger: Logger(label: "skyros.test", factory: { _ in handler }), configure) { stack in
+            try await StackTestServer.execute(stack, "INSERT INTO stack_notes (id, title, rank) VALUES (\(id), 'there first', 0)")
+            try await body(stack, handler)
+        }
+    }
+
     @Test("A queued write that violates a unique constraint: one error record naming entity and constraint, counted once")
     func queuedFailureIsLoggedOnceAtError() async throws {
-        let handler = CapturingLogHandler()
-        let logger = Logger(label: "skyros.test", factory: { _ in handler })
-        try await StackTestServer.withQueueStack(logger: logger, { _ in }) { stack in
-            // The row exists in the table, unknown to the stack: its insert fails at commit.
-            try await StackTestServer.execute(stack, "INSERT INTO stack_notes (id, title, rank) VALUES (7, 'there first', 0)")
+        try await Self.withLoggedStack(existing: 7) { stack, handler in
             var errors = stack.errors.makeAsyncIterator()
             try await stack.write { try $0.insert(StackNote(id: 7, title: "secret-title-value", rank: 1)) }
             let reported = await errors.next()
@@ -65,10 +74,7 @@ struct CommitFailureLogTests {
 
     @Test("A durable write that fails throws to its caller and logs no error record")
     func durableFailureIsThrownNotLoggedAtError() async throws {
-        let handler = CapturingLogHandler()
-        let logger = Logger(label: "skyros.test", factory: { _ in handler })
-        try await StackTestServer.withQueueStack(logger: logger, { _ in }) { stack in
-            try await StackTestServer.execute(stack, "INSERT INTO stack_notes (id, title, rank) VALUES (8, 'there first', 0)")
+        try await Self.withLoggedStack(existing: 8) { stack, handler in
             let error = await thrownError {
                 try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 8, title: "durable", rank: 1)) }
             }
@@ -80,8 +86,7 @@ struct CommitFailureLogTests {
 
     @Test("defaultDurability .committed: write {} returns after the commit and throws its error")
     func committedDefaultDurabilityThrows() async throws {
-        try await StackTestServer.withQueueStack({ $0.defaultDurability = .committed }) { stack in
-            try await StackTestServer.execute(stack, "INSERT INTO stack_notes (id, title, rank) VALUES (9, 'there first', 0)")
+        try await Self.withLoggedStack(existing: 9, configure: { $0.defaultDurability = .committed }) { stack, _ in
             let error = await thrownError { try await stack.write { try $0.insert(StackNote(id: 9, title: "default", rank: 1)) } }
             #expect((error as? PostgresError)?.sqlState == .uniqueViolation)
             // Written and committed before it returned: a fresh read of another row sees it at once.

@@ -4,37 +4,14 @@ import Foundation
 @testable import SkyrosStore
 @testable import SkyrosSync
 import SkyrosPostgres
+import SkyrosTestEntities
 import Testing
 
 /// Which observers a change wakes, on the registry alone: an observer of a query for any change to its tables,
 /// an observer of one row only for its row (or a change to any row of its table). Through real saves and
 /// commits: `ObserverWakeUpTests` (SkyrosTests).
 @Suite struct ObserverRegistryTests {
-    /// The observers of `registry` registered as `(name, tables, row)`.
-    struct Registered {
-        let registry: ObserverRegistry
-        let observers: [String: (id: UUID, signals: AsyncStream<ObserverSignal>)]
-
-        init(_ registry: ObserverRegistry, _ observers: [(String, Set<String>, RowKey?)]) {
-            self.registry = registry
-            var registered: [String: (id: UUID, signals: AsyncStream<ObserverSignal>)] = [:]
-            for (name, tables, row) in observers { registered[name] = registry.register(tables: tables, row: row) }
-            self.observers = registered
-        }
-
-        /// Removes every observer and returns the names of those woken before (removing one finishes its
-        /// stream after the wake-up it holds; at most one is held).
-        func woken() async -> Set<String> {
-            var woken: Set<String> = []
-            for (name, observer) in self.observers {
-                self.registry.remove(observer.id)
-                for await signal in observer.signals {
-                    if case .changed = signal { woken.insert(name) }
-                }
-            }
-            return woken
-        }
-    }
+    typealias Registered = RegisteredObservers
 
     static func key(_ table: String, _ id: Int64) -> RowKey { RowKey(table: table, id: PostgresValue(type: .int8, text: String(id))) }
 
