@@ -138,7 +138,7 @@ package final class ChangeFeed: Sendable {
             handles: handles)
         self.state.withLock { $0.listener = listener }
         guard await self.receives(probes, sentOn: probeChannel) else {
-            self.stop()
+            await self.stopAndWait()
             throw DataStackError(
                 code: .changeFeedUnavailable,
                 message: "the change feed's listener received no notification within \(self.configuration.deliveryCheckTimeout): "
