@@ -114,7 +114,7 @@ public final class DataStack: DataStackProtocol, Service {
                 let store = try await self.open(postgres, schema: schema, pool: pool, configuration: configuration, logger: logger)
                 let stack = DataStack(store: store, postgres: store, pool: pool, configuration: configuration, logger: logger)
                 try await stack.sync.start(pool: pool, session: configuration.directConnection ?? postgres, schema: schema, logger: logger)
-                if let feed = stack.sync.changeFeed { stack.background.start([{ await feed.run() }]) }
+                if let feed = stack.sync.changeFeed { stack.background.start(feed.loops) }
                 return stack
             } catch {
                 await pool.shutdown()
@@ -368,7 +368,7 @@ public final class DataStack: DataStackProtocol, Service {
 
     /// The stack's background tasks still running: the change feed's loops, drains of the commit queue, and
     /// writes run for a completion handler. Zero once ``shutdown()`` (or ``run()``) returned.
-    package var backgroundTasks: Int { self.background.running + (self.sync.changeFeed?.runningTasks ?? 0) + self.tasks.running }
+    package var backgroundTasks: Int { self.background.running + self.tasks.running }
 
     /// The commit queue's counters: depth, groups, sets, conflicts, retries, latency.
     public var commitQueueStatistics: CommitQueueStatistics { self.core.metrics.statistics }

@@ -73,11 +73,9 @@ package final class ChangeFeed: Sendable {
     private let deliver: @Sendable (ChangeFeedDelivery) -> Void
     private let readsAgain: ReadAgain?
     private let state: Locked<State>
-    /// Requests for a read that advances the horizon (``run()`` serves them).
+    /// Requests for a read that advances the horizon (one of ``loops`` serves them).
     private let horizonReads: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
-    /// The loops of ``run()`` running.
-    private let runningLoops = Locked(0)
-    /// Starts of the trailing read's timer (``run()`` serves them).
+    /// Starts of the trailing read's timer (one of ``loops`` serves them).
     private let trailingTimers: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
     package let metrics = ChangeFeedMetrics()
     /// Serialises log reads (one reader at a time; the cursor is advanced in order).
@@ -114,7 +112,7 @@ package final class ChangeFeed: Sendable {
     var hintKey: HintKey? { self.state.withLock { $0.hintKey } }
 
     /// Creates the log, takes the starting horizon, starts listening, and checks that a notification sent
-    /// through the pool reaches the listener. The feed then works while ``run()`` runs.
+    /// through the pool reaches the listener. The feed then works while its ``loops`` run.
     /// - Throws: ``DataStackError`` `.changeFeedUnavailable` when none arrives in time (a listener behind a
     ///   transaction-pooling proxy), or the error that stopped the log's creation or first read.
     package func start() async throws {
@@ -147,29 +145,17 @@ package final class ChangeFeed: Sendable {
         }
     }
 
-    /// The feed's background work, until the calling task is cancelled: the event loop (hints the listener's
-    /// thread handed on, catch-up after a reconnect), the reads that advance the horizon, the trailing read
-    /// after a run of hints, and pruning, as child tasks of one task group (the stack runs it as part of its
-    /// background work and cancels it at shutdown).
-    package func run() async {
-        guard let listener = self.state.withLock({ $0.listener }) else { return }
-        await withDiscardingTaskGroup { group in
-            let loops: [@Sendable () async -> Void] = [
-                { await self.handleEvents(of: listener) }, { await self.readHorizonWhenDue() }, { await self.readAfterHints() },
-                { await self.pruneEveryInterval() },
-            ]
-            for loop in loops {
-                self.runningLoops.withLock { $0 += 1 }
-                group.addTask {
-                    await loop()
-                    self.runningLoops.withLock { $0 -= 1 }
-                }
-            }
-        }
+    /// The feed's background work, each a loop that runs until its task is cancelled: the event loop (hints the
+    /// listener's thread handed on, catch-up after a reconnect), the reads that advance the horizon, the
+    /// trailing read after a run of hints, and pruning. The stack runs them as child tasks of its background
+    /// work and cancels them at shutdown. Empty before ``start()``.
+    package var loops: [@Sendable () async -> Void] {
+        guard let listener = self.state.withLock({ $0.listener }) else { return [] }
+        return [
+            { await self.handleEvents(of: listener) }, { await self.readHorizonWhenDue() }, { await self.readAfterHints() },
+            { await self.pruneEveryInterval() },
+        ]
     }
-
-    /// The number of ``run()``'s loops running (four while it runs).
-    package var runningTasks: Int { self.runningLoops.withLock { $0 } }
 
     /// Handles what the listener yields (in order): forwarded hints, and reconnects (the log is read to catch up).
     private func handleEvents(of listener: PostgresListener) async {
@@ -271,14 +257,14 @@ package final class ChangeFeed: Sendable {
         }
     }
 
-    /// Stops listening and ends ``run()``'s loops; returns once the listener's thread has closed its connection.
+    /// Stops listening and ends its ``loops``; returns once the listener's thread has closed its connection.
     package func stopAndWait() async {
         let listener = self.state.withLock { $0.listener }
         self.stop()
         await listener?.stopAndWait()
     }
 
-    /// Stops listening and ends ``run()``'s loops.
+    /// Stops listening and ends its ``loops``.
     package func stop() {
         let listener = self.state.withLock { state in
             state.scheduler.stop()
@@ -378,12 +364,12 @@ package final class ChangeFeed: Sendable {
     }
 
     /// Makes sure a read follows the last hint of a run, about ``ChangeFeedConfiguration/horizonReadInterval``
-    /// after it (see ``ChangeFeedScheduler``): starts the trailing read's timer in ``run()`` unless it runs.
+    /// after it (see ``ChangeFeedScheduler``): starts the trailing read's timer (one of ``loops``) unless it runs.
     private func scheduleTrailingRead() {
         if self.state.withLock({ $0.scheduler.hintArrived(now: .now) }) { self.trailingTimers.continuation.yield() }
     }
 
-    /// Has ``run()`` read the log off the listener's loop (so the next hint is not held up by it).
+    /// Has one of ``loops`` read the log off the listener's loop (so the next hint is not held up by it).
     private func startHorizonRead() {
         self.horizonReads.continuation.yield()
     }
