@@ -28,12 +28,11 @@ struct GroupCommitter: Sendable {
             do {
                 let next = retries.next
                 if next == .checkLog {
-                    if let committed = try await self.store.committedIDs(remaining.map { batch[$0].commitID }, since: batch[0].commitID) {
-                        for index in remaining where committed.contains(batch[index].commitID) {
-                            outcomes[index] = .success(.committedUnseen)
-                        }
-                        remaining = remaining.filter { outcomes[$0] == nil }
+                    let committed = try await self.store.committedIDs(remaining.map { batch[$0].commitID }, since: batch[0].commitID)
+                    for index in remaining where committed.contains(batch[index].commitID) {
+                        outcomes[index] = .success(.committedUnseen)
                     }
+                    remaining = remaining.filter { outcomes[$0] == nil }
                     retries.logChecked()
                 }
                 if remaining.isEmpty { break }
@@ -86,8 +85,7 @@ struct GroupCommitter: Sendable {
         _ batch: [QueuedCommit], remaining: [Int], error: any Error, into outcomes: inout [Result<ChangeSetResult, any Error>?]
     ) async -> any Error {
         do {
-            guard let committed = try await self.store.committedIDs(remaining.map { batch[$0].commitID }, since: batch[0].commitID)
-            else { return error }
+            let committed = try await self.store.committedIDs(remaining.map { batch[$0].commitID }, since: batch[0].commitID)
             for index in remaining where committed.contains(batch[index].commitID) {
                 outcomes[index] = .success(.committedUnseen)
             }

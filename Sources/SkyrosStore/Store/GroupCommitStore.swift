@@ -26,9 +26,9 @@ package protocol GroupCommitStore: Store {
         operations: (Int) -> [GroupOperation]?, hook: (any CommitTransactionHook)?
     ) -> PreparedGroup?
 
-    /// Which of `ids` committed (the commit log, read after an attempt whose outcome is unknown). `nil` when the
-    /// store keeps no commit log (nothing it does can commit without the caller knowing).
-    func committedIDs(_ ids: [UUID], since first: UUID) async throws -> Set<UUID>?
+    /// Which of `ids` committed (the commit log, read after an attempt whose outcome is unknown). A store that
+    /// never loses an outcome (in memory) has none to report.
+    func committedIDs(_ ids: [UUID], since first: UUID) async throws -> Set<UUID>
 
     /// Whether `error` is a deferred constraint that failed the group's `COMMIT` (its sets are then committed
     /// again one by one, so that only the sets that break it fail).
@@ -74,11 +74,6 @@ extension PostgresStore: GroupCommitStore {
         operations: (Int) -> [GroupOperation]?, hook: (any CommitTransactionHook)?
     ) -> PreparedGroup? {
         self.prepareGroupPipeline(ids: ids, build: build, operations: operations, hook: hook)
-    }
-
-    package func committedIDs(_ ids: [UUID], since first: UUID) async throws -> Set<UUID>? {
-        let committed: Set<UUID> = try await self.committedIDs(ids, since: first)
-        return committed
     }
 
     package func failedAtCommit(_ error: any Error) -> Bool { Self.failedAtCommit(error) }
@@ -128,7 +123,7 @@ extension InMemoryStore: GroupCommitStore {
         operations: (Int) -> [GroupOperation]?, hook: (any CommitTransactionHook)?
     ) -> PreparedGroup? { nil }
 
-    package func committedIDs(_ ids: [UUID], since first: UUID) async throws -> Set<UUID>? { nil }
+    package func committedIDs(_ ids: [UUID], since first: UUID) async throws -> Set<UUID> { [] }
 
     package func failedAtCommit(_ error: any Error) -> Bool { false }
 
