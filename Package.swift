@@ -17,7 +17,7 @@ let package = Package(
         .executable(name: "skyros-demo", targets: ["skyros-demo"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
@@ -176,6 +176,7 @@ let package = Package(
             name: "SkyrosTests",
             dependencies: [
                 "Skyros", "SkyrosPostgres", "SkyrosTestEntities", "SkyrosTestFixtures", "SkyrosTestSupport",
+                .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

@@ -1,4 +1,5 @@
 import Foundation
+import InMemoryLogging
 import Logging
 import Skyros
 import SkyrosPostgres
@@ -10,42 +11,16 @@ import Testing
 /// thrown, gets no `error` record.
 @Suite("Commit failure log", .timeLimit(.minutes(2)))
 struct CommitFailureLogTests {
-    /// Keeps every record a logger emits.
-    final class CapturingLogHandler: LogHandler, @unchecked Sendable {
-        // @unchecked: `records` is only touched under `lock`; the other members are set before the logger is shared.
-        struct Record {
-            let level: Logger.Level
-            let message: String
-            let metadata: Logger.Metadata
-        }
-
-        private let lock = NSLock()
-        private var records: [Record] = []
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { self.metadata[key] }
-            set { self.metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let record = Record(
-                level: event.level, message: event.message.description, metadata: self.metadata.merging(event.metadata ?? [:]) { $1 })
-            self.lock.withLock { self.records.append(record) }
-        }
-
-        var captured: [Record] { self.lock.withLock { self.records } }
-    }
-
-    /// A stack logging into a capturing handler, with row `id` already in `stack_notes` (unknown to the stack:
-    /// inserting it fails at commit).
+    /// A stack logging every level into swift-log's in-memory handler, with row `id` already in `stack_notes`
+    /// (unknown to the stack: inserting it fails at commit).
     static func withLoggedStack(
         existing id: Int, configure: (inout DataStackConfiguration) -> Void = { _ in },
-        _ body: (DataStack, CapturingLogHandler) async throws -> Void
+        _ body: (DataStack, InMemoryLogHandler) async throws -> Void
     ) async throws {
-        let handler = CapturingLogHandler()
-        try await StackTestServer.withQueueStack(logger: Logger(label: "skyros.test", factory: { _ in handler }), configure) { stack in
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "skyros.test", factory: { _ in handler })
+        logger.logLevel = .trace
+        try await StackTestServer.withQueueStack(logger: logger, configure) { stack in
             try await StackTestServer.execute(stack, "INSERT INTO stack_notes (id, title, rank) VALUES (\(id), 'there first', 0)")
             try await body(stack, handler)
         }
@@ -59,7 +34,7 @@ struct CommitFailureLogTests {
             let reported = await errors.next()
             #expect(reported?.code == .commitFailed)
 
-            let failures = handler.captured.filter { $0.level == .error }
+            let failures = handler.entries.filter { $0.level == .error }
             #expect(failures.count == 1)
             let record = try #require(failures.first)
             #expect(record.metadata["skyros.entity"]?.description == "StackNote")
@@ -67,7 +42,7 @@ struct CommitFailureLogTests {
             #expect(record.metadata["skyros.error.sqlstate"]?.description == "23505")
             #expect(record.metadata["skyros.error.constraint"]?.description == "stack_notes_pkey")
             // No record carries a value the write held.
-            #expect(!handler.captured.contains { "\($0.message) \($0.metadata)".contains("secret-title-value") })
+            #expect(!handler.entries.contains { "\($0.message) \($0.metadata) \(String(describing: $0.error))".contains("secret-title-value") })
             #expect(stack.commitQueueStatistics.failures == 1)
         }
     }
@@ -79,7 +54,7 @@ struct CommitFailureLogTests {
                 try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 8, title: "durable", rank: 1)) }
             }
             #expect((error as? PostgresError)?.constraint == "stack_notes_pkey")
-            #expect(handler.captured.filter { $0.level == .error }.isEmpty)
+            #expect(handler.entries.filter { $0.level == .error }.isEmpty)
             #expect(stack.commitQueueStatistics.failures == 1)
         }
     }
