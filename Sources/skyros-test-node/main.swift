@@ -19,6 +19,7 @@ let rest = Array(arguments.dropFirst())
 do {
     if let status = try await CommitQueueCommands.run(command, rest) { exit(status) }
     if let status = try await ManyProcessCommands.run(command, rest) { exit(status) }
+    if let status = try await CaptureCommands.run(command, rest) { exit(status) }
 } catch {
     say("error \(String(reflecting: error))")
     exit(1)

@@ -62,10 +62,31 @@ public struct NodeProcess: Sendable {
 
     /// Starts `path <arguments>` with its stdout and stderr in temporary files.
     public static func spawn(_ path: String, _ arguments: [String]) throws -> NodeProcess {
+        try self.spawn(path, arguments, standardInput: nil)
+    }
+
+    /// Starts `path <arguments>` like ``spawn(_:_:)``, its stdin a socket the returned ``NodeInput`` writes
+    /// to, for a child that takes commands line by line.
+    public static func spawnWithInput(_ path: String, _ arguments: [String]) throws -> (process: NodeProcess, input: NodeInput) {
+        // A socket pair rather than a pipe: a write after the child died fails with EPIPE instead of raising
+        // SIGPIPE in the test process (`send` with MSG_NOSIGNAL). Close-on-exec, so no other child inherits
+        // the test's end and keeps the child's stdin open.
+        var descriptors: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &descriptors) == 0 else {
+            throw PostgresError(kind: .invalidConfiguration, message: "socketpair failed: \(errno)")
+        }
+        let input = NodeInput(descriptor: descriptors[0])
+        defer { close(descriptors[1]) }
+        return (try self.spawn(path, arguments, standardInput: descriptors[1]), input)
+    }
+
+    private static func spawn(_ path: String, _ arguments: [String], standardInput: Int32?) throws -> NodeProcess {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("skyros-node-\(UUID().uuidString).out")
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
+        // dup2 clears close-on-exec on the child's copy.
+        if let standardInput { posix_spawn_file_actions_adddup2(&actions, standardInput, 0) }
         posix_spawn_file_actions_addopen(&actions, 1, output.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addopen(&actions, 2, output.path + ".err", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         return NodeProcess(pid: try spawnWithFreshSignals(path, arguments, actions: &actions), outputURL: output)
@@ -94,4 +115,28 @@ public struct NodeProcess: Sendable {
         try? FileManager.default.removeItem(at: self.outputURL)
         try? FileManager.default.removeItem(at: self.errorURL)
     }
+}
+
+/// The test's end of a child's stdin (see ``NodeProcess/spawnWithInput(_:_:)``); closed when released.
+public final class NodeInput: Sendable {
+    private let descriptor: Int32
+
+    init(descriptor: Int32) { self.descriptor = descriptor }
+
+    deinit { close(self.descriptor) }
+
+    /// Writes `line` and a newline; throws when the child is gone.
+    public func send(_ line: String) throws {
+        let bytes = Array((line + "\n").utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { Glibc.send(self.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw PostgresError(kind: .invalidConfiguration, message: "write to the child's stdin failed: \(errno)") }
+            sent += count
+        }
+    }
+
+    /// Ends the child's stdin (it reads end of file).
+    public func finish() { _ = shutdown(self.descriptor, Int32(SHUT_WR)) }
 }
