@@ -28,6 +28,11 @@ public struct CaptureBook: Entity, Equatable {
         self.title = title
     }
 
+    enum CodingKeys: String, CodingKey {
+        case id, title
+        case authorID = "author_id"
+    }
+
     public static let tableName = "cap_books"
     public static let columns: [EntityColumn<CaptureBook>] = [
         EntityColumn(\.id, "id"), EntityColumn(\.authorID, "author_id"), EntityColumn(\.title, "title"),

@@ -127,7 +127,8 @@ struct CaptureProcessTests {
                 if !converged {
                     let cached = try await stack.mainContext.object(CaptureAudit.self, id: 1)
                     #expect(cached == stored.first, "the main context still caches audit row 1 as before the trigger's update")
-                    #expect(await latest.values == stored, "the audit observer did not yield the rows the trigger wrote")
+                    let observed = await latest.values
+                    #expect(observed == stored, "the audit observer did not yield the rows the trigger wrote")
                     Issue.record("the trigger's writes did not reach the stack within \(CaptureHarness.deadline)")
                 }
             } cleanup: {
@@ -176,8 +177,8 @@ struct CaptureProcessTests {
 
 extension CaptureProcessTests {
     /// Waits until every node's cached `object` reads are `objects`, its query observer yields the books in
-    /// PostgreSQL and its book observer `watchedBook`, then checks its main-context `query` too; records
-    /// which of them a node got wrong after ``CaptureHarness/deadline``.
+    /// PostgreSQL and its book observer `watchedBook`, then checks its main-context `query` too; after
+    /// ``CaptureHarness/deadline`` (one for all nodes), records what each node still got wrong.
     ///
     /// `query` is asked last, once: a main-context fetch refills the cache with what it reads, so asking it
     /// while polling would hide a stale cached row.
@@ -187,23 +188,26 @@ extension CaptureProcessTests {
     ) async throws {
         let stored = try await CaptureHarness.storedBooks(schema: schema)
         let ids = objects.keys.sorted()
-        for node in nodes {
-            var latest = CaptureNodeState()
-            let converged = try await poll(within: CaptureHarness.deadline, every: .milliseconds(50)) {
-                latest = try await node.state(objects: ids)
-                return latest.objects == objects && latest.observedBooks == stored && latest.observedBook == .some(watchedBook)
+        let expected = CaptureNodeState(objects: objects, observedBooks: stored, observedBook: .some(watchedBook))
+        var latest = [CaptureNodeState](repeating: CaptureNodeState(), count: nodes.count)
+        _ = try await poll(within: CaptureHarness.deadline, every: .milliseconds(50)) {
+            for (index, node) in nodes.enumerated() where latest[index] != expected {
+                latest[index] = try await node.state(objects: ids)
             }
+            return latest.allSatisfy { $0 == expected }
+        }
+        for (node, state) in zip(nodes, latest) {
             let prefix = "after \(change), \(node.name)"
-            if !converged {
-                Issue.record("\(prefix) did not converge within \(CaptureHarness.deadline): \(latest)", sourceLocation: sourceLocation)
-                for id in ids where latest.objects[id] != objects[id] {
-                    let got = latest.objects[id].map { $0 ?? "nil" } ?? "no answer"
+            if state != expected {
+                Issue.record("\(prefix) did not converge within \(CaptureHarness.deadline): \(state)", sourceLocation: sourceLocation)
+                for id in ids where state.objects[id] != objects[id] {
+                    let got = state.objects[id].map { $0 ?? "nil" } ?? "no answer"
                     Issue.record(
                         "\(prefix)'s main context returns book \(id) as \(got), PostgreSQL holds \((objects[id] ?? nil) ?? "nil")",
                         sourceLocation: sourceLocation)
                 }
-                #expect(latest.observedBooks == stored, "\(prefix)'s query observer's latest result", sourceLocation: sourceLocation)
-                #expect(latest.observedBook == .some(watchedBook), "\(prefix)'s book observer's latest result", sourceLocation: sourceLocation)
+                #expect(state.observedBooks == stored, "\(prefix)'s query observer's latest result", sourceLocation: sourceLocation)
+                #expect(state.observedBook == .some(watchedBook), "\(prefix)'s book observer's latest result", sourceLocation: sourceLocation)
             }
             let query = try await node.query()
             #expect(query == stored, "\(prefix)'s main-context fetch of every book", sourceLocation: sourceLocation)

@@ -131,16 +131,16 @@ actor CaptureNode {
     /// Waits (30 s: children start side by side on a busy machine) for its `ready` line.
     func waitUntilReady() async throws {
         let end = ContinuousClock.now + .seconds(30)
-        var line = self.process.lines.first { $0.hasPrefix("ready") }
+        var line = self.completeLines.first { $0.hasPrefix("ready") }
         while line == nil, ContinuousClock.now < end {
             try await Task.sleep(for: .milliseconds(20))
-            line = self.process.lines.first { $0.hasPrefix("ready") }
+            line = self.completeLines.first { $0.hasPrefix("ready") }
         }
         guard let line else {
             throw CaptureNodeError("\(self.name) was not ready within 30 s: \(self.report)")
         }
         self.listenerName = String(line.dropFirst("ready".count)).trimmingCharacters(in: .whitespaces)
-        self.consumed = self.process.lines.count
+        self.consumed = self.completeLines.count
     }
 
     /// Sends `command` and waits (``CaptureHarness/deadline``) for its answer: the first new line that starts
@@ -151,7 +151,7 @@ actor CaptureNode {
         let end = ContinuousClock.now + CaptureHarness.deadline
         var answer: String?
         while answer == nil {
-            let lines = self.process.lines
+            let lines = self.completeLines
             if let index = lines.indices.dropFirst(self.consumed).first(where: { lines[$0].hasPrefix(name + " ") }) {
                 self.consumed = index + 1
                 answer = lines[index]
@@ -166,6 +166,13 @@ actor CaptureNode {
         }
         if answer.hasPrefix(name + " error ") { throw CaptureNodeError("\(self.name) failed \"\(command)\": \(answer)") }
         return String(answer.dropFirst(name.count + 1))
+    }
+
+    /// Its stdout's lines that end in a newline (the last one may still be being written).
+    private var completeLines: [String] {
+        let output = self.process.output
+        guard let end = output.lastIndex(of: "\n") else { return [] }
+        return output[..<end].split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
     }
 
     /// `object <id>`: the main context's cached read of book `id` (its title, or `nil`).
@@ -262,7 +269,7 @@ enum Psql {
     static func run(_ script: String, schema: String) async throws -> String {
         guard let psql = self.path else { throw CaptureNodeError("psql not found (SKYROS_TEST_PG_BIN, PATH, /usr/lib/postgresql)") }
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("skyros-psql-\(UUID().uuidString).sql")
-        try Data(script.utf8).write(to: file)
+        try Data((script + "\n").utf8).write(to: file)    // a COPY's `\.` must end its line
         defer { try? FileManager.default.removeItem(at: file) }
         // `env` sets PGOPTIONS for psql alone (setenv here would reach every test of the process). The URL is
         // an argument, never part of a message.

@@ -68,7 +68,8 @@ struct CaptureOwnRowsTests {
             if !converged {
                 let cached = try await stack.mainContext.object(CaptureStamped.self, id: 1)
                 #expect(cached == stored, "the main context caches the row as sent, not as the trigger stored it")
-                #expect(await latest.value == stored, "the row observer did not yield the row as the trigger stored it")
+                let observed = await latest.value
+                #expect(observed == stored, "the row observer did not yield the row as the trigger stored it")
                 Issue.record("the stored row did not reach the writing stack within 15 s")
             }
         }
@@ -114,7 +115,8 @@ struct CaptureOwnRowsTests {
                         let cached = try await stack.mainContext.object(CaptureBook.self, id: id)
                         #expect(cached == nil, "the main context still returns book \(id), which the cascade deleted")
                     }
-                    #expect(await latest.ids == [4, 5, 6], "the books observer still shows the books the cascade deleted")
+                    let observed = await latest.ids
+                    #expect(observed == [4, 5, 6], "the books observer still shows the books the cascade deleted")
                     Issue.record("the cascade from the stack's own delete did not reach it within 15 s")
                 }
             } cleanup: {
@@ -129,6 +131,11 @@ struct CaptureStamped: Entity, Equatable {
     var id: Int64
     var title: String
     var updatedAt: Date
+
+    enum CodingKeys: String, CodingKey {
+        case id, title
+        case updatedAt = "updated_at"
+    }
 
     static let tableName = "cap_stamped"
     static let columns: [EntityColumn<CaptureStamped>] = [
