@@ -11,6 +11,29 @@ import Testing
 /// ``CaptureHarness/deadline``.
 @Suite(.timeLimit(.minutes(3)))
 struct CaptureProcessTests {
+    /// The control: a Skyros writer's commits reached other stacks before the capture did, so this passes
+    /// whatever the psql tests say, and shows the children and the harness work.
+    @Test func aSkyrosWritersChangesReachEveryChild() async throws {
+        try await CaptureHarness.withSchema { schema in
+            try await CaptureHarness.withNodes(2, schema: schema, watchBook: 2) { nodes in
+                for node in nodes { #expect(try await node.object(6) == "book6", "\(node.name) did not cache book 6") }
+                let writer = try await CaptureHarness.stack(schema: schema)
+                try await withCleanup {
+                    try await writer.write(durability: .committed) { context in
+                        try await context.update(CaptureBook(id: 2, authorID: 1, title: "rewritten"))
+                        try await context.delete(CaptureBook.self, id: 6)
+                        try context.insert(CaptureBook(id: 10, authorID: 2, title: "added"))
+                    }
+                } cleanup: {
+                    await writer.shutdown()
+                }
+                try await Self.expectEveryNode(
+                    nodes, schema: schema, objects: [2: "rewritten", 6: nil, 10: "added", 1: "book1"], watchedBook: "rewritten",
+                    after: "a Skyros stack's update, delete and insert")
+            }
+        }
+    }
+
     @Test func anUpdateByPsqlReachesEveryCacheAndObserver() async throws {
         try await CaptureHarness.withSchema { schema in
             try await CaptureHarness.withNodes(2, schema: schema, watchBook: 2) { nodes in
