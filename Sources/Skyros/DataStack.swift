@@ -113,7 +113,11 @@ public final class DataStack: DataStackProtocol, Service {
             do {
                 let store = try await self.open(postgres, schema: schema, pool: pool, configuration: configuration, logger: logger)
                 let stack = DataStack(store: store, postgres: store, pool: pool, configuration: configuration, logger: logger)
-                try await stack.sync.start(pool: pool, session: configuration.directConnection ?? postgres, schema: schema, logger: logger)
+                var lock = configuration.migrator
+                if let schema { lock.schema = schema }
+                try await stack.sync.start(
+                    pool: pool, session: configuration.directConnection ?? postgres, schema: schema,
+                    tables: Self.mappedTables(configuration.entities), lock: (lock.schema, lock.historyTable), logger: logger)
                 if let feed = stack.sync.changeFeed { stack.background.start(feed.loops) }
                 return stack
             } catch {
@@ -121,6 +125,14 @@ public final class DataStack: DataStackProtocol, Service {
                 throw error
             }
         }
+    }
+
+    /// The tables of `entities`, each once, in order.
+    private static func mappedTables(_ entities: [any Entity.Type]) -> [String] {
+        var seen: Set<String> = []
+        var tables: [String] = []
+        for entity in entities where seen.insert(entity.tableName).inserted { tables.append(entity.tableName) }
+        return tables
     }
 
     private static func open(
@@ -303,12 +315,15 @@ public final class DataStack: DataStackProtocol, Service {
             store: self.commitStore, cacheLimit: self.configuration.cacheLimit, generation: self.commitStore.generation,
             logger: self.logger, queueConfiguration: self.configuration.commitQueue, drains: self.tasks,
             onCommitError: { continuation.yield($0) })
-        // Its commits wait until the change feed has attached to it: one before that would write no change-log
-        // entry and send no hint, and other processes would keep what they cache of it.
+        // Its commits wait until the change feed has attached to it and the capture is installed again: one before
+        // that would write no change-log entry and send no hint, and other processes would keep what they cache
+        // of it.
         core.holdCommits()
         self.current.withLock { $0 = Current(core: core, main: DataContext(core: core, parent: .root, isMain: true)) }
         do {
-            try await self.sync.storeRebuilt(core: core)
+            if let pool = self.pool {
+                try await self.sync.storeRebuilt(core: core, pool: pool, logger: self.logger)
+            }
         } catch {
             core.releaseCommits()
             throw error

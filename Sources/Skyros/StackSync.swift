@@ -6,9 +6,9 @@ import SkyrosStack
 import SkyrosObservation
 import SkyrosSync
 
-/// A stack's link to the other processes on its schema: writes the change log in every commit transaction
-/// (as the commit queue's ``CommitTransactionHook``), runs the ``ChangeFeed``, evicts other processes' rows
-/// from the main context, and wakes observers.
+/// A stack's link to every other writer on its schema: installs the change capture, names this stack as the
+/// writer of its commit transactions (as the commit queue's ``CommitTransactionHook``), runs the ``ChangeFeed``,
+/// evicts other writers' rows from the main context, and wakes observers.
 final class StackSync: CommitTransactionHook, Sendable {
     /// This stack's id in the change log (its own entries are ignored when read back).
     let origin = UUID()
@@ -29,14 +29,24 @@ final class StackSync: CommitTransactionHook, Sendable {
     /// transactions write the change log once the feed runs.
     func attach(_ core: StackCore) {
         self.core.withLock { $0 = core }
+        core.setRewritingTables(self.rewritingTables.withLock { $0 })
         core.saves.set { [observers] slots in observers.changed(ObservedChanges(saved: slots)) }
         if self.changeFeed != nil { core.setCommitHook(self) }
     }
 
-    /// Creates the change log and starts listening (PostgreSQL stores with the feed enabled) on `session`, unless
-    /// the feed's configuration names a listener of its own.
-    func start(pool: ConnectionPool, session: PostgresConfiguration, schema: String?, logger: Logger) async throws {
+    /// Installs the change capture on `tables` (with the log), then starts listening (PostgreSQL stores with the
+    /// feed enabled) on `session`, unless the feed's configuration names a listener of its own.
+    /// - Parameter lock: the migrations' history schema and table, whose advisory lock serialises installers.
+    func start(
+        pool: ConnectionPool, session: PostgresConfiguration, schema: String?, tables: [String],
+        lock: (schema: String, table: String), logger: Logger
+    ) async throws {
         guard self.configuration.isEnabled else { return }
+        let capture = ChangeCapture(log: ChangeLog(schema: schema))
+        self.capture.withLock { $0 = (capture, tables, lock, []) }
+        self.pool.withLock { $0 = pool }
+        self.logger.withLock { $0 = logger }
+        try await self.installCapture(pool: pool, logger: logger)
         let feed = ChangeFeed(
             log: ChangeLog(schema: schema), origin: self.origin, pool: pool, session: session,
             configuration: self.configuration, logger: logger,
@@ -46,6 +56,31 @@ final class StackSync: CommitTransactionHook, Sendable {
         self.feed.withLock { $0 = feed }
         self.core.withLock { $0 }?.setCommitHook(self)
     }
+
+    /// The capture this stack installs, its tables and the lock it installs under.
+    /// `installed`: the tables known to be captured.
+    private let capture = Locked<(capture: ChangeCapture, tables: [String], lock: (schema: String, table: String), installed: Set<String>)?>(nil)
+
+    /// Installs or upgrades the capture (see ``ChangeCapture``) and tells the stack which tables' rows the
+    /// database may rewrite (their own writes are read back, not cached as sent).
+    private func installCapture(pool: ConnectionPool, logger: Logger) async throws {
+        guard let (capture, tables, lock, _) = self.capture.withLock({ $0 }) else { return }
+        let inspection = try await pool.withConnection { try await capture.install(tables: tables, lock: lock, on: $0) }
+        logger.debug(
+            "change capture ready",
+            metadata: [
+                "skyros.capture.version": "\(inspection.installedVersion ?? 0)", "skyros.capture.tables": "\(tables.count)",
+            ])
+        self.core.withLock { $0 }?.setRewritingTables(inspection.rewritingTables)
+        self.rewritingTables.withLock { $0 = inspection.rewritingTables }
+        self.capture.withLock { $0?.installed.formUnion(Set(tables).subtracting(inspection.missingTables)) }
+    }
+
+    private let pool = Locked<ConnectionPool?>(nil)
+    private let logger = Locked(Logger(label: "skyros.stack", factory: { _ in SwiftLogNoOpLogHandler() }))
+
+    /// Tables whose rows the database may rewrite (for a core attached later).
+    private let rewritingTables = Locked<Set<String>>([])
 
     /// The running feed, if any.
     var changeFeed: ChangeFeed? { self.feed.withLock { $0 } }
@@ -63,11 +98,14 @@ final class StackSync: CommitTransactionHook, Sendable {
     /// The new core is attached first (its commits are held until the caller releases them): other stacks'
     /// changes then reach its cache, and its saves reach observers, from the start. When the log cannot be
     /// created, its commits still carry the log's statements, so they fail instead of committing unannounced.
-    func storeRebuilt(core: StackCore) async throws {
+    func storeRebuilt(core: StackCore, pool: ConnectionPool, logger: Logger) async throws {
         self.observers.finishAll(throwing: ObservationError.storeRebuilt)
         self.attach(core)
         if let feed = self.changeFeed {
+            // The rebuild dropped the tables and their triggers: each is captured again before it is written.
+            self.capture.withLock { $0?.installed = [] }
             try await feed.createLog()
+            try await self.installCapture(pool: pool, logger: logger)
             await feed.announceNewLog()
         }
     }
@@ -75,12 +113,33 @@ final class StackSync: CommitTransactionHook, Sendable {
     // MARK: CommitTransactionHook
 
     func willCommit(batch: [ChangeSetResult], on connection: Connection) async throws {
-        guard let feed = self.changeFeed else { return }
-        try await feed.log.record(batch.flatMap(\.changes), origin: self.originText, on: connection)
+        guard let feed = self.changeFeed, let statement = feed.log.originStatement(batch.flatMap(\.changes), origin: self.originText)
+        else { return }
+        _ = try await connection.query(statement)
     }
 
     func pipelinedStatement(announcing changes: [RowChange]) throws -> PostgresQuery? {
-        self.changeFeed?.log.recordStatement(changes, origin: self.originText, includingRows: self.configuration.includesRowsInHints)
+        self.changeFeed?.log.originStatement(changes, origin: self.originText, includingRows: self.configuration.includesRowsInHints)
+    }
+
+    func tablesNeedingPreparation(_ tables: Set<String>) -> Set<String> {
+        guard self.changeFeed != nil else { return [] }
+        return self.capture.withLock { capture in
+            guard let capture else { return [] }
+            return tables.subtracting(capture.installed)
+        }
+    }
+
+    /// Installs the capture on tables this stack writes that were not among its entities at start (see
+    /// ``DataStackConfiguration/entities``), before the transaction that first writes them.
+    func prepare(tables: Set<String>) async throws {
+        guard let pool = self.pool.withLock({ $0 }) else { return }
+        self.capture.withLock { capture in
+            guard var current = capture else { return }
+            current.tables += tables.subtracting(current.tables).sorted()
+            capture = current
+        }
+        try await self.installCapture(pool: pool, logger: self.logger.withLock { $0 })
     }
 
     // MARK: Remote changes

@@ -29,7 +29,13 @@ package struct ObservedChanges: Sendable {
     /// The rows other stacks' log entries changed.
     package init(remote entries: [ChangeLogEntry]) {
         for entry in entries {
-            for change in entry.changes { self.rows.insert(change.key) }
+            for change in entry.changes {
+                if change.isTruncate {
+                    self.wholeTables.insert(change.table)
+                } else {
+                    self.rows.insert(change.key)
+                }
+            }
         }
     }
 

@@ -159,3 +159,13 @@ package enum ResolvedSlot: Sendable {
     case deleteWhere(PendingDeleteWhere)
 }
 
+
+extension ResolvedSlot {
+    /// The table the slot writes.
+    var table: String {
+        switch self {
+        case .row(let row): row.key.table
+        case .deleteWhere(let operation): operation.table
+        }
+    }
+}

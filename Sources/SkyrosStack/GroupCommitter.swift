@@ -110,6 +110,18 @@ struct GroupCommitter: Sendable {
             return try self.state.withLock { try self.builder.changeSet(for: commits[index], view: $0.view, prior: prior) }
         }
         let hook = self.state.withLock { $0.hook }
+        if let hook {
+            var tables: Set<String> = []
+            var last = ""
+            for commit in commits {
+                for slot in commit.slots where slot.table != last {
+                    last = slot.table
+                    tables.insert(last)
+                }
+            }
+            let unprepared = hook.tablesNeedingPreparation(tables)
+            if !unprepared.isEmpty { try await hook.prepare(tables: unprepared) }
+        }
         return try await self.store.commitGroup(
             ids: commits.map(\.commitID), build: build, operations: { self.builder.insertOperations(for: commits[$0]) },
             hook: hook, prepared: prepared)

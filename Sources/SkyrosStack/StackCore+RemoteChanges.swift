@@ -2,7 +2,8 @@ import SkyrosPostgres
 import SkyrosStore
 
 extension StackCore {
-    /// Applies other processes' commits to the cache. A cached row that an update announced whole
+    /// Applies other writers' commits to the cache. A truncated table (``LoggedRowChange/isTruncate``) drops
+    /// every cached row of it. A cached row that an update announced whole
     /// (``AnnouncedRow``), cached at exactly the version that update replaced, is refreshed to the new value
     /// and version: the next read of it — an observer's re-run among them — is served from memory instead of
     /// a round trip. Any other changed row is dropped (a row cached at another version may be older or newer
@@ -20,6 +21,13 @@ extension StackCore {
         return self.state.withLock { state -> Int in
             for entry in entries {
                 for change in entry.changes {
+                    if change.isTruncate {
+                        state.view.cache.removeAll(inTable: change.table)
+                        for key in state.view.pending.keys where key.table == change.table {
+                            state.view.remoteChangedWhilePending.insert(key)
+                        }
+                        continue
+                    }
                     let key = change.key
                     if state.view.pending[key] != nil {
                         state.view.remoteChangedWhilePending.insert(key)

@@ -145,6 +145,10 @@ package final class StackCore: Sendable {
     /// creating transaction), and to this stack's observers. Returns the row with the version it has.
     func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, version: Int64, created: Bool) {
         let (before, hook) = self.state.withLock { ($0.view.finishedCommits, $0.hook) }
+        if let hook {
+            let unprepared = hook.tablesNeedingPreparation([T.tableName])
+            if !unprepared.isEmpty { try await hook.prepare(tables: unprepared) }
+        }
         let (row, created) = try await self.store.findOrCreate(value, announcing: hook)
         let key = try RowKey(row.value)
         let bytes = try self.size(of: row.value)
@@ -174,6 +178,10 @@ package final class StackCore: Sendable {
     package func startDrainAhead() { self.queue.startDrainAhead() }
 
     package func waitForRoom() async throws { try await self.queue.waitForRoom() }
+
+    /// The tables whose stored rows the database may make differ from what a stack writes (a `BEFORE` trigger):
+    /// this stack's own writes to them are read back, not cached as sent.
+    package func setRewritingTables(_ tables: Set<String>) { self.state.withLock { $0.view.rewritingTables = tables } }
 
     /// Registers the work added to every group-commit transaction (PostgreSQL only).
     package func setCommitHook(_ hook: (any CommitTransactionHook)?) { self.state.withLock { $0.hook = hook } }

@@ -24,6 +24,9 @@ struct StackView: Sendable {
     /// Bumped whenever a commit finishes (either way) or other processes' changes arrive: a read that
     /// overlaps one retries or skips caching.
     var finishedCommits: UInt64 = 0
+    /// Tables whose stored rows a `BEFORE` trigger may make differ from what this stack wrote: its own writes to
+    /// them are read back rather than cached as sent.
+    var rewritingTables: Set<String> = []
 
     init(cacheLimit: CacheLimit) {
         self.cache = RowCache(limit: cacheLimit)
@@ -83,13 +86,14 @@ struct StackView: Sendable {
                 // An update that may have kept another writer's columns says whether it did; without a report, an
                 // update under a merging policy is taken to have.
                 let merged = written?.isStoredAsWritten.map { !$0 } ?? Self.mayHaveMerged(row, policy: commit.policy)
-                if let version = written?.version, !merged, !remoteChanged {
+                let rewritten = !self.rewritingTables.isEmpty && self.rewritingTables.contains(row.key.table)
+                if let version = written?.version, !merged, !remoteChanged, !rewritten {
                     self.cache.put(row.key, value: value, version: version, bytes: commit.slotBytes[index], pinned: stillPending)
                 } else {
                     // Not written (the store won a conflict), its version is unknown, the stored row holds
-                    // another writer's columns (merged), or another process changed it meanwhile (before or
-                    // after this commit: no telling): read it again, and so do observers, which were shown the
-                    // value written.
+                    // another writer's columns (merged) or what a trigger made of it (rewritten), or another
+                    // process changed it meanwhile (before or after this commit: no telling): read it again, and
+                    // so do observers, which were shown the value written.
                     self.cache.remove(row.key)
                     reread.append(slot)
                 }

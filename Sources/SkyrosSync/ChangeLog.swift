@@ -62,28 +62,39 @@ package struct ChangeLog: Sendable {
 
     /// Creates the log tables unless they exist (serialised by an advisory lock: several processes start at once).
     func createIfNeeded(on connection: Connection) async throws {
-        try await connection.withTransaction { connection in
-            _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(self.logTable)))")
-            _ = try await connection.execute(script: """
-                CREATE TABLE IF NOT EXISTS \(self.logTable) (
-                    position bigserial PRIMARY KEY,
-                    xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
-                    origin uuid NOT NULL,
-                    changed_at timestamptz NOT NULL DEFAULT now(),
-                    changes text NOT NULL);
-                CREATE INDEX IF NOT EXISTS skyros_change_log_xid ON \(self.logTable) (xid);
-                CREATE TABLE IF NOT EXISTS \(self.stateTable) (
-                    id boolean PRIMARY KEY DEFAULT true CHECK (id),
-                    pruned_through xid8 NOT NULL DEFAULT '0',
-                    log_id uuid NOT NULL DEFAULT gen_random_uuid(),
-                    hint_inner bytea NOT NULL DEFAULT \(Self.randomKey),
-                    hint_outer bytea NOT NULL DEFAULT \(Self.randomKey));
-                INSERT INTO \(self.stateTable) (id) VALUES (true) ON CONFLICT (id) DO NOTHING;
-                """)
-            try await self.upgradeStateTable(on: connection)
-            try await self.upgradeChangesColumn(on: connection)
-        }
+        try await connection.withTransaction { try await self.create(on: $0) }
     }
+
+    /// Creates the log tables unless they exist, inside the caller's transaction, and upgrades what earlier
+    /// versions made.
+    func create(on connection: Connection) async throws {
+        _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(self.logTable)))")
+        _ = try await connection.execute(script: self.createSQL)
+        try await self.upgradeStateTable(on: connection)
+        try await self.upgradeChangesColumn(on: connection)
+    }
+
+    /// The log's tables and state row, created unless they exist.
+    var createSQL: String {
+        """
+        CREATE TABLE IF NOT EXISTS \(self.logTable) (
+            position bigserial PRIMARY KEY,
+            xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+            origin uuid NOT NULL,
+            changed_at timestamptz NOT NULL DEFAULT now(),
+            changes text NOT NULL);
+        CREATE INDEX IF NOT EXISTS skyros_change_log_xid ON \(self.logTable) (xid);
+        CREATE TABLE IF NOT EXISTS \(self.stateTable) (
+            id boolean PRIMARY KEY DEFAULT true CHECK (id),
+            pruned_through xid8 NOT NULL DEFAULT '0',
+            log_id uuid NOT NULL DEFAULT gen_random_uuid(),
+            hint_inner bytea NOT NULL DEFAULT \(Self.randomKey),
+            hint_outer bytea NOT NULL DEFAULT \(Self.randomKey));
+        INSERT INTO \(self.stateTable) (id) VALUES (true) ON CONFLICT (id) DO NOTHING
+        """
+    }
+
+    var stateTableQualified: String { self.stateTable }
 
     /// 64 random bytes, from `gen_random_uuid()` (a strong random source; 488 random bits).
     private static let randomKey = "decode(replace(" + Array(repeating: "gen_random_uuid()::text", count: 4).joined(separator: " || ")
@@ -132,8 +143,38 @@ package struct ChangeLog: Sendable {
         }
     }
 
-    /// Appends one entry for the transaction running on `connection` and sends the hint on ``channel``: both
-    /// take effect at COMMIT, so hints exist only for committed data, in commit order.
+    /// The statement a stack's commit transaction runs so that the capture (``ChangeCapture``) attributes its
+    /// entry to `origin`: the writer then skips it. `rows` is how many rows the transaction changes; when the
+    /// capture counts another number (a cascade, a trigger writing another mapped table), the entry is left to
+    /// every stack, the writer's own included. With `includingRows` (``ChangeFeedConfiguration/includesRowsInHints``),
+    /// updates that announce their row (``RowChange/row``) travel with it in the hint, up to
+    /// ``announcedRowsHintLimit`` bytes: other stacks then refresh their cached copy instead of reading the row
+    /// again. `nil` when `changes` is empty.
+    /// - Parameter origin: the writing stack's id, as lowercase text.
+    package func originStatement(_ changes: [RowChange], origin: String, includingRows: Bool = false) -> PostgresQuery? {
+        if changes.isEmpty { return nil }
+        var announced = ""
+        if includingRows {
+            let payload = LoggedRowChange.json(changes)
+            if Self.mayFitWithRows(changes, payload: payload) {
+                let withRows = LoggedRowChange.json(changes, rows: true)
+                if withRows.utf8.count <= Self.announcedRowsHintLimit { announced = withRows }
+            }
+        }
+        return PostgresQuery(
+            unsafeSQL: Self.originSQL,
+            binds: [
+                PostgresValue(type: .text, text: origin), PostgresValue(type: .text, text: String(changes.count)),
+                PostgresValue(type: .text, text: announced),
+            ])
+    }
+
+    private static let originSQL = "SELECT set_config('skyros.origin', $1, true), set_config('skyros.origin_rows', $2, true), "
+        + "set_config('skyros.announced', $3, true)"
+
+    /// Appends one entry for the transaction running on `connection` and sends the hint on ``channel``, as the
+    /// capture's flush does (both take effect at COMMIT). Stacks never write the log through it: capture does
+    /// (``ChangeCapture``). Tests of the reading side use it to place entries precisely.
     /// - Parameter origin: the writing stack's id, as lowercase text (as ``recordStatement(_:origin:includingRows:)``).
     /// - Returns: the entry's position, or `nil` when `changes` is empty (nothing is written or sent).
     @discardableResult

@@ -25,7 +25,7 @@ package struct LoggedRowChange: Codable, Sendable, Hashable {
     let o: UInt32
     /// The primary key's text form.
     let i: String
-    /// `i`nserted, `u`pdated or `d`eleted.
+    /// `i`nserted, `u`pdated, `d`eleted, or `t`: the whole table was truncated (the key is empty).
     package let k: String
     /// The new version (absent for deletions).
     package let v: Int64?
@@ -58,6 +58,12 @@ package struct LoggedRowChange: Codable, Sendable, Hashable {
         self.h = change.row?.layout
         self.r = change.row?.values.map { [String($0.type.rawValue), $0.text] }
     }
+
+    /// The table (unqualified).
+    package var table: String { self.t }
+
+    /// Whether this change is a `TRUNCATE` of ``table``: every row of it is gone.
+    package var isTruncate: Bool { self.k == "t" }
 
     package var key: RowKey { RowKey(table: self.t, id: PostgresValue(type: PostgresType(rawValue: self.o), text: self.i)) }
 

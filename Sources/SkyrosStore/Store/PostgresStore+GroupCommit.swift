@@ -12,6 +12,19 @@ package protocol CommitTransactionHook: Sendable {
     /// (a version is `nil` where only the server knows it yet); `nil` when there is nothing to do. Throwing
     /// sends the group down the savepoint path, which calls ``willCommit(batch:on:)`` instead.
     func pipelinedStatement(announcing changes: [RowChange]) throws -> PostgresQuery?
+
+    /// The tables among `tables` that need ``prepare(tables:)`` before a transaction writes them (none by
+    /// default).
+    func tablesNeedingPreparation(_ tables: Set<String>) -> Set<String>
+
+    /// Readies `tables` before a transaction writes them (the change feed installs the capture on a table this
+    /// stack writes for the first time). Throwing fails the writes.
+    func prepare(tables: Set<String>) async throws
+}
+
+extension CommitTransactionHook {
+    package func tablesNeedingPreparation(_ tables: Set<String>) -> Set<String> { [] }
+    package func prepare(tables: Set<String>) async throws {}
 }
 
 extension PostgresStore {

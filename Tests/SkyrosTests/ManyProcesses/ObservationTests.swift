@@ -215,9 +215,9 @@ struct ObservationTests {
         }
     }
 
-    /// `findOrCreate` sends the insert and its announcement in one pipeline, after the read that found nothing.
-    /// When another session inserts the row in between, the insert inserts nothing and fails the pipeline, so
-    /// nothing is announced, and the row is read and returned as found. The other session's insert is held open
+    /// `findOrCreate` sends the insert in one pipeline, after the read that found nothing. When another session
+    /// inserts the row in between, the insert inserts nothing and fails the pipeline, so nothing of it is
+    /// captured (only the other session's insert is), and the row is read and returned as found. The other session's insert is held open
     /// until `findOrCreate`'s insert waits for it.
     @Test func findOrCreateLosingARaceAnnouncesNothing() async throws {
         try await ManyProcessHarness.withSchema { schema in
@@ -241,11 +241,11 @@ struct ObservationTests {
             _ = try await other.execute(script: "COMMIT")
             let (found, created) = try await finding.value
             #expect(!created && found.title == "theirs")
-            #expect(try await logEntries() == entriesBefore)
-            // The pipeline's path creates and announces when nothing is in the way.
+            #expect(try await logEntries() == entriesBefore + 1)
+            // The pipeline's path creates, and the capture announces, when nothing is in the way.
             let (made, madeNow) = try await a.mainContext.findOrCreate(MPItem(id: 6, owner: 0, value: 3, title: "ours"))
             #expect(madeNow && made.title == "ours")
-            #expect(try await logEntries() == entriesBefore + 1)
+            #expect(try await logEntries() == entriesBefore + 2)
             await other.close()
             await a.shutdown()
         }
@@ -293,9 +293,9 @@ struct ObservationTests {
     }
 
     /// A rebuild that cannot recreate the change log (here: its lock wait times out) throws; the new core is
-    /// attached all the same, so a write made before the next successful rebuild fails instead of committing
-    /// unannounced (other processes would keep what they cache of its rows), and after that rebuild writes are
-    /// announced and observed again.
+    /// attached all the same, and a write made before the next successful rebuild installs the capture on its
+    /// table before it commits, so it is announced all the same (other processes would otherwise keep what they
+    /// cache of its rows); after that rebuild writes are announced and observed again.
     @Test func aRebuildThatCannotRecreateTheLogCommitsNothingUnannounced() async throws {
         try await ManyProcessHarness.withSchema { schema in
             var session = try TestServer.configuration
@@ -314,10 +314,9 @@ struct ObservationTests {
             await #expect(throws: (any Error).self) { try await a.destroyAndRebuild(confirm: .iUnderstandThisDeletesData) }
             _ = try await blocker.query("SELECT pg_advisory_unlock(hashtext(\(logTable)))")
             _ = try await blocker.execute(script: createTables)
-            await #expect(throws: (any Error).self) {
-                try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "unlogged")) }
-            }
-            #expect(try await blocker.query("SELECT count(*) FROM \(unsafeRaw: quoteIdentifier(schema)).mp_items")[0].decode(Int.self, at: 0) == 0)
+            // The first write to the new table installs the capture (and the log) before it commits: it is announced.
+            try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "captured")) }
+            #expect(try await GroupPipelineTests.changeLogEntries(store).contains { $0.contains("\"i\":\"1\"") })
 
             try await a.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
             _ = try await blocker.execute(script: createTables)

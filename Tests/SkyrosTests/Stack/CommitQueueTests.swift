@@ -296,7 +296,7 @@ struct CommitQueueTests {
     /// the main context holds when the change commits, and never on none.
     @Test("On both stores: a change read from a queued write conflicts when the row changed after that write, or when that write failed", arguments: StackKind.allCases)
     func aChangeReadFromAQueuedWriteIsGuarded(kind: StackKind) async throws {
-        try await StackTestServer.withStack(kind) { stack in
+        try await StackTestServer.withStack(kind, listening: false) { stack in
             try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "original", rank: 1)) }
             _ = try await stack.read { try await $0.object(StackNote.self, id: 1) }
 

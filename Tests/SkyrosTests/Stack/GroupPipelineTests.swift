@@ -80,7 +80,7 @@ struct GroupPipelineTests {
 
     @Test("A stale guarded update in a pipelined group: the group runs again on the savepoint path, the others commit, the update conflicts")
     func staleUpdateFallsBack() async throws {
-        try await StackTestServer.withStack(.postgres) { stack in
+        try await StackTestServer.withStack(.postgres, listening: false) { stack in
             let store = try #require(stack.store as? PostgresStore)
             try await stack.write(durability: .committed) { try $0.insert(note(1)) }
             #expect(try await stack.mainContext.object(StackNote.self, id: 1) != nil)   // cached with its version

@@ -60,15 +60,21 @@ enum StackTestServer {
     }
 
     /// Runs `body` with a fresh stack of `kind` (PostgreSQL: its own schema, migrated, dropped afterwards).
+    /// `listening: false` disables the change feed (and so the capture): another writer's change then stays out
+    /// of the stack's cache, so a test can make it hold a stale row on purpose.
     static func withStack<R>(
-        _ kind: StackKind, cacheLimit: CacheLimit = .default, _ body: (DataStack) async throws -> R
+        _ kind: StackKind, cacheLimit: CacheLimit = .default, listening: Bool = true, _ body: (DataStack) async throws -> R
     ) async throws -> R {
         switch kind {
         case .inMemory:
             let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory, cacheLimit: cacheLimit))
             return try await withCleanup { try await body(stack) } cleanup: { await stack.shutdown() }
         case .postgres:
-            return try await withQueueStack({ $0.cacheLimit = cacheLimit }, body)
+            return try await withQueueStack(
+                {
+                    $0.cacheLimit = cacheLimit
+                    $0.changeFeed.isEnabled = listening
+                }, body)
         }
     }
 

@@ -1,0 +1,350 @@
+import Foundation
+import SkyrosPostgres
+import SkyrosStore
+
+/// Capture in the database: statement-level `AFTER` triggers with transition tables on every mapped table write
+/// each committed change, whoever made it (Skyros, psql, another service, a cascade, a trigger, `COPY`, a data
+/// migration), into the change log, and send one hint per transaction.
+///
+/// The objects, all in the log's schema:
+/// - `skyros_capture()`, run by four triggers per mapped table (`skyros_capture_insert`, `_update`, `_delete`,
+///   `_truncate`), adds the statement's changed keys to a transaction-local buffer (a custom setting, so a
+///   rolled-back savepoint takes its changes with it). The first one in a transaction also inserts an empty log
+///   row.
+/// - `skyros_capture_flush()`, a `DEFERRABLE INITIALLY DEFERRED` constraint trigger on that empty row, runs at
+///   `COMMIT`: it fills the row with the buffer and sends the hint (with the entry and its tag when small, see
+///   ``HintKey``). So there is one log row and one hint per transaction, for committed data only, in commit
+///   order. A buffer over ``spillBytes`` is written as a row of its own first, so a transaction of many statements
+///   costs linear time.
+///
+/// The writing stack's id (`skyros.origin`) and the number of rows it changed (`skyros.origin_rows`) are set by
+/// its commit transaction. The entry carries that origin, so the writer skips it, only when the rows captured
+/// are exactly as many as it changed; otherwise (a cascade of its delete, a trigger writing another mapped
+/// table) the entry is every stack's, the writer's too. A transaction without the settings is another writer's.
+///
+/// Versioned: the functions carry ``version`` in their comment. A stack installs its definition when none or an
+/// older one is installed, never over a newer one, so instances of two versions can run side by side; each
+/// version writes the same log format.
+package struct ChangeCapture: Sendable {
+    /// The version of the capture's definition (the functions' comment is `skyros capture <version>`).
+    package static let version = 1
+
+    /// The origin of entries other writers made (no Skyros stack set one).
+    package static let foreignOrigin = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+
+    /// Bytes of buffered changes past which a transaction's buffer is written out as a log row of its own.
+    static let spillBytes = 8192
+
+    /// A mapped table as the capture's triggers name it: its primary-key column and that column's type.
+    package struct Table: Sendable, Hashable {
+        package var name: String
+        package var keyColumn: String
+        package var keyType: UInt32
+    }
+
+    /// What ``inspect(tables:on:)`` found.
+    package struct Inspection: Sendable {
+        /// The installed definition's version, `nil` when none is.
+        package var installedVersion: Int?
+        /// The mapped tables, with their keys.
+        package var tables: [Table]
+        /// Tables whose capture triggers are missing or name another key.
+        package var tablesToInstall: [Table]
+        /// Whether the log's flush trigger exists.
+        package var hasFlushTrigger: Bool
+        /// Tables with a `BEFORE INSERT` or `BEFORE UPDATE` row trigger other than Skyros's: the stored row may
+        /// differ from the one a stack wrote.
+        package var rewritingTables: Set<String>
+        /// Tables that do not exist (yet): captured once a stack first writes them.
+        package var missingTables: Set<String>
+
+        /// Whether this stack's definition must be installed (none, or an older one).
+        package var needsFunctions: Bool { (self.installedVersion ?? 0) < ChangeCapture.version }
+        package var isCurrent: Bool { !self.needsFunctions && self.hasFlushTrigger && self.tablesToInstall.isEmpty }
+    }
+
+    let log: ChangeLog
+
+    package init(log: ChangeLog) { self.log = log }
+
+    private var schemaPrefix: String { self.log.schema.map { quoteIdentifier($0) + "." } ?? "" }
+    private var captureFunction: String { self.schemaPrefix + "skyros_capture" }
+    private var flushFunction: String { self.schemaPrefix + "skyros_capture_flush" }
+
+    private func qualified(_ table: String) -> String { self.schemaPrefix + quoteIdentifier(table) }
+
+    // MARK: Inspecting
+
+    /// Reads the installed capture's version, each table's primary key and capture triggers, and the tables
+    /// whose rows a `BEFORE` trigger may rewrite. Reads only.
+    /// - Throws: ``CaptureError`` when a table has no single-column primary key.
+    package func inspect(tables names: [String], on connection: Connection) async throws -> Inspection {
+        let version = try await connection.query(
+            "SELECT obj_description(to_regprocedure(\(self.captureFunction + "()")), 'pg_proc')"
+        ).first?.decode(String?.self, at: 0)
+        let installed = version.flatMap { text -> Int? in
+            guard text.hasPrefix("skyros capture ") else { return nil }
+            return Int(text.dropFirst("skyros capture ".count))
+        }
+        let flush = try await connection.query("""
+            SELECT count(*)::int8 FROM pg_trigger WHERE tgrelid = to_regclass(\(self.log.logTable)) AND tgname = 'skyros_capture_flush'
+            """).first?.decode(Int64.self, at: 0) ?? 0
+        var tables: [Table] = []
+        var toInstall: [Table] = []
+        var rewriting: Set<String> = []
+        var missing: Set<String> = []
+        for name in names {
+            let exists = try await connection.query("SELECT to_regclass(\(self.qualified(name))) IS NOT NULL").first?.decode(Bool.self, at: 0)
+            if exists != true {
+                missing.insert(name)
+                continue
+            }
+            let keys = try await connection.query("""
+                SELECT a.attname::text, a.atttypid::int8 FROM pg_index AS i
+                JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+                WHERE i.indrelid = to_regclass(\(self.qualified(name))) AND i.indisprimary
+                """)
+            guard keys.count == 1, let key = keys.first else {
+                throw CaptureError(
+                    message: "table \(self.qualified(name)) has no single-column primary key: capture names each changed row by it")
+            }
+            let table = Table(name: name, keyColumn: try key.decode(String.self, at: 0), keyType: UInt32(try key.decode(Int64.self, at: 1)))
+            tables.append(table)
+            // tgtype bits: 1 row, 2 before, 4 insert, 8 delete, 16 update, 32 truncate.
+            let triggers = try await connection.query("""
+                SELECT t.tgname::text, encode(t.tgargs, 'hex'), t.tgfoid = coalesce(to_regprocedure(\(self.captureFunction + "()"))::oid, 0),
+                       t.tgtype::int
+                FROM pg_trigger AS t WHERE t.tgrelid = to_regclass(\(self.qualified(name))) AND NOT t.tgisinternal
+                """)
+            var present: Set<String> = []
+            let arguments = Self.triggerArgumentsHex(table)
+            for row in triggers {
+                let triggerName = try row.decode(String.self, at: 0)
+                let type = try row.decode(Int.self, at: 3)
+                if Self.triggerNames.contains(triggerName) {
+                    if try row.decode(String.self, at: 1) == arguments, try row.decode(Bool.self, at: 2) { present.insert(triggerName) }
+                } else if type & 3 == 3, type & (4 | 16) != 0 {
+                    rewriting.insert(name)
+                }
+            }
+            if present.count != Self.triggerNames.count { toInstall.append(table) }
+        }
+        return Inspection(
+            installedVersion: installed, tables: tables, tablesToInstall: toInstall, hasFlushTrigger: flush > 0,
+            rewritingTables: rewriting, missingTables: missing)
+    }
+
+    static let triggerNames: Set<String> = ["skyros_capture_insert", "skyros_capture_update", "skyros_capture_delete", "skyros_capture_truncate"]
+
+    /// The triggers' arguments as `pg_trigger.tgargs` stores them (each NUL-terminated), in hex.
+    static func triggerArgumentsHex(_ table: Table) -> String {
+        var bytes = Array(table.keyColumn.utf8) + [0] + Array(String(table.keyType).utf8) + [0]
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        for byte in bytes { hex += [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]] }
+        bytes = hex
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    // MARK: Installing
+
+    /// Installs (or upgrades) the capture on `tables` unless it is current: in one transaction, under the
+    /// migrations' advisory lock (`lock`: the key's text, see ``lockKeySQL(_:)``), together with the log's
+    /// tables. Idempotent; several processes may start at once.
+    /// - Returns: the inspection after installing.
+    /// - Throws: ``CaptureError`` naming the table and carrying the SQL a DBA must run when this role may not
+    ///   create the triggers or functions (nothing is changed then), or the server's error.
+    package func install(tables names: [String], lock: (schema: String, table: String), on connection: Connection) async throws -> Inspection {
+        let before = try await self.inspect(tables: names, on: connection)
+        if before.isCurrent { return before }
+        var failedTable: String?
+        do {
+            try await connection.withTransaction { connection in
+                _ = try await connection.query(
+                    PostgresQuery(
+                        unsafeSQL: "SELECT pg_advisory_xact_lock(\(Self.lockKeySQL))",
+                        binds: [PostgresValue(type: .text, text: lock.schema), PostgresValue(type: .text, text: lock.table)]))
+                try await self.log.create(on: connection)
+                // Read again under the lock: another process may have installed it meanwhile.
+                let current = try await self.inspect(tables: names, on: connection)
+                if current.needsFunctions {
+                    _ = try await connection.execute(script: self.functionsSQL())
+                }
+                if current.needsFunctions || !current.hasFlushTrigger {
+                    _ = try await connection.execute(script: self.flushTriggerSQL())
+                }
+                for table in current.needsFunctions ? current.tables : current.tablesToInstall {
+                    failedTable = table.name
+                    _ = try await connection.execute(script: self.triggersSQL(table))
+                }
+                failedTable = nil
+            }
+        } catch let error as PostgresError where error.sqlState == SQLState("42501") {
+            let table = failedTable.map { "table \(self.qualified($0))" } ?? "schema \(self.log.schema ?? "current_schema()")"
+            throw CaptureError(
+                message: """
+                    this role may not install change capture on \(table) (\(error.message)); nothing was changed. \
+                    A role that owns the tables must run the SQL below once (also printed by `migrate capture-sql`)
+                    """,
+                sql: self.installSQL(before.tables))
+        }
+        return try await self.inspect(tables: names, on: connection)
+    }
+
+    /// The key of the migrations' advisory lock, from `$1` (the history's schema) and `$2` (its table): the first
+    /// 8 bytes of SHA-256 of `<database>/<schema>/<table>`, as the migrator computes it.
+    static let lockKeySQL =
+        "('x' || substr(encode(sha256(convert_to(current_database() || '/' || $1 || '/' || $2, 'UTF8')), 'hex'), 1, 16))::bit(64)::int8"
+
+    /// The whole installation as one script, for a DBA: the log's tables, the functions and every table's
+    /// triggers, in a transaction. Idempotent.
+    package func installSQL(_ tables: [Table]) -> String {
+        var script = "BEGIN;\n" + self.log.createSQL + ";\n" + self.functionsSQL() + ";\n" + self.flushTriggerSQL() + ";\n"
+        for table in tables { script += self.triggersSQL(table) + ";\n" }
+        return script + "COMMIT;\n"
+    }
+
+    /// The two functions and the flush trigger on the log.
+    func functionsSQL() -> String {
+        let foreign = Self.foreignOrigin.uuidString.lowercased()
+        let log = self.log.logTable
+        let channel = self.log.channel
+        return """
+            CREATE OR REPLACE FUNCTION \(self.captureFunction)() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+            SET search_path = pg_catalog, pg_temp AS $skyros$
+            DECLARE
+              part text;
+              changed int8;
+              buffered text;
+              prefix text := '{"t":' || to_json(TG_TABLE_NAME::text)::text || ',"o":' || TG_ARGV[1] || ',"i":';
+            BEGIN
+              IF TG_OP = 'INSERT' THEN
+                SELECT string_agg(prefix || to_json(to_jsonb(n) ->> TG_ARGV[0])::text || ',"k":"i"}', ','), count(*)
+                  INTO part, changed FROM skyros_new AS n;
+              ELSIF TG_OP = 'UPDATE' THEN
+                SELECT string_agg(prefix || to_json(k.id)::text || k.kind, ','), count(*) INTO part, changed FROM (
+                  SELECT to_jsonb(n) ->> TG_ARGV[0] AS id, ',"k":"u"}' AS kind FROM skyros_new AS n
+                  UNION ALL
+                  SELECT o.id, ',"k":"d"}' FROM (SELECT to_jsonb(o) ->> TG_ARGV[0] AS id FROM skyros_old AS o) AS o
+                  WHERE o.id NOT IN (SELECT to_jsonb(n) ->> TG_ARGV[0] FROM skyros_new AS n)) AS k;
+              ELSIF TG_OP = 'DELETE' THEN
+                SELECT string_agg(prefix || to_json(to_jsonb(o) ->> TG_ARGV[0])::text || ',"k":"d"}', ','), count(*)
+                  INTO part, changed FROM skyros_old AS o;
+              ELSE
+                part := prefix || '"","k":"t"}';
+                changed := -1;
+              END IF;
+              IF part IS NULL THEN RETURN NULL; END IF;
+              PERFORM set_config('skyros.captured_rows', CASE
+                WHEN changed < 0 OR current_setting('skyros.captured_rows', true) = '-1' THEN '-1'
+                ELSE (coalesce(nullif(current_setting('skyros.captured_rows', true), '')::int8, 0) + changed)::text END, true);
+              buffered := coalesce(current_setting('skyros.captured', true), '');
+              IF octet_length(buffered) + octet_length(part) > \(Self.spillBytes) AND buffered <> '' THEN
+                INSERT INTO \(log) (origin, changes) VALUES ('\(foreign)', '[' || buffered || ']');
+                PERFORM set_config('skyros.captured_spilled', 'on', true);
+                buffered := '';
+              END IF;
+              PERFORM set_config('skyros.captured', CASE WHEN buffered = '' THEN part ELSE buffered || ',' || part END, true);
+              IF coalesce(current_setting('skyros.capture_pending', true), '') <> 'on' THEN
+                PERFORM set_config('skyros.capture_pending', 'on', true);
+                INSERT INTO \(log) (origin, changes) VALUES ('\(foreign)', '');
+              END IF;
+              RETURN NULL;
+            END $skyros$;
+            COMMENT ON FUNCTION \(self.captureFunction)() IS 'skyros capture \(Self.version)';
+
+            CREATE OR REPLACE FUNCTION \(self.flushFunction)() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+            SET search_path = pg_catalog, pg_temp AS $skyros$
+            DECLARE
+              captured text := '[' || coalesce(current_setting('skyros.captured', true), '') || ']';
+              announced text := nullif(current_setting('skyros.announced', true), '');
+              spilled boolean := coalesce(current_setting('skyros.captured_spilled', true), '') = 'on';
+              writer uuid := '\(foreign)';
+              head text;
+              hinted text;
+            BEGIN
+              IF nullif(current_setting('skyros.origin', true), '') IS NOT NULL
+                 AND current_setting('skyros.origin_rows', true) = current_setting('skyros.captured_rows', true) THEN
+                writer := current_setting('skyros.origin', true)::uuid;
+              END IF;
+              PERFORM set_config('skyros.captured', '', true), set_config('skyros.capture_pending', '', true),
+                set_config('skyros.captured_rows', '', true), set_config('skyros.captured_spilled', '', true);
+              UPDATE \(log) SET changes = captured, origin = writer, changed_at = clock_timestamp() WHERE position = NEW.position;
+              IF spilled AND writer <> '\(foreign)' THEN
+                UPDATE \(log) SET origin = writer WHERE xid = NEW.xid AND position <> NEW.position;
+              END IF;
+              head := NEW.position::text || ' ' || writer::text;
+              IF spilled THEN
+                hinted := NULL;
+              ELSIF announced IS NOT NULL AND writer <> '\(foreign)' AND octet_length(announced) <= \(ChangeLog.announcedRowsHintLimit) THEN
+                hinted := announced;
+              ELSIF octet_length(captured) <= \(ChangeLog.inlineHintLimit) THEN
+                hinted := captured;
+              END IF;
+              IF hinted IS NULL THEN
+                PERFORM pg_notify('\(channel)', head);
+              ELSE
+                head := head || ' ' || NEW.xid::text;
+                PERFORM pg_notify('\(channel)', head || ' ' || coalesce((SELECT encode(substring(sha256(s.hint_outer
+                  || sha256(s.hint_inner || convert_to(head || ' ' || hinted, 'UTF8'))) FROM 1 FOR \(HintKey.tagBytes)), 'hex')
+                  FROM \(self.log.stateTableQualified) AS s), '-') || ' ' || hinted);
+              END IF;
+              RETURN NULL;
+            END $skyros$;
+            COMMENT ON FUNCTION \(self.flushFunction)() IS 'skyros capture \(Self.version)'
+            """
+    }
+
+    /// The constraint trigger that flushes a transaction's changes at `COMMIT` (on the log table, so made again
+    /// whenever the log is).
+    func flushTriggerSQL() -> String {
+        let log = self.log.logTable
+        return """
+            DROP TRIGGER IF EXISTS skyros_capture_flush ON \(log);
+            CREATE CONSTRAINT TRIGGER skyros_capture_flush AFTER INSERT ON \(log) DEFERRABLE INITIALLY DEFERRED
+              FOR EACH ROW WHEN (NEW.changes = '') EXECUTE FUNCTION \(self.flushFunction)();
+            ALTER TABLE \(log) ENABLE ALWAYS TRIGGER skyros_capture_flush
+            """
+    }
+
+    /// One table's four triggers (dropped first: `CREATE OR REPLACE TRIGGER` needs PostgreSQL 14), enabled
+    /// `ALWAYS`: a session in `session_replication_role = replica` (a logical-replication apply, a restore) is
+    /// captured too.
+    func triggersSQL(_ table: Table) -> String {
+        let name = self.qualified(table.name)
+        let arguments = "'\(table.keyColumn.replacingOccurrences(of: "'", with: "''"))', '\(table.keyType)'"
+        let function = "EXECUTE FUNCTION \(self.captureFunction)(\(arguments))"
+        return """
+            DROP TRIGGER IF EXISTS skyros_capture_insert ON \(name);
+            CREATE TRIGGER skyros_capture_insert AFTER INSERT ON \(name) REFERENCING NEW TABLE AS skyros_new
+              FOR EACH STATEMENT \(function);
+            DROP TRIGGER IF EXISTS skyros_capture_update ON \(name);
+            CREATE TRIGGER skyros_capture_update AFTER UPDATE ON \(name) REFERENCING OLD TABLE AS skyros_old NEW TABLE AS skyros_new
+              FOR EACH STATEMENT \(function);
+            DROP TRIGGER IF EXISTS skyros_capture_delete ON \(name);
+            CREATE TRIGGER skyros_capture_delete AFTER DELETE ON \(name) REFERENCING OLD TABLE AS skyros_old
+              FOR EACH STATEMENT \(function);
+            DROP TRIGGER IF EXISTS skyros_capture_truncate ON \(name);
+            CREATE TRIGGER skyros_capture_truncate AFTER TRUNCATE ON \(name) FOR EACH STATEMENT \(function);
+            ALTER TABLE \(name) ENABLE ALWAYS TRIGGER skyros_capture_insert, ENABLE ALWAYS TRIGGER skyros_capture_update,
+              ENABLE ALWAYS TRIGGER skyros_capture_delete, ENABLE ALWAYS TRIGGER skyros_capture_truncate
+            """
+    }
+}
+
+/// Change capture could not be installed or read: a table without a usable primary key, or a role without the
+/// rights to create triggers (``sql`` is what a DBA must run).
+package struct CaptureError: Error, CustomStringConvertible, Sendable {
+    package let message: String
+    /// The SQL that installs the capture, when this role may not.
+    package let sql: String?
+
+    init(message: String, sql: String? = nil) {
+        (self.message, self.sql) = (message, sql)
+    }
+
+    package var description: String {
+        guard let sql else { return self.message }
+        return self.message + ":\n" + sql
+    }
+}
