@@ -147,14 +147,13 @@ struct PgBouncerTests {
             }
             try await eventually(within: .seconds(30)) { try await a.read { try await $0.object(StackCounter.self, id: "c") }?.note == "b" }
 
-            // Optimistic locking through the pooler: A updates from a stale read and gets a conflict.
-            let stale = try #require(try await a.read { try await $0.object(StackCounter.self, id: "c") })
-            let outside = try await TestServer.connect()
-            try await outside.query("UPDATE \(qualified: [schema, "stack_counters"]) SET note = 'outside', row_version = row_version + 1 WHERE id = 'c'")
-            await outside.close()
+            // Optimistic locking through the pooler: another writer overtakes A's read before A's update commits.
             let conflict = await thrownError {
                 try await a.write(durability: .committed) { context in
-                    var changed = stale
+                    var changed = try #require(try await context.object(StackCounter.self, id: "c"))
+                    let outside = try await TestServer.connect()
+                    try await outside.query("UPDATE \(qualified: [schema, "stack_counters"]) SET note = 'outside', row_version = row_version + 1 WHERE id = 'c'")
+                    await outside.close()
                     changed.note = "a again"
                     try await context.update(changed)
                 }

@@ -84,12 +84,12 @@ struct ObserverWakeUpTests {
                 }
             }
             #expect(try await nextTitle() == "first")
-            // Another writer changes the row without announcing it: the stack's cache keeps "first".
-            try await StackTestServer.execute(stack, "UPDATE stack_notes SET title = 'stored' WHERE id = 50")
             // The write is visible at once and held in the queue: the observer is shown the value written.
             stack.holdCommits()
             try await stack.write(mergePolicy: .storeWins) { context in
                 var note = try #require(try await context.object(StackNote.self, id: 50))
+                // Another writer changes the row after this write read it.
+                try await StackTestServer.execute(stack, "UPDATE stack_notes SET title = 'stored' WHERE id = 50")
                 note.title = "discarded"
                 try await context.update(note)
             }

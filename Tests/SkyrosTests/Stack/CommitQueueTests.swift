@@ -243,7 +243,7 @@ struct CommitQueueTests {
         arguments: StackKind.allCases)
     func mergedUpdateReachesObservers(kind: StackKind) async throws {
         for policy in [MergePolicy.mergeByProperty, .contextWins] {
-            try await StackTestServer.withStack(kind) { stack in
+            try await StackTestServer.withStack(kind, listening: false) { stack in
                 try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "original", rank: 1)) }
                 let latest = Locked<StackNote?>(nil)
                 let observing = Task {

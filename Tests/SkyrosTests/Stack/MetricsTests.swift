@@ -38,12 +38,11 @@ struct MetricsTests {
             #expect(try metrics.expectTimer("skyros.commit.latency").values.contains { $0 > 0 })
             #expect(try !metrics.expectGauge("skyros.commit.queue_depth").values.isEmpty)
 
-            // A write from a stale read: a version conflict.
-            let stale = try #require(try await stack.read { try await $0.object(StackNote.self, id: 1) })
-            try await StackTestServer.execute(stack, "UPDATE stack_notes SET title = 'outside' WHERE id = 1")
+            // A write from a read that another writer overtakes before it commits: a version conflict.
             _ = await thrownError {
                 try await stack.write(durability: .committed) { context in
-                    var changed = stale
+                    var changed = try #require(try await context.object(StackNote.self, id: 1))
+                    try await StackTestServer.execute(stack, "UPDATE stack_notes SET title = 'outside' WHERE id = 1")
                     changed.title = "stale"
                     try await context.update(changed)
                 }
