@@ -80,6 +80,7 @@ let package = Package(
             name: "SkyrosSync",
             dependencies: [
                 "SkyrosStack",
+                "SkyrosMigrations",  // SHA256 (package access) for the hint keys' HMAC
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -169,7 +170,11 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyrosMigrationsTests",
-            dependencies: ["SkyrosMigrations", "SkyrosPostgres", "SkyrosTestSupport"],
+            dependencies: [
+                "SkyrosMigrations", "SkyrosPostgres", "SkyrosTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -29,7 +29,17 @@ public struct DataStackConfiguration: Sendable {
     public var store: StoreLocation
     /// Migrations applied at start (PostgreSQL only); `nil` applies none.
     public var migrations: MigrationSource?
-    /// The history table and timeouts of the migrator (its schema is the store's schema).
+    /// The history table, timeouts and policies of the migrator (its schema is the store's schema).
+    ///
+    /// During a rolling deploy the previous build still starts after a newer one applied more migrations: its
+    /// files being a prefix of the history, the newer versions are logged at `notice` (see
+    /// ``Migrator/NewerMigrationsPolicy``). To refuse instead:
+    ///
+    /// ```swift
+    /// var configuration = DataStackConfiguration(
+    ///     store: .postgres(try PostgresConfiguration(url: url)), migrations: .directory(path: "migrations"))
+    /// configuration.migrator.newerAppliedMigrations = .refuse
+    /// ```
     public var migrator: Migrator.Configuration
     /// Entities checked against the live schema at start (PostgreSQL only).
     public var entities: [any Entity.Type]

@@ -25,8 +25,12 @@ public struct AppliedMigration: Sendable, Hashable {
 ///
 /// ```sql
 /// version bigint PRIMARY KEY, description text, file_name text, checksum text, kind text,
-/// applied_at timestamptz, execution_ms bigint, applied_by text
+/// applied_at timestamptz, execution_ms bigint, applied_by text,
+/// repairs jsonb   -- [{old_checksum, new_checksum, repaired_at, repaired_by}]; added by the first repair
 /// ```
+///
+/// Readers and writers name their columns, so a table with more columns than a build knows is fine: an older
+/// build keeps reading and inserting after a newer one added `repairs`.
 struct MigrationHistory: Sendable {
     let schema: String
     let table: String
@@ -69,8 +73,45 @@ struct MigrationHistory: Sendable {
                 kind text NOT NULL DEFAULT 'migration' CHECK (kind IN ('migration', 'baseline')),
                 applied_at timestamptz NOT NULL DEFAULT clock_timestamp(),
                 execution_ms bigint NOT NULL DEFAULT 0,
-                applied_by text NOT NULL DEFAULT current_user
+                applied_by text NOT NULL DEFAULT current_user,
+                repairs jsonb NOT NULL DEFAULT '[]'::jsonb
             )
+            """)
+    }
+
+    /// Adds the `repairs` column to a table an older build created; does nothing when it is there (checked
+    /// first, so that the usual case takes no `ACCESS EXCLUSIVE` lock). Call with the migration lock held.
+    func addRepairsColumn(on connection: Connection) async throws {
+        let rows = try await self.run(
+            on: connection,
+            """
+            SELECT 1 FROM pg_catalog.pg_attribute a
+            JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+            JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = \(self.schema) AND c.relname = \(self.table) AND a.attname = 'repairs'
+                AND NOT a.attisdropped
+            """)
+        guard rows.isEmpty else { return }
+        // A constant default: no table rewrite (PostgreSQL 11+); IF NOT EXISTS keeps it idempotent.
+        try await self.run(
+            on: connection,
+            "ALTER TABLE \(unsafeRaw: self.name) ADD COLUMN IF NOT EXISTS repairs jsonb NOT NULL DEFAULT '[]'::jsonb")
+    }
+
+    /// Replaces a row's checksum with the file's and appends the old and new checksums to its `repairs`.
+    /// Only the row still holding `repair.oldChecksum` is changed.
+    func recordRepair(_ repair: MigrationRepair, repairedBy: String?, on connection: Connection) async throws {
+        let old = PostgresValue(type: .text, text: repair.oldChecksum)
+        let by = PostgresValue(type: .text, text: repairedBy)
+        try await self.run(
+            on: connection,
+            """
+            UPDATE \(unsafeRaw: self.name)
+            SET checksum = \(repair.newChecksum),
+                repairs = repairs || jsonb_build_array(jsonb_build_object(
+                    'old_checksum', \(old)::text, 'new_checksum', \(repair.newChecksum)::text,
+                    'repaired_at', clock_timestamp(), 'repaired_by', COALESCE(\(by)::text, current_user)))
+            WHERE version = \(repair.version) AND checksum IS NOT DISTINCT FROM \(old)::text
             """)
     }
 

@@ -1,8 +1,15 @@
 /// Compares migration files with the history table. Pure: no database, unit-tested on its own.
 enum MigrationPlanner {
     /// Builds the plan for applying pending migrations up to `target` (inclusive; `nil` for all).
+    ///
+    /// Applied versions newer than every file are tolerated under ``Migrator/NewerMigrationsPolicy/tolerate``
+    /// when these files are a prefix of the history: every file is applied (or at or below the baseline), so
+    /// the database is exactly where a newer build of the same history left it. They are then listed in
+    /// ``MigrationPlan/newerApplied`` instead of ``MigrationPlan/issues``. An edited file inside the prefix is
+    /// still a ``MigrationIssue/Kind/checksumMismatch`` issue, so the migrator still refuses.
     static func plan(
-        migrations: [Migration], applied: [AppliedMigration], target: Int64?, allowOutOfOrder: Bool
+        migrations: [Migration], applied: [AppliedMigration], target: Int64?, allowOutOfOrder: Bool,
+        newerApplied policy: Migrator.NewerMigrationsPolicy = .tolerate
     ) -> MigrationPlan {
         let appliedByVersion = Dictionary(applied.map { ($0.version, $0) }, uniquingKeysWith: { first, _ in first })
         let baseline = applied.filter(\.isBaseline).map(\.version).max()
@@ -13,8 +20,20 @@ enum MigrationPlanner {
         var issues: [MigrationIssue] = []
         var statuses: [MigrationStatus] = []
         var pending: [Migration] = []
+        var newerApplied: [AppliedMigration] = []
+        let filesArePrefix = !migrations.isEmpty && migrations.allSatisfy { migration in
+            appliedByVersion[migration.version] != nil || baseline.map { migration.version <= $0 } ?? false
+        }
 
         for row in applied where !row.isBaseline && !fileVersions.contains(row.version) {
+            if let newestFile, row.version > newestFile, policy == .tolerate, filesArePrefix {
+                newerApplied.append(row)
+                statuses.append(
+                    MigrationStatus(
+                        version: row.version, description: row.description, fileName: row.fileName,
+                        appliedAt: row.appliedAt, state: .newerThanFiles))
+                continue
+            }
             if let newestFile, newestFile > row.version {
                 issues.append(
                     MigrationIssue(
@@ -26,7 +45,9 @@ enum MigrationPlanner {
                     MigrationIssue(
                         kind: .unknownAppliedVersion, version: row.version, fileName: row.fileName,
                         message: "version \(row.version) is applied but no file has it: the database is ahead of "
-                            + "these migration files (wrong --dir, or an older checkout?)"))
+                            + "these migration files (wrong --dir, or an older checkout?)"
+                            + (policy == .refuse
+                                ? "" : "; tolerated only when every file here is applied, which is not the case")))
             }
             statuses.append(
                 MigrationStatus(
@@ -88,7 +109,8 @@ enum MigrationPlanner {
         statuses.sort { $0.version < $1.version }
         issues.sort { $0.version < $1.version }
         return MigrationPlan(
-            migrations: migrations, applied: applied, pending: pending, issues: issues, statuses: statuses)
+            migrations: migrations, applied: applied, pending: pending, issues: issues, statuses: statuses,
+            newerApplied: newerApplied)
     }
 
     /// The migrations to revert for `down --steps`: the `steps` newest applied (non-baseline) versions, newest

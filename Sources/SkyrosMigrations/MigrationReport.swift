@@ -34,6 +34,9 @@ public struct MigrationReport: Sendable {
     public var lockWait: Duration
     /// The highest applied version afterwards (for a dry run: currently), or `nil` for an empty history.
     public var currentVersion: Int64?
+    /// Applied versions newer than every file, tolerated because these files are a prefix of the history (a
+    /// newer build applied them; see ``Migrator/NewerMigrationsPolicy``). Empty going down.
+    public var newerApplied: [AppliedMigration] = []
 }
 
 /// Progress reported while the migrator works (the `migrate` tool prints one line per migration).
@@ -62,6 +65,9 @@ public struct MigrationStatus: Sendable, Hashable {
         case checksumMismatch = "applied, file changed"
         /// Applied, but no file has this version.
         case missingFile = "applied, file missing"
+        /// Applied by a newer build: newer than every file, and every file is applied (tolerated under
+        /// ``Migrator/NewerMigrationsPolicy/tolerate``).
+        case newerThanFiles = "applied, newer than these files"
         /// The baseline row.
         case baseline
         /// A file at or below the baseline version: treated as already present in the database.
@@ -93,4 +99,19 @@ public struct MigrationPlan: Sendable {
     public var issues: [MigrationIssue]
     /// Each version's state, for display.
     public var statuses: [MigrationStatus]
+    /// Applied versions newer than every file that are tolerated (not in ``issues``): these files are a prefix of
+    /// the history, as during a rolling deploy when a newer build migrated first.
+    public var newerApplied: [AppliedMigration]
+}
+
+/// An applied migration whose recorded checksum ``Migrator/repair(on:dryRun:)`` replaced with its file's.
+public struct MigrationRepair: Sendable, Hashable {
+    /// The version.
+    public var version: Int64
+    /// The file, as it is now.
+    public var fileName: String
+    /// The checksum recorded when it was applied (or at the previous repair).
+    public var oldChecksum: String?
+    /// The checksum of the file on disk, now recorded.
+    public var newChecksum: String
 }

@@ -25,7 +25,34 @@ import SkyrosPostgres
 /// - ``status(on:)``
 /// - ``verify(on:)``
 /// - ``baseline(version:description:on:)``
+/// - ``repair(on:dryRun:)``
+/// - ``NewerMigrationsPolicy``
 public struct Migrator: Sendable {
+    /// What the migrator does when the history holds versions newer than every migration file.
+    ///
+    /// During a rolling deploy a newer build's instances apply `4_author_bio.sql` while the previous build's
+    /// instances (files 1–3) still start. Under ``tolerate`` (the default) those start: when every one of their
+    /// files is applied with its recorded checksum — they are a prefix of the history — the newer versions are
+    /// logged at `notice` and listed in ``MigrationReport/newerApplied``, and nothing runs. ``refuse`` fails
+    /// instead, as for a wrong migrations directory. Either way an edited applied file is refused.
+    ///
+    /// ```swift
+    /// var configuration = Migrator.Configuration(schema: "app")
+    /// configuration.newerAppliedMigrations = .refuse     // e.g. in CI: the files must cover the database
+    /// ```
+    public struct NewerMigrationsPolicy: Sendable, Hashable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable { case tolerate, refuse }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+        public var description: String { self.base.rawValue }
+
+        /// Start when these files are a prefix of the history, with a `notice` naming the newer versions.
+        public static let tolerate = NewerMigrationsPolicy(.tolerate)
+        /// Refuse with ``MigrationIssue/Kind/unknownAppliedVersion`` whenever the history is ahead of the files.
+        public static let refuse = NewerMigrationsPolicy(.refuse)
+    }
+
+
     /// Where the history lives and how migrations run.
     public struct Configuration: Sendable, Hashable {
         /// The schema holding the history table and receiving the migrations' objects (`search_path` is set to
@@ -43,12 +70,16 @@ public struct Migrator: Sendable {
         public var statementTimeout: String?
         /// Recorded in `applied_by`; `nil` records the database user (`current_user`).
         public var appliedBy: String?
+        /// Applied versions newer than every file: tolerated (the default, for rolling deploys) or refused.
+        /// See ``Migrator/NewerMigrationsPolicy``.
+        public var newerAppliedMigrations: NewerMigrationsPolicy
 
         /// Creates a configuration; every argument has a default.
         public init(
             schema: String = "public", historyTable: String = "skyros_schema_migrations",
             lockWaitTimeout: Duration = .seconds(300), allowOutOfOrder: Bool = false,
-            lockTimeout: String? = nil, statementTimeout: String? = nil, appliedBy: String? = nil
+            lockTimeout: String? = nil, statementTimeout: String? = nil, appliedBy: String? = nil,
+            newerAppliedMigrations: NewerMigrationsPolicy = .tolerate
         ) {
             self.schema = schema
             self.historyTable = historyTable
@@ -57,6 +88,7 @@ public struct Migrator: Sendable {
             self.lockTimeout = lockTimeout
             self.statementTimeout = statementTimeout
             self.appliedBy = appliedBy
+            self.newerAppliedMigrations = newerAppliedMigrations
         }
     }
 
@@ -145,9 +177,22 @@ public struct Migrator: Sendable {
             let applied = try await self.history.read(on: connection)
             let plan = MigrationPlanner.plan(
                 migrations: migrations, applied: applied, target: target,
-                allowOutOfOrder: self.configuration.allowOutOfOrder)
+                allowOutOfOrder: self.configuration.allowOutOfOrder,
+                newerApplied: self.configuration.newerAppliedMigrations)
             if !plan.issues.isEmpty {
                 throw Self.refusal(plan.issues)
+            }
+            if let newest = plan.newerApplied.last {
+                self.logger.notice(
+                    """
+                    the database is ahead of these migration files: \(plan.newerApplied.count) newer applied \
+                    migration(s), up to \(newest.fileName); every file here is applied, so a newer build migrated \
+                    first (rolling deploy): continuing
+                    """,
+                    metadata: [
+                        "skyros.migrations.newer": "\(plan.newerApplied.map(\.fileName))",
+                        "skyros.migrations.file_version": "\(migrations.last?.version ?? 0)",
+                    ])
             }
             for migration in plan.pending {
                 try MigrationRunner.checkTransactional(
@@ -155,7 +200,8 @@ public struct Migrator: Sendable {
             }
             var report = MigrationReport(
                 direction: .up, planned: plan.pending, completed: [], isDryRun: dryRun,
-                lockWait: session.lockWait, currentVersion: applied.map(\.version).max())
+                lockWait: session.lockWait, currentVersion: applied.map(\.version).max(),
+                newerApplied: plan.newerApplied)
             if dryRun { return report }
             let runner = MigrationRunner(history: self.history, configuration: self.configuration, logger: self.logger)
             for migration in plan.pending {
@@ -225,7 +271,8 @@ public struct Migrator: Sendable {
         let applied = try await self.history.read(on: connection)
         return MigrationPlanner.plan(
             migrations: migrations, applied: applied, target: target,
-            allowOutOfOrder: self.configuration.allowOutOfOrder)
+            allowOutOfOrder: self.configuration.allowOutOfOrder,
+            newerApplied: self.configuration.newerAppliedMigrations)
     }
 
     /// Every version's state (applied, pending, changed, missing…), by version. Read-only.
@@ -238,7 +285,8 @@ public struct Migrator: Sendable {
     }
 
     /// The disagreements between files and history: checksum drift, applied versions missing on disk,
-    /// unknown applied versions, and (unless allowed) out-of-order files. Empty when all is well. Read-only.
+    /// unknown applied versions (newer ones only under ``NewerMigrationsPolicy/refuse``, or when these files are
+    /// not a prefix of the history), and (unless allowed) out-of-order files. Empty when all is well. Read-only.
     public func verify(on connection: Connection) async throws -> [MigrationIssue] {
         try await self.plan(on: connection).issues
     }
@@ -264,6 +312,61 @@ public struct Migrator: Sendable {
             }
             try await self.history.insertBaseline(
                 version: version, description: description, appliedBy: self.configuration.appliedBy, on: connection)
+        }
+    }
+
+    /// Records the checksum of every applied file that was edited since, so that ``verify(on:)`` and
+    /// ``migrate(on:to:dryRun:progress:)`` accept the file as it is now.
+    ///
+    /// A deliberate step for a deliberate edit (a comment fixed, a statement made re-runnable): the schema is
+    /// not changed and the edited statements do not run again. Each repair is kept in the history row's
+    /// `repairs` column (`[{"old_checksum", "new_checksum", "repaired_at", "repaired_by"}, …]`), which this
+    /// call adds to an older history table (an idempotent `ADD COLUMN IF NOT EXISTS`, invisible to older
+    /// readers, which name their columns). Missing files, unknown versions and out-of-order files are not
+    /// repaired: restore the file, or use the right directory.
+    ///
+    /// ```swift
+    /// let repairs = try await migrator.repair(on: connection)
+    /// for repair in repairs { print(repair.fileName, repair.oldChecksum ?? "-", "→", repair.newChecksum) }
+    /// ```
+    /// - Parameter dryRun: only report what would be repaired (reads the history; takes no lock).
+    /// - Returns: the repaired (or, for a dry run, repairable) migrations, by version.
+    /// - Throws: ``MigrationError`` (a bad file, the lock wait, the history table).
+    @discardableResult
+    public func repair(on connection: Connection, dryRun: Bool = false) async throws -> [MigrationRepair] {
+        let migrations = try self.migrations()
+        if dryRun {
+            return Self.repairs(migrations, try await self.history.read(on: connection))
+        }
+        return try await self.withSession(on: connection, createHistory: false, progress: nil) { _ in
+            let repairs = Self.repairs(migrations, try await self.history.read(on: connection))
+            guard !repairs.isEmpty else { return [] }
+            try await self.history.addRepairsColumn(on: connection)
+            try await connection.withTransaction { connection in
+                for repair in repairs {
+                    try await self.history.recordRepair(
+                        repair, repairedBy: self.configuration.appliedBy, on: connection)
+                }
+            }
+            for repair in repairs {
+                self.logger.notice(
+                    "recorded the new checksum of an edited applied migration",
+                    metadata: [
+                        "skyros.migrations.file": "\(repair.fileName)",
+                        "skyros.migrations.old_checksum": "\(repair.oldChecksum ?? "none")",
+                        "skyros.migrations.new_checksum": "\(repair.newChecksum)",
+                    ])
+            }
+            return repairs
+        }
+    }
+
+    private static func repairs(_ migrations: [Migration], _ applied: [AppliedMigration]) -> [MigrationRepair] {
+        let files = Dictionary(migrations.map { ($0.version, $0) }, uniquingKeysWith: { first, _ in first })
+        return applied.compactMap { row in
+            guard !row.isBaseline, let file = files[row.version], file.checksum != row.checksum else { return nil }
+            return MigrationRepair(
+                version: row.version, fileName: file.fileName, oldChecksum: row.checksum, newChecksum: file.checksum)
         }
     }
 

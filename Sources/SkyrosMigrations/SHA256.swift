@@ -6,14 +6,14 @@
 /// let hex = SHA256.hash(Array("abc".utf8)).hexString
 /// // ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad
 /// ```
-public struct SHA256: Sendable {
+package struct SHA256: Sendable {
     /// A 32-byte SHA-256 digest.
-    public struct Digest: Sendable, Hashable, CustomStringConvertible {
+    package struct Digest: Sendable, Hashable, CustomStringConvertible {
         /// The 32 bytes of the digest.
-        public let bytes: [UInt8]
+        package let bytes: [UInt8]
 
         /// The digest as 64 lowercase hexadecimal characters.
-        public var hexString: String {
+        package var hexString: String {
             let digits: [Character] = Array("0123456789abcdef")
             var text = ""
             text.reserveCapacity(64)
@@ -24,7 +24,7 @@ public struct SHA256: Sendable {
             return text
         }
 
-        public var description: String { self.hexString }
+        package var description: String { self.hexString }
     }
 
     private static let k: [UInt32] = [
@@ -46,34 +46,34 @@ public struct SHA256: Sendable {
     private var length: UInt64 = 0
 
     /// A hasher with no input yet.
-    public init() {
+    package init() {
         self.buffer.reserveCapacity(64)
     }
 
     /// Hashes `bytes` in one call.
-    public static func hash<Bytes: Sequence>(_ bytes: Bytes) -> Digest where Bytes.Element == UInt8 {
+    package static func hash<Bytes: Sequence>(_ bytes: Bytes) -> Digest where Bytes.Element == UInt8 {
         var hasher = SHA256()
         hasher.update(bytes)
         return hasher.finalize()
     }
 
     /// Hashes the UTF-8 bytes of `text`.
-    public static func hash(_ text: String) -> Digest { self.hash(text.utf8) }
+    package static func hash(_ text: String) -> Digest { self.hash(text.utf8) }
 
     /// Adds bytes to the message.
-    public mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 { self.append(bytes) }
+    package mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 { self.append(bytes) }
 
     // Concrete overloads, specialised here: a generic call that is not specialised (from another module)
     // iterates through witness tables byte by byte, several times slower for a hint's tag.
 
     /// Adds bytes to the message.
-    public mutating func update(_ bytes: [UInt8]) { self.append(bytes) }
+    package mutating func update(_ bytes: [UInt8]) { self.append(bytes) }
     /// Adds bytes to the message.
-    public mutating func update(_ bytes: ArraySlice<UInt8>) { self.append(bytes) }
+    package mutating func update(_ bytes: ArraySlice<UInt8>) { self.append(bytes) }
     /// Adds a string's UTF-8 bytes to the message.
-    public mutating func update(_ bytes: String.UTF8View) { self.append(bytes) }
+    package mutating func update(_ bytes: String.UTF8View) { self.append(bytes) }
     /// Adds a substring's UTF-8 bytes to the message.
-    public mutating func update(_ bytes: Substring.UTF8View) { self.append(bytes) }
+    package mutating func update(_ bytes: Substring.UTF8View) { self.append(bytes) }
 
     @inline(__always)
     private mutating func append<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
@@ -87,7 +87,7 @@ public struct SHA256: Sendable {
     }
 
     /// Pads the message and returns its digest.
-    public mutating func finalize() -> Digest {
+    package mutating func finalize() -> Digest {
         let messageBits = (self.length &+ UInt64(self.buffer.count)) &* 8
         self.buffer.append(0x80)
         if self.buffer.count > 56 {

@@ -10,7 +10,10 @@ struct Up: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var directory: DirectoryOptions
+    @OptionGroup var lock: LockOptions
     @OptionGroup var timeouts: TimeoutOptions
+    @OptionGroup var policy: PolicyOptions
+    @OptionGroup var output: OutputOptions
 
     @Option(help: "Apply versions up to and including VERSION only.")
     var to: Int64?
@@ -18,21 +21,26 @@ struct Up: AsyncParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Print the plan and the SQL; change nothing.")
     var dryRun = false
 
-    @Flag(
-        name: .customLong("allow-out-of-order"),
-        help: "Apply new files older than the newest applied version instead of refusing.")
-    var allowOutOfOrder = false
-
     func run() async throws {
         let migrator = makeMigrator(
-            connection: self.connection, directory: self.directory, timeouts: self.timeouts,
-            allowOutOfOrder: self.allowOutOfOrder)
+            connection: self.connection, directory: self.directory, lock: self.lock, timeouts: self.timeouts,
+            policy: self.policy)
         _ = try migrator.migrations()  // report a bad file before connecting
-        let report = try await self.connection.withConnection { connection in
-            try await migrator.migrate(
-                on: connection, to: self.to, dryRun: self.dryRun, progress: { Output.progress($0) })
+        let progress = ProgressReporter(json: self.output.json)
+        let report: MigrationReport
+        do {
+            report = try await self.connection.withConnection { connection in
+                try await migrator.migrate(
+                    on: connection, to: self.to, dryRun: self.dryRun, progress: { progress.handle($0) })
+            }
+            progress.stopTicking()
+        } catch {
+            progress.stopTicking()
+            throw error
         }
-        if report.isDryRun {
+        if self.output.json {
+            JSONOutput.print(JSONOutput.report(report, connection: self.connection))
+        } else if report.isDryRun {
             Output.dryRun(report)
         } else if report.completed.isEmpty {
             Output.line("Nothing to migrate; database at version \(report.currentVersion.map(String.init) ?? "none").")
@@ -52,7 +60,9 @@ struct Down: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var directory: DirectoryOptions
+    @OptionGroup var lock: LockOptions
     @OptionGroup var timeouts: TimeoutOptions
+    @OptionGroup var output: OutputOptions
 
     @Option(help: "How many migrations to revert, newest first.")
     var steps = 1
@@ -65,13 +75,24 @@ struct Down: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let migrator = makeMigrator(connection: self.connection, directory: self.directory, timeouts: self.timeouts)
+        let migrator = makeMigrator(
+            connection: self.connection, directory: self.directory, lock: self.lock, timeouts: self.timeouts)
         _ = try migrator.migrations()
-        let report = try await self.connection.withConnection { connection in
-            try await migrator.rollback(
-                steps: self.steps, on: connection, dryRun: self.dryRun, progress: { Output.progress($0) })
+        let progress = ProgressReporter(json: self.output.json)
+        let report: MigrationReport
+        do {
+            report = try await self.connection.withConnection { connection in
+                try await migrator.rollback(
+                    steps: self.steps, on: connection, dryRun: self.dryRun, progress: { progress.handle($0) })
+            }
+            progress.stopTicking()
+        } catch {
+            progress.stopTicking()
+            throw error
         }
-        if report.isDryRun {
+        if self.output.json {
+            JSONOutput.print(JSONOutput.report(report, connection: self.connection))
+        } else if report.isDryRun {
             Output.dryRun(report)
         } else if report.completed.isEmpty {
             Output.line("Nothing to revert.")
@@ -90,6 +111,7 @@ struct Status: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var directory: DirectoryOptions
+    @OptionGroup var output: OutputOptions
 
     @Flag(name: .customLong("exit-code"), help: "Exit with code 3 while migrations are pending.")
     var exitCode = false
@@ -97,13 +119,20 @@ struct Status: AsyncParsableCommand {
     func run() async throws {
         let migrator = makeMigrator(connection: self.connection, directory: self.directory)
         let statuses = try await self.connection.withConnection { try await migrator.status(on: $0) }
-        Output.table(
-            ["Version", "Description", "Applied at", "State"],
-            statuses.map { [String($0.version), $0.description, Output.timestamp($0.appliedAt), $0.state.rawValue] })
         let pending = statuses.filter { $0.state == .pending || $0.state == .outOfOrder }.count
-        let applied = statuses.filter { $0.state == .applied || $0.state == .checksumMismatch }.count
-        Output.line("")
-        Output.line("\(applied) applied, \(pending) pending.")
+        let applied = statuses.filter { [.applied, .checksumMismatch, .newerThanFiles].contains($0.state) }.count
+        if self.output.json {
+            JSONOutput.print(
+                JSONOutput.status(statuses, connection: self.connection, applied: applied, pending: pending))
+        } else {
+            Output.table(
+                ["Version", "Description", "Applied at", "State"],
+                statuses.map {
+                    [String($0.version), $0.description, Output.timestamp($0.appliedAt), $0.state.rawValue]
+                })
+            Output.line("")
+            Output.line("\(applied) applied, \(pending) pending.")
+        }
         if self.exitCode && pending > 0 { throw ExitCode(3) }
     }
 }
@@ -116,21 +145,106 @@ struct Verify: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var directory: DirectoryOptions
-
-    @Flag(name: .customLong("allow-out-of-order"), help: "Do not report pending files older than the newest applied.")
-    var allowOutOfOrder = false
+    @OptionGroup var policy: PolicyOptions
+    @OptionGroup var output: OutputOptions
 
     func run() async throws {
-        let migrator = makeMigrator(
-            connection: self.connection, directory: self.directory, allowOutOfOrder: self.allowOutOfOrder)
-        let migrations = try migrator.migrations()
-        let issues = try await self.connection.withConnection { try await migrator.verify(on: $0) }
-        if issues.isEmpty {
-            Output.line("OK: \(migrations.count) migration file(s) agree with the history.")
+        let migrator = makeMigrator(connection: self.connection, directory: self.directory, policy: self.policy)
+        _ = try migrator.migrations()
+        let plan = try await self.connection.withConnection { try await migrator.plan(on: $0) }
+        if self.output.json {
+            JSONOutput.print(JSONOutput.verify(plan))
+            if !plan.issues.isEmpty { throw ExitCode.failure }
             return
         }
-        for issue in issues { Output.error("\(issue.kind.rawValue): \(issue)") }
+        if plan.issues.isEmpty {
+            var text = "OK: \(plan.migrations.count) migration file(s) agree with the history."
+            if let newest = plan.newerApplied.last {
+                text += " The history also holds \(plan.newerApplied.count) newer version(s), up to \(newest.version)."
+            }
+            Output.line(text)
+            return
+        }
+        for issue in plan.issues { Output.error("\(issue.kind.rawValue): \(issue)") }
         throw ExitCode.failure
+    }
+}
+
+/// `migrate repair`.
+struct Repair: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Record the new checksum of each edited applied migration (after confirmation), so that "
+            + "verify and up accept the files as they are.",
+        discussion: """
+            The edited statements do not run again: use it for a deliberate edit that does not change the \
+            schema (a comment, a re-runnable statement). Each repair keeps the old and the new checksum in the \
+            history row's 'repairs' column. It asks for confirmation on a terminal; elsewhere pass --yes.
+            """)
+
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var directory: DirectoryOptions
+    @OptionGroup var lock: LockOptions
+    @OptionGroup var output: OutputOptions
+
+    @Flag(name: [.customShort("y"), .long], help: "Do not ask: repair (required when stdin is not a terminal).")
+    var yes = false
+
+    @Flag(name: .customLong("dry-run"), help: "List what would be repaired; change nothing.")
+    var dryRun = false
+
+    func run() async throws {
+        let migrator = makeMigrator(connection: self.connection, directory: self.directory, lock: self.lock)
+        _ = try migrator.migrations()
+        let json = self.output.json
+        try await self.connection.withConnection { connection in
+            let candidates = try await migrator.repair(on: connection, dryRun: true)
+            guard !candidates.isEmpty else {
+                if json {
+                    JSONOutput.print(JSONOutput.repair([], repaired: false))
+                } else {
+                    Output.line("Nothing to repair: every applied file matches its recorded checksum.")
+                }
+                return
+            }
+            Output.result("Edited applied migration(s):", json: json)
+            for repair in candidates {
+                Output.result(
+                    "  \(repair.fileName): recorded \(repair.oldChecksum.map { String($0.prefix(12)) } ?? "none"), "
+                        + "file \(repair.newChecksum.prefix(12))",
+                    json: json)
+            }
+            if self.dryRun {
+                if json { JSONOutput.print(JSONOutput.repair(candidates, repaired: false)) }
+                return
+            }
+            if !self.yes {
+                guard isatty(STDIN_FILENO) == 1 else {
+                    throw ValidationError(
+                        "repair changes the history and stdin is not a terminal: pass --yes to confirm")
+                }
+                Output.stderr(
+                    "Record the new checksums in \(self.connection.schema).\(self.connection.table)? "
+                        + "The edited statements will not run again. [y/N] ")
+                let answer = await Self.readLine()?.trimmingCharacters(in: .whitespaces).lowercased()
+                guard answer == "y" || answer == "yes" else {
+                    Output.error("repair cancelled; nothing changed")
+                    throw ExitCode.failure
+                }
+            }
+            let repairs = try await migrator.repair(on: connection)
+            if json {
+                JSONOutput.print(JSONOutput.repair(repairs, repaired: true))
+            } else {
+                Output.line("Repaired \(repairs.count) migration(s); verify now passes for them.")
+            }
+        }
+    }
+
+    /// A line of stdin, read on a thread of its own (it blocks until the user answers).
+    private static func readLine() async -> String? {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: Swift.readLine()) }
+        }
     }
 }
 
@@ -161,6 +275,7 @@ struct Baseline: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var directory: DirectoryOptions
+    @OptionGroup var lock: LockOptions
 
     @Argument(help: "The version the existing schema corresponds to.")
     var version: Int64
@@ -169,7 +284,7 @@ struct Baseline: AsyncParsableCommand {
     var description = "baseline"
 
     func run() async throws {
-        let migrator = makeMigrator(connection: self.connection, directory: self.directory)
+        let migrator = makeMigrator(connection: self.connection, directory: self.directory, lock: self.lock)
         try await self.connection.withConnection { connection in
             try await migrator.baseline(version: self.version, description: self.description, on: connection)
         }

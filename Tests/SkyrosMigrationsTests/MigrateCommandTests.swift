@@ -1,4 +1,5 @@
 import Foundation
+import SkyrosMigrations
 import SkyrosPostgres
 import SkyrosTestSupport
 import Testing
@@ -45,10 +46,14 @@ struct MigrateCommandTests {
             var env = ProcessInfo.processInfo.environment
             for (key, value) in environment { env[key] = value }
             self.process.environment = env
+            self.process.standardInput = FileHandle.nullDevice  // never a terminal: `repair` must ask for --yes
             self.process.standardOutput = try FileHandle(forWritingTo: self.out)
             self.process.standardError = try FileHandle(forWritingTo: self.err)
             try self.process.run()
         }
+
+        /// What the process wrote to stderr so far (it is still writing: read incrementally).
+        var stderrSoFar: String { (try? String(contentsOf: self.err, encoding: .utf8)) ?? "" }
 
         /// Waits for the process to exit, polling against a deadline; kills it if the deadline passes.
         func wait(deadline: Duration = .seconds(60)) async throws -> Result {
@@ -226,5 +231,196 @@ struct MigrateCommandTests {
         #expect(help.status == 0)
         #expect(help.stdout.contains("Exit codes:"))
         #expect(help.stdout.contains("usage error"))
+    }
+
+    // MARK: Rolling deploys, repair, JSON, waiting, progress
+
+    /// A newer build applied `4_author_bio.sql`; the previous build (files 1–3) still migrates at start: `up`
+    /// succeeds with a notice on stderr, `--refuse-newer-applied` restores the refusal.
+    @Test func anOlderBuildStartsAgainstANewerDatabase() async throws {
+        try await withFixture { schema, older in
+            let newer = try TemporaryDirectory()
+            try ExampleMigrations.write(to: newer)
+            try newer.write("4_author_bio.sql", "ALTER TABLE authors ADD COLUMN bio text;\n")
+            let applied = try await Self.migrate(["up", "--dir", newer.path, "--schema", schema])
+            #expect(applied.status == 0, "\(applied.stderr)")
+
+            let base = ["--dir", older.path, "--schema", schema]
+            let up = try await Self.migrate(["up"] + base)
+            #expect(up.status == 0, "\(up.stderr)")
+            #expect(up.stdout.contains("Nothing to migrate; database at version 4."))
+            #expect(up.stderr.contains("notice"))
+            #expect(up.stderr.contains("4_author_bio.sql"))
+            #expect(try await Self.migrate(["verify"] + base).status == 0)
+
+            let refused = try await Self.migrate(["up", "--refuse-newer-applied"] + base)
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("unknown applied version"), "\(refused.stderr)")
+            #expect(try await Self.migrate(["verify", "--refuse-newer-applied"] + base).status == 1)
+
+            // An edit inside the prefix is still refused.
+            try older.write("2_seed_authors.sql", "INSERT INTO authors (name) VALUES ('Someone else');\n")
+            let edited = try await Self.migrate(["up"] + base)
+            #expect(edited.status == 1)
+            #expect(edited.stderr.contains("2_seed_authors.sql"))
+        }
+    }
+
+    /// `repair` refuses without `--yes` when stdin is not a terminal; with it, it records the old and the new
+    /// checksum, and `verify` and `up` pass again.
+    @Test func repairAfterAnEditMakesVerifyPass() async throws {
+        try await withFixture { schema, directory in
+            let base = ["--dir", directory.path, "--schema", schema]
+            #expect(try await Self.migrate(base).status == 0)
+            let table = TestServer.qualifiedHistory(schema)
+            let recorded = try await TestServer.scalar(String.self, "SELECT checksum FROM \(unsafeRaw: table) WHERE version = 2")
+            try directory.write(
+                "2_seed_authors.sql",
+                "-- migrate:up\n-- The first author.\nINSERT INTO authors (name) VALUES ('Ursula K. Le Guin');\n"
+                    + "-- migrate:down\nDELETE FROM authors WHERE name = 'Ursula K. Le Guin';\n")
+            #expect(try await Self.migrate(["verify"] + base).status == 1)
+
+            let unconfirmed = try await Self.migrate(["repair"] + base)
+            #expect(unconfirmed.status == 2)
+            #expect(unconfirmed.stderr.contains("--yes"))
+            #expect(try await Self.migrate(["verify"] + base).status == 1)
+
+            let repaired = try await Self.migrate(["repair", "--yes"] + base)
+            #expect(repaired.status == 0, "\(repaired.stderr)")
+            #expect(repaired.stdout.contains("2_seed_authors.sql"))
+            #expect(repaired.stdout.contains("Repaired 1 migration(s)"))
+
+            let verify = try await Self.migrate(["verify"] + base)
+            #expect(verify.status == 0, "\(verify.stderr)")
+            #expect(try await Self.migrate(["up"] + base).status == 0)
+            let again = try await Self.migrate(["repair", "--yes"] + base)
+            #expect(again.stdout.contains("Nothing to repair"))
+
+            let now = try await TestServer.scalar(String.self, "SELECT checksum FROM \(unsafeRaw: table) WHERE version = 2")
+            #expect(now != recorded)
+            let old = try await TestServer.scalar(
+                String.self, "SELECT repairs->0->>'old_checksum' FROM \(unsafeRaw: table) WHERE version = 2")
+            let new = try await TestServer.scalar(
+                String.self, "SELECT repairs->0->>'new_checksum' FROM \(unsafeRaw: table) WHERE version = 2")
+            #expect(old == recorded)
+            #expect(new == now)
+            #expect(try await TestServer.scalar(Int.self, "SELECT count(*)::int FROM \(unsafeRaw: table) WHERE repairs <> '[]'") == 1)
+        }
+    }
+
+    /// `status --json` is one JSON document on stdout (Foundation parses it, and jq when installed); `up --json`
+    /// and a failure under `--json` too.
+    @Test func statusJSONParses() async throws {
+        try await withFixture { schema, directory in
+            let base = ["--dir", directory.path, "--schema", schema]
+            let up = try await Self.migrate(["up", "--json"] + base)
+            #expect(up.status == 0, "\(up.stderr)")
+            let upDocument = try #require(try JSONSerialization.jsonObject(with: Data(up.stdout.utf8)) as? [String: Any])
+            #expect((upDocument["completed"] as? [Any])?.count == 3)
+            #expect(upDocument["currentVersion"] as? Int == 3)
+            #expect(up.stderr.contains("Applied 1_create_authors.sql"))
+
+            let status = try await Self.migrate(["status", "--json"] + base)
+            #expect(status.status == 0, "\(status.stderr)")
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
+            #expect(document["command"] as? String == "status")
+            #expect(document["applied"] as? Int == 3)
+            #expect(document["pending"] as? Int == 0)
+            #expect(document["currentVersion"] as? Int == 3)
+            let migrations = try #require(document["migrations"] as? [[String: Any]])
+            #expect(migrations.map { $0["state"] as? String } == ["applied", "applied", "applied"])
+            #expect(migrations.first?["file"] as? String == "1_create_authors.sql")
+            #expect(migrations.allSatisfy { ($0["appliedAt"] as? String)?.hasSuffix("Z") == true })
+
+            if FileManager.default.isExecutableFile(atPath: "/usr/bin/jq") {
+                let file = FileManager.default.temporaryDirectory.appendingPathComponent("status-\(UUID().uuidString).json")
+                try Data(status.stdout.utf8).write(to: file)
+                defer { try? FileManager.default.removeItem(at: file) }
+                let jq = try await runProcess(
+                    "/bin/sh", ["-c", "jq -e '.migrations | length == 3 and (map(.state) | all(. == \"applied\"))' < '\(file.path)' >/dev/null"])
+                #expect(jq == 0)
+            }
+
+            try directory.write("2_seed_authors.sql", "INSERT INTO authors (name) VALUES ('Someone else');\n")
+            let failed = try await Self.migrate(["up", "--json"] + base)
+            #expect(failed.status == 1)
+            let failure = try #require(try JSONSerialization.jsonObject(with: Data(failed.stdout.utf8)) as? [String: Any])
+            let error = try #require(failure["error"] as? [String: Any])
+            #expect(error["kind"] as? String == "refused")
+            #expect(error["file"] as? String == "2_seed_authors.sql")
+            #expect(failure["exitCode"] as? Int == 1)
+        }
+    }
+
+    /// `up --wait 10` against a server that starts 3 s after it: it retries (a line per attempt on stderr) and
+    /// then migrates.
+    @Test(.enabled(if: PostgresFixture.isAvailable, "needs scripts/test's PostgreSQL binaries for a second cluster"))
+    func upWaitsForAServerThatStartsLater() async throws {
+        try await PostgresFixture.with("logged") { fixture in
+            let url = try fixture.value("URL")
+            let pgCtl = Self.pgCtl(data: fixture.root + "/data")
+            #expect(try await runProcess("/bin/sh", ["-c", "\(pgCtl) stop -m fast -w >/dev/null 2>&1"]) == 0)
+            let directory = try TemporaryDirectory()
+            try ExampleMigrations.write(to: directory)
+            let run = try Run(["up", "--wait", "10", "--dir", directory.path, "--database-url", url])
+            try await Task.sleep(for: .seconds(3))  // the scenario: the server comes up 3 s later
+            #expect(run.process.isRunning)
+            // restart: starts it again with the options it last ran with (port, socket, listen address).
+            #expect(try await runProcess("/bin/sh", ["-c", "\(pgCtl) -l \(fixture.root)/data.log -w -t 60 restart >/dev/null 2>&1"]) == 0)
+            let result = try await run.wait(deadline: .seconds(60))
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stderr.contains("waiting for the database (attempt 1"))
+            #expect(result.stderr.contains("the database accepts connections"))
+            #expect(result.stdout.contains("Applied 3 migration(s)"))
+            #expect(!result.stderr.contains(try fixture.value("PASSWORD")))
+        }
+    }
+
+    /// A migration running 8 s: its start line is on stderr at once, and a progress line with the elapsed time
+    /// comes while it still runs (stderr is a file here: plain lines, no in-place rewriting).
+    @Test func aLongMigrationReportsItsStartAndProgress() async throws {
+        try await withFixture { schema, directory in
+            try directory.write("4_slow.sql", "SELECT pg_sleep(8);\n")
+            let clock = ContinuousClock()
+            let launched = clock.now
+            let run = try Run(["up", "--dir", directory.path, "--schema", schema])
+            let sawStart = await poll(within: .seconds(20), every: .milliseconds(50)) {
+                run.stderrSoFar.contains("Applying 4_slow.sql…")
+            }
+            #expect(sawStart, "\(run.stderrSoFar)")
+            let startSeen = clock.now - launched
+            #expect(run.process.isRunning, "the start line came only at the end")
+            #expect(startSeen < .seconds(6), "start line after \(startSeen)")
+            let sawProgress = await poll(within: .seconds(20), every: .milliseconds(50)) {
+                run.stderrSoFar.contains("4_slow.sql: still running, 5 s elapsed") || !run.process.isRunning
+            }
+            #expect(sawProgress)
+            #expect(run.process.isRunning, "no progress line before the migration ended: \(run.stderrSoFar)")
+            #expect(!run.stderrSoFar.contains("\u{1B}["), "no terminal control codes in a file")
+            let result = try await run.wait(deadline: .seconds(60))
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stdout.contains("Applied 4_slow.sql ("))
+        }
+    }
+
+    @Test func versionAndRemovedOptions() async throws {
+        let version = try await Self.migrate(["--version"])
+        #expect(version.status == 0)
+        #expect(version.stdout.contains("Skyros \(SkyrosVersion.current)"))
+        let statusHelp = try await Self.migrate(["status", "--help"])
+        #expect(!statusHelp.stdout.contains("--lock-wait-timeout"))
+        #expect(statusHelp.stdout.contains("--json"))
+        #expect(statusHelp.stdout.contains("--wait"))
+        #expect(statusHelp.stdout.contains("--connect-timeout"))
+        let verifyHelp = try await Self.migrate(["verify", "--help"])
+        #expect(!verifyHelp.stdout.contains("--lock-wait-timeout"))
+        #expect(try await Self.migrate(["up", "--help"]).stdout.contains("--lock-wait-timeout"))
+    }
+
+    /// `pg_ctl -D data`, as the cluster's owner (`postgres` when the tests run as root).
+    static func pgCtl(data: String) -> String {
+        let binaries = ProcessInfo.processInfo.environment["SKYROS_TEST_PG_BIN"] ?? ""
+        let prefix = getuid() == 0 ? "runuser -u postgres -- " : ""
+        return "\(prefix)\(binaries)/pg_ctl -D \(data)"
     }
 }

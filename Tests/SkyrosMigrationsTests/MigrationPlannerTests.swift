@@ -87,4 +87,41 @@ struct MigrationPlannerTests {
         #expect(error?.kind == .irreversible)
         #expect(error?.fileName == "2_step_2.sql")
     }
+
+    /// An older build during a rolling deploy: every file applied, the history goes further.
+    @Test func newerAppliedVersionsAreToleratedWhenTheFilesAreAPrefix() {
+        let applied = self.files.map { self.applied($0) }
+        let older = Array(self.files.prefix(3))
+        let plan = MigrationPlanner.plan(migrations: older, applied: applied, target: nil, allowOutOfOrder: false)
+        #expect(plan.issues.isEmpty)
+        #expect(plan.pending.isEmpty)
+        #expect(plan.newerApplied.map(\.version) == [4])
+        #expect(plan.statuses.map(\.state) == [.applied, .applied, .applied, .newerThanFiles])
+
+        let refused = MigrationPlanner.plan(
+            migrations: older, applied: applied, target: nil, allowOutOfOrder: false, newerApplied: .refuse)
+        #expect(refused.issues.map(\.kind) == [.unknownAppliedVersion])
+        #expect(refused.newerApplied.isEmpty)
+    }
+
+    @Test func newerAppliedVersionsAreRefusedWhenTheFilesAreNotAPrefix() {
+        // File 3 was never applied, yet 4 was: these files are not where the history came from.
+        let applied = [self.applied(self.files[0]), self.applied(self.files[1]), self.applied(self.files[3])]
+        let plan = MigrationPlanner.plan(
+            migrations: Array(self.files.prefix(3)), applied: applied, target: nil, allowOutOfOrder: true)
+        #expect(plan.issues.map(\.kind) == [.unknownAppliedVersion])
+        #expect(plan.newerApplied.isEmpty)
+        // No files at all is no prefix (a wrong, empty directory).
+        let none = MigrationPlanner.plan(migrations: [], applied: applied, target: nil, allowOutOfOrder: false)
+        #expect(Set(none.issues.map(\.kind)) == [.unknownAppliedVersion])
+    }
+
+    @Test func anEditInsideThePrefixIsStillAnIssue() {
+        var applied = self.files.map { self.applied($0) }
+        applied[1].checksum = "0000"
+        let plan = MigrationPlanner.plan(
+            migrations: Array(self.files.prefix(3)), applied: applied, target: nil, allowOutOfOrder: false)
+        #expect(plan.issues.map(\.kind) == [.checksumMismatch])
+        #expect(plan.issues.first?.fileName == "2_step_2.sql")
+    }
 }

@@ -1,4 +1,6 @@
 import Foundation
+import InMemoryLogging
+import Logging
 import SkyrosPostgres
 import SkyrosTestSupport
 import Testing
@@ -320,5 +322,76 @@ struct MigratorTests {
         }
         await connection.close()
         await TestServer.dropSchema(schema)
+    }
+
+    // MARK: Rolling deploys and repair
+
+    /// The previous build (files 1–3) starts — `migrate(database:)`, the call `DataStack.start` makes — against a
+    /// database a newer build took to version 4, logging a `notice`; `.refuse` restores the refusal.
+    @Test func anOlderBuildStartsAgainstANewerDatabaseWithANotice() async throws {
+        try await withFixture { schema, older, connection in
+            let newer = try TemporaryDirectory()
+            try ExampleMigrations.write(to: newer)
+            try newer.write("4_author_bio.sql", "ALTER TABLE authors ADD COLUMN bio text;\n")
+            try await self.migrator(schema, newer).migrate(on: connection)
+
+            let handler = InMemoryLogHandler()
+            let logger = Logger(label: "test", factory: { _ in handler })
+            let migrator = Migrator(
+                source: .directory(older.url), configuration: .init(schema: schema, lockWaitTimeout: .seconds(60)),
+                logger: logger)
+            let report = try await migrator.migrate(database: try TestServer.configuration)
+            #expect(report.completed.isEmpty)
+            #expect(report.currentVersion == 4)
+            #expect(report.newerApplied.map(\.fileName) == ["4_author_bio.sql"])
+            let notices = handler.entries.filter { $0.level == .notice }
+            #expect(notices.count == 1)
+            #expect(notices.first.map { "\($0.message)".contains("4_author_bio.sql") } == true)
+            #expect(try await migrator.verify(on: connection).isEmpty)
+            #expect(try await migrator.status(on: connection).map(\.state) == [.applied, .applied, .applied, .newerThanFiles])
+
+            let strict = Migrator(
+                source: .directory(older.url),
+                configuration: .init(schema: schema, lockWaitTimeout: .seconds(60), newerAppliedMigrations: .refuse))
+            let error = await #expect(throws: MigrationError.self) {
+                try await strict.migrate(database: try TestServer.configuration)
+            }
+            #expect(error?.kind == .refused)
+            #expect(error?.issues.map(\.kind) == [.unknownAppliedVersion])
+        }
+    }
+
+    /// `repair` on a history table an older build created (no `repairs` column): the column is added (twice is
+    /// fine), the old and new checksums are recorded, and `verify` passes.
+    @Test func repairUpgradesAnOlderHistoryAndRecordsBothChecksums() async throws {
+        try await withFixture { schema, directory, connection in
+            let migrator = self.migrator(schema, directory)
+            try await migrator.migrate(on: connection)
+            let table = TestServer.qualifiedHistory(schema)
+            try await connection.execute(script: "ALTER TABLE \(table) DROP COLUMN repairs")
+            #expect(try await migrator.repair(on: connection).isEmpty)
+
+            try directory.write(
+                "1_create_authors.sql",
+                "-- migrate:up\n-- Authors.\nCREATE TABLE authors (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), name text NOT NULL);\n-- migrate:down\nDROP TABLE authors;\n")
+            #expect(try await migrator.verify(on: connection).map(\.kind) == [.checksumMismatch])
+            let planned = try await migrator.repair(on: connection, dryRun: true)
+            #expect(planned.map(\.version) == [1])
+            #expect(try await migrator.verify(on: connection).map(\.kind) == [.checksumMismatch])  // a dry run
+
+            let repairs = try await migrator.repair(on: connection)
+            #expect(repairs == planned)
+            #expect(try await migrator.verify(on: connection).isEmpty)
+            let rows = try await connection.query(
+                "SELECT repairs->0->>'old_checksum', repairs->0->>'new_checksum', jsonb_array_length(repairs) FROM \(unsafeRaw: table) WHERE version = 1")
+            let row = try #require(rows.first)
+            #expect(try row.decode(String.self, at: 0) == repairs.first?.oldChecksum)
+            #expect(try row.decode(String.self, at: 1) == repairs.first?.newChecksum)
+            #expect(try row.decode(Int32.self, at: 2) == 1)
+            // The upgrade is idempotent, and an older build's insert (named columns) still works.
+            try await MigrationHistory(schema: schema, table: "skyros_schema_migrations").addRepairsColumn(on: connection)
+            try directory.write("4_more.sql", "CREATE TABLE more (id int);\n")
+            #expect(try await migrator.migrate(on: connection).completed.map(\.migration.version) == [4])
+        }
     }
 }

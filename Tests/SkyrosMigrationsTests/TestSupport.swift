@@ -20,6 +20,11 @@ extension TestServer {
         }
     }
 
+    /// `"schema"."skyros_schema_migrations"`, quoted.
+    static func qualifiedHistory(_ schema: String, table: String = "skyros_schema_migrations") -> String {
+        quoteIdentifier(schema) + "." + quoteIdentifier(table)
+    }
+
     /// Whether a relation `schema.name` exists.
     static func relationExists(_ schema: String, _ name: String) async throws -> Bool {
         try await self.scalar(Bool.self, "SELECT to_regclass(\(quoteIdentifier(schema) + "." + quoteIdentifier(name))) IS NOT NULL")
