@@ -112,14 +112,14 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     ///   contains the password, nor a piece of it.
     public init(conninfo: String) throws {
         try Self.checkPasswordSyntax(conninfo)
-        // libpq's own parse errors quote the text they could not parse; these are the password's spellings and
-        // pieces, masked from them (the checks above leave few ways for a password to reach one).
-        let candidates = Self.longestFirst(Self.passwordCandidates(in: conninfo).flatMap(\.all))
+        // libpq's own parse errors quote the text they could not parse: the password's spellings and pieces as
+        // written are masked from them (the checks above leave few ways for a password to reach one).
+        let candidates = Self.passwordCandidates(in: conninfo)
         var errorMessage: UnsafeMutablePointer<CChar>?
         guard let parsed = PQconninfoParse(conninfo, &errorMessage) else {
             var message = "invalid connection string"
             if let errorMessage {
-                message = Self.redact(String(cString: errorMessage), secrets: candidates)
+                message = Self.redact(String(cString: errorMessage), secrets: Self.longestFirst(candidates.flatMap(\.all)))
                     .trimmingCharacters(in: .whitespacesAndNewlines)
                 PQfreemem(errorMessage)
             }
@@ -135,12 +135,16 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
             cursor += 1
         }
         self.options = options
-        try self.validate(redacting: candidates)
+        // A password libpq parsed whole leaves nothing in other values, so their messages mask nothing; only one
+        // it split (which the checks above missed) may have left pieces there.
+        let parsedSecrets = Set(options.filter { Self.isSecret($0.keyword) }.map(\.value))
+        let splitPieces = candidates.filter { !$0.forms.contains(where: parsedSecrets.contains) }.flatMap(\.all)
+        try self.validate(redacting: Self.longestFirst(splitPieces))
         if self["application_name"] == nil { self["application_name"] = "skyros" }
     }
 
     /// libpq only checks some values when connecting; reject malformed numbers up front. The messages quote
-    /// the value, with any piece of the password as written (`candidates`) masked.
+    /// the value, with `candidates` (pieces of a password libpq split) masked.
     private func validate(redacting candidates: [String]) throws {
         if let ports = self["port"] {
             for port in ports.split(separator: ",", omittingEmptySubsequences: false) {

@@ -57,6 +57,11 @@ struct MalformedPasswordTests {
         #expect(config.description.contains("dbname=skyros"))
         #expect(config.description.contains("password=********"))
         #expect(config.description.contains("sslpassword=********"))
+        // A value equal to a password that libpq parsed whole is quoted as it is.
+        let error = #expect(throws: PostgresError.self) {
+            try PostgresConfiguration(url: "postgres://skyros:skyros@db/skyros?connect_timeout=skyros")
+        }
+        #expect(error?.message == "invalid connect_timeout \"skyros\": expected an integer")
     }
 }
 
