@@ -98,7 +98,12 @@ public final class DataStack: DataStackProtocol, Service {
     /// - Parameters:
     ///   - configuration: the store, migrations, entities and cache bound.
     ///   - logger: receives debug/info records; a no-op logger by default.
-    /// - Throws: ``DataStackError`` with code `.storeUnreachable` (bad URL, host, password, database),
+    /// It first waits for PostgreSQL to accept a connection, retrying while it refuses, does not answer, is
+    /// starting up or has no free slot, for up to ``DataStackConfiguration/waitForDatabase`` (30 s by default);
+    /// each failed attempt is logged at `warning` with its reason.
+    ///
+    /// - Throws: ``DataStackError`` with code `.storeUnreachable` (bad URL, host, password, database, or no
+    ///   connection within ``DataStackConfiguration/waitForDatabase``),
     ///   `.migrationFailed` (wrapping the migrator's error, naming the file), or `.schemaMismatch` (naming
     ///   entity, column and types). Nothing is deleted on failure.
     public static func start(
@@ -109,6 +114,7 @@ public final class DataStack: DataStackProtocol, Service {
         case .inMemory:
             return DataStack(store: InMemoryStore(), postgres: nil, pool: nil, configuration: configuration, logger: logger)
         case .postgres(let postgres, let schema):
+            try await StartupWait(deadline: configuration.waitForDatabase).waitForDatabase(postgres, logger: logger)
             let pool = ConnectionPool(configuration: configuration.pool, postgres: postgres, logger: logger)
             do {
                 let store = try await self.open(postgres, schema: schema, pool: pool, configuration: configuration, logger: logger)
@@ -179,7 +185,7 @@ public final class DataStack: DataStackProtocol, Service {
     }
 
     /// Host, port and database only (never the password).
-    private static func describe(_ postgres: PostgresConfiguration) -> String {
+    static func describe(_ postgres: PostgresConfiguration) -> String {
         let host = postgres["host"] ?? postgres["hostaddr"] ?? "localhost"
         let port = postgres["port"] ?? "5432"
         let database = postgres["dbname"] ?? postgres["user"] ?? ""

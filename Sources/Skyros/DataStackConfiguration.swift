@@ -101,4 +101,42 @@ public struct DataStackConfiguration: Sendable {
         self.cacheLimit = cacheLimit
         self.pool = pool
     }
+
+    /// How long ``DataStack/start(_:logger:)`` waits for PostgreSQL to accept a connection (default 30 s;
+    /// `.zero`: one attempt).
+    ///
+    /// While the server refuses connections, does not answer, is starting up (SQLSTATE 57P03) or has no free
+    /// connection slot (53300), start tries again with a backoff from 250 ms doubling up to 2 s, and logs each
+    /// failed attempt at `warning` with the reason. When the time has passed it throws one
+    /// ``DataStackError`` `.storeUnreachable` naming the target, the time and the attempts, wrapping the last
+    /// `PostgresError`. A wrong password, a missing database, a TLS or configuration error fails at once.
+    /// Each attempt is bounded by the connection's `connect_timeout` (``connectTimeout``), cut to what is left.
+    ///
+    /// ```swift
+    /// var configuration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: url)))
+    /// configuration.waitForDatabase = .seconds(120)   // the database restores a snapshot at boot
+    /// ```
+    public var waitForDatabase: Duration = .seconds(30)
+
+    /// How long opening one connection may take (libpq's `connect_timeout`) when the store's URL sets none:
+    /// ``PostgresConfiguration/connectTimeout`` of the store and of ``directConnection`` (default 10 s; `nil`
+    /// for no limit; `nil` when the store is in memory).
+    ///
+    /// ```swift
+    /// var configuration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: url)))
+    /// configuration.connectTimeout = .seconds(3)
+    /// ```
+    public var connectTimeout: Duration? {
+        get {
+            guard case .postgres(let postgres, _) = self.store else { return nil }
+            return postgres.connectTimeout
+        }
+        set {
+            if case .postgres(var postgres, let schema) = self.store {
+                postgres.connectTimeout = newValue
+                self.store = .postgres(postgres, schema: schema)
+            }
+            self.directConnection?.connectTimeout = newValue
+        }
+    }
 }

@@ -54,9 +54,8 @@ extension Connection {
         if !chunk.isEmpty { chunks.append(chunk) }
         return try await self.withSession { session in
             let connection = session.handle
-            let secrets = session.secrets
             guard let start = PQexec(connection, sql) else {
-                throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
+                throw LibPQ.error(result: nil, connection: connection)
             }
             guard PQresultStatus(start) == PGRES_COPY_IN else {
                 _ = try LibPQ.consume(start, connection: connection)

@@ -95,9 +95,8 @@ extension Connection {
         _ queries: [PostgresQuery], steps: [PipelineStep], on session: PostgresSession, prepared: inout [Int]
     ) throws -> [PostgresRows] {
         let connection = session.handle
-        let secrets = session.secrets
         guard PQenterPipelineMode(connection) == 1 else {
-            throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
+            throw LibPQ.error(result: nil, connection: connection)
         }
         PQsetnonblocking(connection, 1)
         var items: [Bool] = []
@@ -152,12 +151,12 @@ extension Connection {
         func pump(untilFlushed: Bool) throws {
             while true {
                 let flush = PQflush(connection)
-                if flush < 0 { throw LibPQ.error(result: nil, connection: connection, secrets: secrets) }
+                if flush < 0 { throw LibPQ.error(result: nil, connection: connection) }
                 try drainReady()
                 if flush == 0 { return }
                 LibPQ.wait(connection, read: true, write: true)
                 if PQconsumeInput(connection) == 0 {
-                    throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
+                    throw LibPQ.error(result: nil, connection: connection)
                 }
             }
         }
@@ -194,14 +193,14 @@ extension Connection {
                 throw error
             }
             guard sent == 1 else {
-                var error = LibPQ.error(result: nil, connection: connection, secrets: secrets)
+                var error = LibPQ.error(result: nil, connection: connection)
                 error.statementIndex = index
                 throw error
             }
             itemsSent += 1
             if index % 256 == 255 {
                 if PQconsumeInput(connection) == 0 {
-                    throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
+                    throw LibPQ.error(result: nil, connection: connection)
                 }
                 try pump(untilFlushed: false)
                 // A statement failed: the server skips the rest up to the sync, so they are not sent.
@@ -209,7 +208,7 @@ extension Connection {
             }
         }
         guard PQpipelineSync(connection) == 1 else {
-            throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
+            throw LibPQ.error(result: nil, connection: connection)
         }
         syncSent = true
         try pump(untilFlushed: true)
@@ -217,7 +216,7 @@ extension Connection {
             try drainReady()
             if reader.finished { break }
             guard session.replyWait.awaitReply(connection) else {
-                throw LibPQ.error(result: nil, connection: connection, secrets: secrets)
+                throw LibPQ.error(result: nil, connection: connection)
             }
         }
         if let failure = reader.failure { throw failure }

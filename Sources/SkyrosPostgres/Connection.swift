@@ -39,7 +39,6 @@ public actor Connection {
     public nonisolated let id: Int
     public nonisolated let configuration: PostgresConfiguration
     let logger: Logger
-    private let secrets: [String]
     /// The libpq connection, confined to this actor's thread; `nil` before it opened and after ``close()``.
     private var session: PostgresSession?
     private var canceller: QueryCanceller?
@@ -55,7 +54,6 @@ public actor Connection {
         var logger = logger
         logger[metadataKey: PostgresLogKey.connectionID] = "\(self.id)"
         self.logger = logger
-        self.secrets = configuration.secrets
         self.usePreparedStatements = usePreparedStatements
     }
 
@@ -92,9 +90,8 @@ public actor Connection {
         self.logger.debug(
             "connected",
             metadata: [
-                // Redacted: a password that was not percent-encoded may have been split into these.
-                PostgresLogKey.host: "\(PostgresConfiguration.redact(session.host, secrets: self.secrets))",
-                PostgresLogKey.database: "\(PostgresConfiguration.redact(session.database, secrets: self.secrets))",
+                PostgresLogKey.host: "\(session.host)",
+                PostgresLogKey.database: "\(session.database)",
             ])
     }
 

@@ -10,7 +10,11 @@ enum LibPQ {
     }
 
     /// Builds a ``PostgresError`` from a failed result (or a missing result) on `connection`.
-    static func error(result: OpaquePointer?, connection: OpaquePointer?, secrets: [String] = []) -> PostgresError {
+    ///
+    /// Messages are kept as the server and libpq wrote them: neither ever echoes the connection's password
+    /// (libpq sends it only in the authentication exchange, and the server never sees it in clear with SCRAM),
+    /// so no text is scrubbed, and a word that happens to equal the password stays readable.
+    static func error(result: OpaquePointer?, connection: OpaquePointer?) -> PostgresError {
         if let result, let state = field(result, skyros_diag_sqlstate()) {
             let sqlState = SQLState(state)
             let message = field(result, skyros_diag_message_primary()) ?? "server error"
@@ -18,8 +22,8 @@ enum LibPQ {
                 kind: PostgresError.kind(for: sqlState),
                 sqlState: sqlState,
                 severity: field(result, skyros_diag_severity_nonlocalized()) ?? field(result, skyros_diag_severity()),
-                message: PostgresConfiguration.redact(message, secrets: secrets),
-                detail: field(result, skyros_diag_message_detail()).map { PostgresConfiguration.redact($0, secrets: secrets) },
+                message: message,
+                detail: field(result, skyros_diag_message_detail()),
                 hint: field(result, skyros_diag_message_hint()),
                 position: field(result, skyros_diag_statement_position()).flatMap { Int($0) },
                 schema: field(result, skyros_diag_schema_name()),
@@ -35,7 +39,7 @@ enum LibPQ {
         } else if let connection, let text = PQerrorMessage(connection), text.pointee != 0 {
             message = String(cString: text)
         }
-        message = PostgresConfiguration.redact(message.trimmingCharacters(in: .whitespacesAndNewlines), secrets: secrets)
+        message = message.trimmingCharacters(in: .whitespacesAndNewlines)
         let broken = connection.map { PQstatus($0) == CONNECTION_BAD } ?? true
         return PostgresError(kind: broken ? .connectionLost : .protocolViolation, message: message)
     }
@@ -181,7 +185,7 @@ enum LibPQ {
     /// the server already reports it (or, for UTC, one of its aliases): one round trip only when needed.
     /// - Throws: ``PostgresError`` of kind `.invalidConfiguration` when the server refuses the zone, or the
     ///   error that broke the connection.
-    static func setSessionTimeZone(_ zone: String?, on connection: OpaquePointer, secrets: [String]) throws {
+    static func setSessionTimeZone(_ zone: String?, on connection: OpaquePointer) throws {
         guard let zone else { return }
         if let reported = PQparameterStatus(connection, "TimeZone").map({ String(cString: $0) }),
             isSameTimeZone(reported, zone)
@@ -200,7 +204,7 @@ enum LibPQ {
             guard PQstatus(connection) == CONNECTION_OK else { throw error }
             error.kind = .invalidConfiguration
             error.message = "cannot set the session time zone (sessionTimeZone): "
-                + PostgresConfiguration.redact(error.message, secrets: secrets)
+                + error.message
             throw error
         }
     }

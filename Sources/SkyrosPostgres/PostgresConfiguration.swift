@@ -8,19 +8,22 @@ import CLibPQ
 /// let config2 = try PostgresConfiguration(conninfo: "host=a,b port=5432 dbname=app target_session_attrs=read-write")
 /// ```
 ///
-/// `description` never contains a password (nor any other keyword whose name contains `password`, such as
-/// `sslpassword`). A password that is not percent-encoded in a URL (one containing `/`, `@`, …) makes libpq
-/// split the URL elsewhere than meant, so parts of it may end up in another field (the port, the host, the
-/// database) or in the parse error: every part of the URL's user information after its first `:` (up to the
-/// last `@`), and its pieces between `/`, `@`, `:` and whitespace, is then treated as a secret too, replaced by
-/// `********` in errors, logs and `description`. The same holds for the words that follow an unquoted
-/// `password=` value in a conninfo string. Percent-encode the password (`%2F` for `/`, `%40` for `@`).
+/// `description` never contains a password: the value of every keyword whose name contains `password` (such as
+/// `sslpassword`) shows as `********`, and nothing else is masked.
+///
+/// A URL must percent-encode special characters in its user name and password (`@` → `%40`, `/` → `%2F`,
+/// `%` → `%25`, a space → `%20`): otherwise libpq splits it elsewhere than meant, and pieces of the password
+/// would land in the host or the database. A URL whose user information holds an unencoded `@` or `/`, a space
+/// or a bad `%` escape, and a conninfo string whose unquoted password runs into other words, are rejected
+/// with ``PostgresError/Kind/invalidConfiguration`` and a message that quotes no part of them.
+///
+/// ```swift
+/// // The password is p@ss/word.
+/// let config3 = try PostgresConfiguration(url: "postgres://app:p%40ss%2Fword@db:5432/app")
+/// ```
 public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible {
     /// The libpq keyword/value pairs, in libpq's order; only the options that were set.
     public private(set) var options: [Option]
-    /// Pieces of a password that libpq did not parse as the password (it was not percent-encoded), so they may
-    /// show in other values: redacted like the password.
-    private var passwordFragments: [String] = []
 
     public struct Option: Sendable, Hashable {
         public var keyword: String
@@ -61,6 +64,42 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     /// A name PostgreSQL does not know makes connecting fail with ``PostgresError/Kind/invalidConfiguration``.
     public var sessionTimeZone: String? = "UTC"
 
+    /// How long opening one connection may take (libpq's `connect_timeout`) when the URL or conninfo sets no
+    /// `connect_timeout`; default 10 seconds, `nil` for no limit.
+    ///
+    /// Without a limit, a host that accepts TCP connections and never answers (a firewall, a hung server, a
+    /// proxy whose backend is gone) makes every connection attempt wait for the operating system's TCP
+    /// timeouts, minutes. libpq counts whole seconds and waits at least 2: this value is rounded up to whole
+    /// seconds. With several hosts, the limit applies to each host in turn. An explicit `connect_timeout` in
+    /// the URL or conninfo wins over this value.
+    ///
+    /// ```swift
+    /// var config = try PostgresConfiguration(url: "postgres://app:secret@db:5432/app")
+    /// config.connectTimeout = .seconds(3)    // fail fast within one data center
+    /// ```
+    public var connectTimeout: Duration? = .seconds(10)
+
+    /// The limit on opening one connection as libpq applies it: the `connect_timeout` keyword when it is set
+    /// (`0` or less: no limit; `1`: 2 s), else ``connectTimeout``; `nil` for no limit.
+    package var effectiveConnectTimeout: Duration? {
+        guard let keyword = self["connect_timeout"] else { return self.connectTimeout.map { .seconds(Self.libpqSeconds($0)) } }
+        guard let seconds = Int(keyword.trimmingCharacters(in: .whitespaces)), seconds > 0 else { return nil }
+        return .seconds(max(seconds, 2))
+    }
+
+    /// The options passed to libpq when a connection opens: ``options``, plus `connect_timeout` from
+    /// ``connectTimeout`` when they hold none.
+    package var connectOptions: [Option] {
+        guard self["connect_timeout"] == nil, let timeout = self.connectTimeout else { return self.options }
+        return self.options + [Option(keyword: "connect_timeout", value: String(Self.libpqSeconds(timeout)))]
+    }
+
+    /// A duration as libpq's `connect_timeout`: whole seconds, rounded up, at least 2.
+    package static func libpqSeconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return max(2, Int(seconds) + (attoseconds > 0 ? 1 : 0))
+    }
+
     /// Parses a `postgres://` / `postgresql://` URL or a keyword conninfo string.
     /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/invalidConfiguration``; the message never
     ///   contains the password.
@@ -69,7 +108,12 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     }
 
     /// Parses a keyword conninfo string (`host=… port=… dbname=…`) or a URL.
+    /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/invalidConfiguration``; the message never
+    ///   contains the password, nor a piece of it.
     public init(conninfo: String) throws {
+        try Self.checkPasswordSyntax(conninfo)
+        // libpq's own parse errors quote the text they could not parse: the password's spellings and pieces as
+        // written are masked from them (the checks above leave few ways for a password to reach one).
         let candidates = Self.passwordCandidates(in: conninfo)
         var errorMessage: UnsafeMutablePointer<CChar>?
         guard let parsed = PQconninfoParse(conninfo, &errorMessage) else {
@@ -91,25 +135,23 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
             cursor += 1
         }
         self.options = options
-        let parsedSecrets = Set(self.options.filter { Self.isSecret($0.keyword) }.map(\.value))
-        // A password that libpq parsed whole (in one of its spellings) leaves nothing elsewhere; one it split
-        // (not percent-encoded) may have left any of its pieces in another value.
-        self.passwordFragments = Self.longestFirst(candidates.flatMap { candidate in
-            let parsedWhole = candidate.forms.contains { parsedSecrets.contains($0) }
-            return (parsedWhole ? candidate.forms : candidate.all).filter { !parsedSecrets.contains($0) }
-        })
-        try self.validate()
+        // A password libpq parsed whole leaves nothing in other values, so their messages mask nothing; only one
+        // it split (which the checks above missed) may have left pieces there.
+        let parsedSecrets = Set(options.filter { Self.isSecret($0.keyword) }.map(\.value))
+        let splitPieces = candidates.filter { !$0.forms.contains(where: parsedSecrets.contains) }.flatMap(\.all)
+        try self.validate(redacting: Self.longestFirst(splitPieces))
         if self["application_name"] == nil { self["application_name"] = "skyros" }
     }
 
-    /// libpq only checks some values when connecting; reject malformed numbers up front.
-    private func validate() throws {
+    /// libpq only checks some values when connecting; reject malformed numbers up front. The messages quote
+    /// the value, with `candidates` (pieces of a password libpq split) masked.
+    private func validate(redacting candidates: [String]) throws {
         if let ports = self["port"] {
             for port in ports.split(separator: ",", omittingEmptySubsequences: false) {
                 guard port.isEmpty || (Int(port).map { (1...65_535).contains($0) } ?? false) else {
                     throw PostgresError(
                         kind: .invalidConfiguration,
-                        message: Self.redact("invalid port \"\(port)\": expected a number from 1 to 65535", secrets: self.secrets))
+                        message: Self.redact("invalid port \"\(port)\": expected a number from 1 to 65535", secrets: candidates))
                 }
             }
         }
@@ -117,7 +159,7 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
             if let value = self[keyword], Int(value) == nil {
                 throw PostgresError(
                     kind: .invalidConfiguration,
-                    message: Self.redact("invalid \(keyword) \"\(value)\": expected an integer", secrets: self.secrets))
+                    message: Self.redact("invalid \(keyword) \"\(value)\": expected an integer", secrets: candidates))
             }
         }
     }
@@ -163,14 +205,10 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     }
 
     /// Keyword conninfo with the value of every password keyword (`password`, `sslpassword`, …) replaced by
-    /// `********`, and any piece of a password that was not percent-encoded redacted from the other values.
+    /// `********`; every other value as it is.
     public var description: String {
-        let parsedSecrets = Set(self.options.filter { Self.isSecret($0.keyword) }.map(\.value))
-        // The parsed password shows masked; what else of it is redacted is what libpq split off elsewhere.
-        let fragments = self.passwordFragments.filter { !parsedSecrets.contains($0) }
-        return self.options.map { option in
-            let value = Self.isSecret(option.keyword) ? "********" : Self.redact(option.value, secrets: fragments)
-            return "\(option.keyword)=\(Self.quote(value))"
+        self.options.map { option in
+            "\(option.keyword)=\(Self.quote(Self.isSecret(option.keyword) ? "********" : option.value))"
         }.joined(separator: " ")
     }
 
@@ -178,14 +216,6 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     /// `sslpassword`, and any libpq adds).
     static func isSecret(_ keyword: String) -> Bool {
         keyword.lowercased().contains("password")
-    }
-
-    /// The values of every password keyword: scrubbed (``redact(_:secrets:)``) from every message that may
-    /// reach an error or a log.
-    package var secrets: [String] {
-        // Longest first: a secret inside another is not left half-redacted.
-        let values = self.options.filter { Self.isSecret($0.keyword) && !$0.value.isEmpty }.map(\.value)
-        return Self.longestFirst(values + self.passwordFragments)
     }
 
     /// Without duplicates or empty strings, longest first.
@@ -198,7 +228,8 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
         return "'" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
     }
 
-    /// Replaces every occurrence of a secret in `text` with `********`.
+    /// Replaces every occurrence of a secret in `text` with `********`: only for messages that quote the URL or
+    /// conninfo text itself (libpq's parse errors), where a piece of it may be the password.
     static func redact(_ text: String, secrets: [String]) -> String {
         var result = text
         for secret in secrets where !secret.isEmpty {
@@ -281,7 +312,7 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     }
 
     /// Every keyword libpq knows (`host`, `dbname`, `sslmode`, …).
-    private static let libpqKeywords: Set<String> = {
+    static let libpqKeywords: Set<String> = {
         guard let defaults = PQconndefaults() else { return [] }
         defer { PQconninfoFree(defaults) }
         var names: Set<String> = []

@@ -123,6 +123,27 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         }
     }
 
+    /// Whether a connection that failed to open may open when tried again later, because the server was not
+    /// there yet rather than configured wrong: refused, no socket, timed out, host name not resolved yet,
+    /// network unreachable, closed during start-up, starting up or shutting down (57P03), too many
+    /// connections (53300). Authentication, a missing database, TLS and configuration errors are not.
+    package var isRetryableConnectFailure: Bool {
+        guard self.kind == .connectionFailed else { return false }
+        if self.sqlState == .cannotConnectNow || self.sqlState == .tooManyConnections { return true }
+        // A certificate file that cannot be read also says "No such file or directory": TLS never retries.
+        if self.message.contains("SSL") || self.message.contains("certificate") { return false }
+        if self.message.contains("on socket"), self.message.contains("No such file or directory") { return true }
+        return Self.retryableConnectMessages.contains { self.message.contains($0) }
+    }
+
+    /// What libpq (and the OS, through it) says when the server is not reachable yet.
+    private static let retryableConnectMessages = [
+        "Connection refused", "timeout expired", "Connection timed out",
+        "could not translate host name", "Temporary failure in name resolution", "Name or service not known",
+        "No route to host", "Network is unreachable", "Connection reset by peer",
+        "server closed the connection unexpectedly",
+    ]
+
     public var description: String {
         var text = "PostgresError.\(self.kind)"
         if let sqlState { text += " (\(sqlState.rawValue))" }

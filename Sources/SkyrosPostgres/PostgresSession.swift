@@ -10,8 +10,6 @@ import Foundation
 package final class PostgresSession {
     /// The libpq connection, finished when the session is released.
     let handle: OpaquePointer
-    /// Texts that are redacted from error messages (the configuration's password).
-    let secrets: [String]
     /// How this session's thread waits for replies (``PostgresConfiguration/busyPoll``).
     var replyWait: ReplyWait
 
@@ -43,21 +41,23 @@ package final class PostgresSession {
 
     private init(handle: OpaquePointer, configuration: PostgresConfiguration, policy: StatementPolicy) {
         self.handle = handle
-        self.secrets = configuration.secrets
         self.replyWait = ReplyWait(busyPoll: configuration.busyPoll)
         self.policy = policy
     }
 
     deinit { PQfinish(self.handle) }
 
-    /// Opens a connection with the configuration's libpq options, and sets its session time zone
+    /// Opens a connection with the configuration's libpq options (and ``PostgresConfiguration/connectTimeout``
+    /// as `connect_timeout` when they set none), and sets its session time zone
     /// (``PostgresConfiguration/sessionTimeZone``). Server notices are dropped.
-    /// - Throws: ``PostgresError`` of kind `.connectionFailed`, `.authenticationFailed`, `.databaseNotFound`
-    ///   (the password never appears in it), or `.invalidConfiguration` when the time zone is refused.
+    /// - Throws: ``PostgresError`` of kind `.connectionFailed` (with SQLSTATE 57P03 or 53300 when the server
+    ///   said it is starting up or has no free connection slot), `.authenticationFailed`, `.databaseNotFound`,
+    ///   or `.invalidConfiguration` when the time zone is refused. libpq's message is kept whole: it never
+    ///   contains the password.
     static func open(_ configuration: PostgresConfiguration, statements policy: StatementPolicy) throws -> PostgresSession {
-        let secrets = configuration.secrets
-        let keywords = configuration.options.map { strdup($0.keyword) }
-        let values = configuration.options.map { strdup($0.value) }
+        let options = configuration.connectOptions
+        let keywords = options.map { strdup($0.keyword) }
+        let values = options.map { strdup($0.value) }
         defer {
             keywords.forEach { free($0) }
             values.forEach { free($0) }
@@ -66,26 +66,37 @@ package final class PostgresSession {
         var valuePointers: [UnsafePointer<CChar>?] = values.map { UnsafePointer($0) } + [nil]
         let connection = PQconnectdbParams(&keywordPointers, &valuePointers, 0)
         guard let connection, PQstatus(connection) == CONNECTION_OK else {
-            var message = connection.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "out of memory"
-            message = PostgresConfiguration.redact(message.trimmingCharacters(in: .whitespacesAndNewlines), secrets: secrets)
+            let message = connection.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "out of memory"
             if let connection { PQfinish(connection) }
-            let kind: PostgresError.Kind
-            if message.contains("authentication failed") || message.contains("no password supplied")
-                || message.contains("password is required")
-            {
-                kind = .authenticationFailed
-            } else if message.contains("does not exist") && message.contains("database") {
-                kind = .databaseNotFound
-            } else {
-                kind = .connectionFailed
-            }
-            throw PostgresError(kind: kind, message: message)
+            throw Self.connectError(message.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
         // From here on the session owns the connection: a failure below finishes it as the session goes.
         let session = PostgresSession(handle: connection, configuration: configuration, policy: policy)
-        try LibPQ.setSessionTimeZone(configuration.sessionTimeZone, on: connection, secrets: secrets)
+        try LibPQ.setSessionTimeZone(configuration.sessionTimeZone, on: connection)
         return session
+    }
+
+    /// Classifies libpq's message for a connection that failed to open. A server's refusal at start-up
+    /// carries no result, so its SQLSTATE is told from the message PostgreSQL sends (in English unless the
+    /// server's `lc_messages` says otherwise).
+    static func connectError(_ message: String) -> PostgresError {
+        if message.contains("authentication failed") || message.contains("no password supplied")
+            || message.contains("password is required")
+        {
+            return PostgresError(kind: .authenticationFailed, message: message)
+        }
+        if message.contains("does not exist") && message.contains("database") {
+            return PostgresError(kind: .databaseNotFound, sqlState: .invalidCatalogName, message: message)
+        }
+        var sqlState: SQLState?
+        if message.contains("the database system is ") {
+            // Every 57P03 message: starting up, shutting down, in recovery mode, not (yet) accepting connections.
+            sqlState = .cannotConnectNow
+        } else if message.contains("too many clients already") || message.contains("remaining connection slots are reserved") {
+            sqlState = .tooManyConnections
+        }
+        return PostgresError(kind: .connectionFailed, sqlState: sqlState, message: message)
     }
 
     // MARK: State
@@ -171,7 +182,7 @@ package final class PostgresSession {
     /// - Throws: the first failing statement's ``PostgresError``, once all have been read.
     func execute(script sql: String) throws -> PostgresRows {
         guard PQsendQuery(self.handle, sql) == 1, LibPQ.flush(self.handle) else {
-            throw LibPQ.error(result: nil, connection: self.handle, secrets: self.secrets)
+            throw LibPQ.error(result: nil, connection: self.handle)
         }
         var last: PostgresRows?
         var failure: PostgresError?
@@ -195,7 +206,7 @@ package final class PostgresSession {
     /// with ``ReplyWait`` (busy polling first) instead of libpq's sleeping wait.
     private func exec(_ send: () -> Int32) throws -> PostgresRows {
         guard send() == 1, LibPQ.flush(self.handle) else {
-            throw LibPQ.error(result: nil, connection: self.handle, secrets: self.secrets)
+            throw LibPQ.error(result: nil, connection: self.handle)
         }
         return try LibPQ.consume(self.replyWait.lastResult(on: self.handle), connection: self.handle)
     }

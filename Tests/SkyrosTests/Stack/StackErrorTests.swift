@@ -11,7 +11,9 @@ struct StackErrorTests {
     @Test("An unreachable server fails start with storeUnreachable, without the password")
     func unreachable() async throws {
         let configuration = try PostgresConfiguration(url: "postgresql://skyros:s3cret-pw@127.0.0.1:1/nowhere?connect_timeout=2")
-        let error = await thrownError { _ = try await DataStack.start(DataStackConfiguration(store: .postgres(configuration))) }
+        var stackConfiguration = DataStackConfiguration(store: .postgres(configuration))
+        stackConfiguration.waitForDatabase = .zero   // refused: one attempt, no waiting
+        let error = await thrownError { _ = try await DataStack.start(stackConfiguration) }
         let thrownError = try #require(error as? DataStackError)
         #expect(thrownError.code == .storeUnreachable)
         #expect(thrownError.underlying is PostgresError)

@@ -11,7 +11,9 @@ import SkyrosPostgres
 ///     DATABASE_URL=postgres://… PORT=8080 swift run TicketService
 @main
 struct TicketService {
-    static func main() async throws {
+    /// Exits with status 1 (after logging why) when the stack cannot start or the server stops on an error, and
+    /// with 2 when `DATABASE_URL` is missing: an error thrown out of `main` would trap instead.
+    static func main() async {
         let logger = { () -> Logger in
             var logger = Logger(label: "ticket-service")
             logger.logLevel = .info
@@ -25,11 +27,18 @@ struct TicketService {
         let port = environment["PORT"].flatMap(Int.init) ?? 8080
         let migrations = environment["MIGRATIONS"] ?? "migrations"
 
-        let stack = try await DataStack.start(
-            DataStackConfiguration(
-                store: .postgres(try PostgresConfiguration(url: url), schema: environment["SCHEMA"]),
-                migrations: .directory(path: migrations), entities: [Ticket.self]),
-            logger: logger)
+        let stack: DataStack
+        do {
+            stack = try await DataStack.start(
+                DataStackConfiguration(
+                    store: .postgres(try PostgresConfiguration(url: url), schema: environment["SCHEMA"]),
+                    migrations: .directory(path: migrations), entities: [Ticket.self]),
+                logger: logger)
+        } catch {
+            // Skyros's errors never hold the password (nor a piece of a malformed URL's).
+            logger.critical("cannot start the data stack", metadata: ["error": "\(error)"])
+            exit(1)
+        }
         let router = Router()
         TicketRoutes(stack: stack).register(on: router)
         // The stack is one of the application's services: on SIGTERM the server stops taking requests first,
@@ -38,6 +47,11 @@ struct TicketService {
             router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
             services: [stack], onServerRunning: { _ in logger.info("listening", metadata: ["port": "\(port)"]) },
             logger: logger)
-        try await app.runService()
+        do {
+            try await app.runService()
+        } catch {
+            logger.critical("the service stopped on an error", metadata: ["error": "\(error)"])
+            exit(1)
+        }
     }
 }

@@ -1,0 +1,93 @@
+import Logging
+import SkyrosPostgres
+import SkyrosStack
+
+/// How ``DataStack/start(_:logger:)`` waits for PostgreSQL to accept connections: it opens (and closes) one
+/// connection until one opens, retrying with backoff while the failure is one that time can fix (the server
+/// refuses, does not answer, is starting up, has no free slot), up to a deadline.
+///
+/// A stack deployed together with its database (docker compose, a Kubernetes pod whose database restarts)
+/// often starts first: without this wait it would fail at once, and the orchestrator would restart it in a
+/// loop. Authentication failures, a missing database, TLS and configuration errors fail at once: waiting
+/// cannot fix them.
+struct StartupWait {
+    /// How long to keep trying (``DataStackConfiguration/waitForDatabase``); `.zero`: one attempt.
+    var deadline: Duration
+    /// The pause after the first failed attempt; it doubles after each one up to ``maximumBackoff``.
+    var initialBackoff: Duration = .milliseconds(250)
+    var maximumBackoff: Duration = .seconds(2)
+
+    /// Returns once a connection to `postgres` opened.
+    /// - Throws: ``DataStackError`` `.storeUnreachable` wrapping the last `PostgresError`: at once for an
+    ///   error that waiting cannot fix, or after the deadline (naming it and the number of attempts);
+    ///   `CancellationError` when the task is cancelled.
+    func waitForDatabase(_ postgres: PostgresConfiguration, logger: Logger) async throws {
+        let clock = ContinuousClock()
+        let started = clock.now
+        let end = started + self.deadline
+        var backoff = self.initialBackoff
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                let connection = try await Connection.connect(to: self.probe(postgres, remaining: end - clock.now), logger: logger)
+                await connection.close()
+                if attempt > 1 {
+                    logger.info(
+                        "PostgreSQL accepts connections",
+                        metadata: [LogKey.attempts: "\(attempt)", LogKey.target: "\(DataStack.describe(postgres))"])
+                }
+                return
+            } catch let error as PostgresError where error.isRetryableConnectFailure {
+                // An attempt lasts up to what is left, rounded up to libpq's whole seconds (at least 2): one
+                // starts only with at least 1 s left, so the wait ends within 1 s of the deadline.
+                let remaining = end - clock.now
+                let retrying = remaining >= .seconds(1)
+                let pause = min(backoff, remaining - .seconds(1))
+                logger.warning(
+                    "cannot connect to PostgreSQL yet",
+                    metadata: [
+                        LogKey.target: "\(DataStack.describe(postgres))",
+                        LogKey.attempt: "\(attempt)",
+                        LogKey.error: "\(error.message)",
+                        LogKey.retryIn: retrying ? "\(pause)" : "no retry: deadline passed",
+                    ])
+                guard retrying else {
+                    throw DataStackError(
+                        code: .storeUnreachable,
+                        message: "PostgreSQL at \(DataStack.describe(postgres)) did not accept a connection within "
+                            + "\(self.deadline) (\(attempt) attempt\(attempt == 1 ? "" : "s"); "
+                            + "DataStackConfiguration.waitForDatabase)",
+                        underlying: error)
+                }
+                try await Task.sleep(for: pause, clock: clock)
+                backoff = min(backoff * 2, self.maximumBackoff)
+            } catch let error as CancellationError {
+                throw error
+            } catch {
+                throw DataStackError(
+                    code: .storeUnreachable, message: "cannot connect to PostgreSQL at \(DataStack.describe(postgres))",
+                    underlying: error)
+            }
+        }
+    }
+
+    /// `postgres` with its `connect_timeout` cut to what is left of the wait (libpq's at least 2 s), so that
+    /// an attempt against a server that never answers ends near the deadline.
+    private func probe(_ postgres: PostgresConfiguration, remaining: Duration) -> PostgresConfiguration {
+        guard remaining > .zero else { return postgres }   // a deadline of zero: one attempt as configured
+        var probe = postgres
+        let limit = postgres.effectiveConnectTimeout.map { min($0, remaining) } ?? remaining
+        probe["connect_timeout"] = String(PostgresConfiguration.libpqSeconds(limit))
+        return probe
+    }
+
+    /// Metadata keys of the wait's log records.
+    enum LogKey {
+        static let target = "skyros.postgres.target"
+        static let attempt = "skyros.start.attempt"
+        static let attempts = "skyros.start.attempts"
+        static let retryIn = "skyros.start.retry_in"
+        static let error = "skyros.error"
+    }
+}
