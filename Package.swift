@@ -108,6 +108,7 @@ let package = Package(
             dependencies: [
                 "SkyrosMigrations",
                 "SkyrosPostgres",
+                "SkyrosSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -69,7 +69,12 @@ package struct ChangeLog: Sendable {
     /// versions made.
     func create(on connection: Connection) async throws {
         _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(self.logTable)))")
-        _ = try await connection.execute(script: self.createSQL)
+        // `CREATE INDEX IF NOT EXISTS` needs to own the table even when the index exists: a log a DBA created
+        // (see ``ChangeCapture/installSQL(_:)``) is left as it is.
+        let exists = try await connection.query(
+            "SELECT to_regclass(\(self.logTable)) IS NOT NULL AND to_regclass(\(self.stateTable)) IS NOT NULL"
+        ).first?.decode(Bool.self, at: 0)
+        if exists != true { _ = try await connection.execute(script: self.createSQL) }
         try await self.upgradeStateTable(on: connection)
         try await self.upgradeChangesColumn(on: connection)
     }
@@ -136,8 +141,8 @@ package struct ChangeLog: Sendable {
             do {
                 _ = try await connection.execute(script: "ALTER TABLE \(self.logTable) ALTER COLUMN changes SET COMPRESSION lz4")
                 _ = try await connection.execute(script: "RELEASE SAVEPOINT skyros_compression")
-            } catch let error as PostgresError where error.sqlState == .featureNotSupported {
-                // Built without lz4: the default (pglz) stays.
+            } catch let error as PostgresError where error.sqlState == .featureNotSupported || error.sqlState == SQLState("42501") {
+                // Built without lz4, or the log belongs to another role (a DBA installed it): pglz stays.
                 _ = try await connection.execute(script: "ROLLBACK TO SAVEPOINT skyros_compression; RELEASE SAVEPOINT skyros_compression")
             }
         }
