@@ -14,14 +14,24 @@ public struct CacheLimit: Sendable, Hashable {
     public var maxRows: Int?
     /// The maximum approximate size of the cached rows in bytes; `nil` for no byte bound.
     public var maxBytes: Int?
+    /// How long a clean row may be served from the cache before it is read again; `nil` (the default) for no
+    /// bound. With the change capture installed (the default on PostgreSQL) every writer's changes reach the
+    /// cache and this is not needed; it bounds staleness for deployments that turn the change feed off.
+    public var maxAge: Duration?
 
     /// Creates a bound.
     /// - Parameters:
     ///   - maxRows: the maximum number of rows (`nil`: unbounded by count).
     ///   - maxBytes: the maximum approximate bytes (`nil`: unbounded by size).
-    public init(maxRows: Int? = 10_000, maxBytes: Int? = nil) {
+    ///   - maxAge: how long a clean row is served from memory before it is read again (`nil`: no bound).
+    ///
+    /// ```swift
+    /// let limit = CacheLimit(maxRows: 10_000, maxAge: .seconds(30))
+    /// ```
+    public init(maxRows: Int? = 10_000, maxBytes: Int? = nil, maxAge: Duration? = nil) {
         self.maxRows = maxRows.map { max(0, $0) }
         self.maxBytes = maxBytes.map { max(0, $0) }
+        self.maxAge = maxAge
     }
 
     /// 10,000 rows, no byte bound.

@@ -1,3 +1,4 @@
+import Dispatch
 import SkyrosStore
 
 /// The main context's identity map: committed rows keyed by (table, id) with their versions, bounded by a
@@ -15,6 +16,8 @@ struct RowCache: Sendable {
         var value: any Entity
         var version: Int64
         var bytes: Int
+        /// When it was cached (uptime nanoseconds; 0 unless ``CacheLimit/maxAge`` is set).
+        var cachedAt: UInt64 = 0
         var previous = -1
         var next = -1
         var linked = false
@@ -33,13 +36,29 @@ struct RowCache: Sendable {
     private(set) var misses = 0
     private(set) var evictions = 0
 
-    init(limit: CacheLimit) { self.limit = limit }
+    /// ``CacheLimit/maxAge`` in nanoseconds.
+    private let maxAgeNanoseconds: UInt64?
+
+    init(limit: CacheLimit) {
+        self.limit = limit
+        self.maxAgeNanoseconds = limit.maxAge.map { age in
+            UInt64(max(0, age.components.seconds)) * 1_000_000_000 + UInt64(max(0, age.components.attoseconds / 1_000_000_000))
+        }
+    }
+
+    private static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
     var count: Int { self.index.count }
 
     /// The cached row, marked most recently used.
     mutating func get(_ key: RowKey) -> Entry? {
         guard let slot = self.index[key], let entry = self.slots[slot] else {
+            self.misses += 1
+            return nil
+        }
+        if let maxAge = self.maxAgeNanoseconds, entry.linked, Self.now() &- entry.cachedAt > maxAge {
+            // Older than the bound (a clean row: rows with queued changes are never dropped): read again.
+            self.remove(key)
             self.misses += 1
             return nil
         }
@@ -68,12 +87,14 @@ struct RowCache: Sendable {
             self.slots[slot]!.value = value
             self.slots[slot]!.version = version
             self.slots[slot]!.bytes = bytes
+            if self.maxAgeNanoseconds != nil { self.slots[slot]!.cachedAt = Self.now() }
             if self.slots[slot]!.linked {
                 self.unlink(slot)
                 self.linkAtHead(slot)
             }
         } else {
-            let entry = Entry(key: key, value: value, version: version, bytes: bytes)
+            let entry = Entry(
+                key: key, value: value, version: version, bytes: bytes, cachedAt: self.maxAgeNanoseconds == nil ? 0 : Self.now())
             let slot: Int
             if let reused = self.free.popLast() {
                 slot = reused

@@ -1,4 +1,5 @@
 @testable import SkyrosStack
+import Dispatch
 import SkyrosPostgres
 import SkyrosStore
 import Testing
@@ -22,6 +23,24 @@ import Testing
 
     private static func put(_ cache: inout RowCache, _ id: Int, version: Int64 = 1, bytes: Int = 10) {
         cache.put(Self.key(id), value: Self.note(id), version: version, bytes: bytes)
+    }
+
+    @Test func aRowOlderThanMaxAgeIsReadAgainAndAPinnedRowStays() {
+        var fresh = RowCache(limit: CacheLimit(maxRows: 10, maxAge: .seconds(3600)))
+        Self.put(&fresh, 1)
+        #expect(fresh.get(Self.key(1)) != nil)
+
+        var aged = RowCache(limit: CacheLimit(maxRows: 10, maxAge: .zero))
+        Self.put(&aged, 1)
+        aged.put(Self.key(2), value: Self.note(2), version: 1, bytes: 10, pinned: true)
+        // Until the clock has moved past the moment the rows were cached (no sleep: the uptime clock advances).
+        let cachedAt = DispatchTime.now().uptimeNanoseconds
+        while DispatchTime.now().uptimeNanoseconds == cachedAt {}
+        let expired = aged.get(Self.key(1))
+        #expect(expired == nil)
+        #expect(aged.misses == 1 && aged.count == 1)
+        let pinned = aged.get(Self.key(2))
+        #expect(pinned != nil)
     }
 
     @Test func theLeastRecentlyUsedRowIsEvictedFirst() {
