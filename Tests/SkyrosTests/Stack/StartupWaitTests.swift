@@ -49,10 +49,11 @@ struct StartupWaitTests {
         #expect(underlying.message.contains("timeout expired"), "\(underlying)")
 
         let warnings = handler.entries.filter { $0.level == .warning }
-        // 2 s per attempt, a short backoff between them: three attempts in 6 s.
-        #expect(warnings.count == 3, "\(warnings.map(Self.text))")
+        // 2 s per attempt, a short backoff between them: three attempts in 6 s, two when a loaded machine
+        // (the suite runs in parallel) stretches an attempt; one warning for each, numbered in order.
+        #expect((2...3).contains(warnings.count), "\(warnings.map(Self.text))")
         #expect(warnings.allSatisfy { $0.metadata["skyros.error"]?.description.contains("timeout expired") == true })
-        #expect(warnings.map { $0.metadata["skyros.start.attempt"]?.description } == ["1", "2", "3"])
+        #expect(warnings.map { $0.metadata["skyros.start.attempt"]?.description } == (1...warnings.count).map { String($0) })
         for text in handler.entries.map(Self.text) + ["\(stackError)", String(reflecting: stackError)] {
             #expect(!text.contains(password), "\(text)")
         }
