@@ -138,12 +138,8 @@ package struct ChangeCapture: Sendable {
 
     /// The triggers' arguments as `pg_trigger.tgargs` stores them (each NUL-terminated), in hex.
     static func triggerArgumentsHex(_ table: Table) -> String {
-        var bytes = Array(table.keyColumn.utf8) + [0] + Array(String(table.keyType).utf8) + [0]
-        let digits = Array("0123456789abcdef".utf8)
-        var hex: [UInt8] = []
-        for byte in bytes { hex += [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]] }
-        bytes = hex
-        return String(decoding: bytes, as: UTF8.self)
+        let bytes = Array(table.keyColumn.utf8) + [0] + Array(String(table.keyType).utf8) + [0]
+        return bytes.map { String(format: "%02x", $0) }.joined()
     }
 
     // MARK: Installing
@@ -151,13 +147,14 @@ package struct ChangeCapture: Sendable {
     /// Installs (or upgrades) the capture on `tables` unless it is current: in one transaction, under the
     /// migrations' advisory lock (`lock`: the key's text, see ``lockKeySQL(_:)``), together with the log's
     /// tables. Idempotent; several processes may start at once.
-    /// - Returns: the inspection after installing.
+    /// - Returns: the inspection, as the installation left it.
     /// - Throws: ``CaptureError`` naming the table and carrying the SQL a DBA must run when this role may not
     ///   create the triggers or functions (nothing is changed then), or the server's error.
     package func install(tables names: [String], lock: (schema: String, table: String), on connection: Connection) async throws -> Inspection {
         let before = try await self.inspect(tables: names, on: connection)
         if before.isCurrent { return before }
         var failedTable: String?
+        var installed = before
         do {
             try await connection.withTransaction { connection in
                 _ = try await connection.query(
@@ -178,6 +175,7 @@ package struct ChangeCapture: Sendable {
                     _ = try await connection.execute(script: self.triggersSQL(table))
                 }
                 failedTable = nil
+                installed = current
             }
         } catch let error as PostgresError where error.sqlState == SQLState("42501") {
             let table = failedTable.map { "table \(self.qualified($0))" } ?? "schema \(self.log.schema ?? "current_schema()")"
@@ -188,7 +186,11 @@ package struct ChangeCapture: Sendable {
                     """,
                 sql: self.installSQL(before.tables))
         }
-        return try await self.inspect(tables: names, on: connection)
+        // What the transaction made current (the key, rewriting and missing tables do not change by installing).
+        installed.installedVersion = max(installed.installedVersion ?? 0, Self.version)
+        installed.tablesToInstall = []
+        installed.hasFlushTrigger = true
+        return installed
     }
 
     /// The key of the migrations' advisory lock, from `$1` (the history's schema) and `$2` (its table): the first

@@ -27,16 +27,11 @@ struct Up: AsyncParsableCommand {
             policy: self.policy)
         _ = try migrator.migrations()  // report a bad file before connecting
         let progress = ProgressReporter(json: self.output.json)
-        let report: MigrationReport
-        do {
-            report = try await self.connection.withConnection { connection in
-                try await migrator.migrate(
-                    on: connection, to: self.to, dryRun: self.dryRun, progress: { progress.handle($0) })
+        let report = try await progress.ticking {
+            try await self.connection.withConnection { connection in
+                    try await migrator.migrate(
+                        on: connection, to: self.to, dryRun: self.dryRun, progress: { progress.handle($0) })
             }
-            progress.stopTicking()
-        } catch {
-            progress.stopTicking()
-            throw error
         }
         if self.output.json {
             JSONOutput.print(JSONOutput.report(report, connection: self.connection))
@@ -79,16 +74,11 @@ struct Down: AsyncParsableCommand {
             connection: self.connection, directory: self.directory, lock: self.lock, timeouts: self.timeouts)
         _ = try migrator.migrations()
         let progress = ProgressReporter(json: self.output.json)
-        let report: MigrationReport
-        do {
-            report = try await self.connection.withConnection { connection in
-                try await migrator.rollback(
-                    steps: self.steps, on: connection, dryRun: self.dryRun, progress: { progress.handle($0) })
+        let report = try await progress.ticking {
+            try await self.connection.withConnection { connection in
+                    try await migrator.rollback(
+                        steps: self.steps, on: connection, dryRun: self.dryRun, progress: { progress.handle($0) })
             }
-            progress.stopTicking()
-        } catch {
-            progress.stopTicking()
-            throw error
         }
         if self.output.json {
             JSONOutput.print(JSONOutput.report(report, connection: self.connection))

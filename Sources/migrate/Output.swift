@@ -130,6 +130,13 @@ final class ProgressReporter: Sendable {
         }
     }
 
+    /// Runs `body` (a migration run reporting to this), then ends the running line and its ticker, whether the
+    /// run finished or failed.
+    func ticking<R>(_ body: () async throws -> R) async throws -> R {
+        defer { self.stopTicking() }
+        return try await body()
+    }
+
     /// Ends the running line, if any, and stops its ticker (the run finished or failed).
     func stopTicking() {
         self.state.withLock { state in
