@@ -43,7 +43,8 @@ public struct ColumnType: Sendable, Hashable, CustomStringConvertible {
     /// Excess characters that are all spaces are cut, as PostgreSQL does.
     public static func varchar(_ length: Int) -> ColumnType { ColumnType(.characters(limit: length, padded: false)) }
 
-    /// `char(length)`: at most `length` characters, stored padded with spaces to `length`.
+    /// `char(length)`: at most `length` characters. Trailing spaces are not significant: a value reads back
+    /// without them.
     public static func char(_ length: Int) -> ColumnType { ColumnType(.characters(limit: length, padded: true)) }
 
     /// `numeric(precision, scale)`: values are rounded to `scale` decimals (half away from zero), then must be
@@ -241,7 +242,7 @@ package struct ColumnRules: Sendable {
     var isEmpty: Bool { self.rules.isEmpty }
 
     /// Checks encoded values (in the entity's column order) and normalises them to what the columns store.
-    /// - Returns: whether a value was changed (a `char(n)` padded, spaces cut, a number rounded to its scale).
+    /// - Returns: whether a value was changed (excess spaces cut, a number rounded to its scale).
     /// - Throws: ``ColumnValueError``.
     package func check(_ values: inout [PostgresValue]) throws -> Bool {
         var changed = false
@@ -277,20 +278,26 @@ package struct ColumnRules: Sendable {
         ColumnValueError(entity: self.entity, column: rule.column, columnType: rule.typeName, reason: reason)
     }
 
-    /// `nil` when `text` fits as it is; the stored text when it fits after cutting excess spaces or padding.
+    /// `nil` when `text` fits as it is; the stored text when it fits after cutting excess spaces (and, for
+    /// `char(n)`, trailing spaces).
     func fit(_ text: String, limit: Int, padded: Bool, _ rule: ColumnRule) throws -> String? {
         // A code point takes at least one UTF-8 byte: no more bytes than the limit is no more characters.
         if !padded, text.utf8.count <= limit { return nil }
         let count = text.unicodeScalars.count
+        var stored = text
         if count > limit {
             // PostgreSQL cuts excess characters when they are all spaces, and refuses anything else.
             let scalars = text.unicodeScalars
             let cut = scalars.index(scalars.startIndex, offsetBy: limit)
             guard scalars[cut...].allSatisfy({ $0 == " " }) else { throw self.error(rule, .tooLong) }
-            return String(scalars[..<cut])
+            stored = String(scalars[..<cut])
         }
-        if padded, count < limit { return text + String(repeating: " ", count: limit - count) }
-        return nil
+        // `char(n)` pads with spaces, and its value reads back without trailing spaces (they are not significant
+        // for it): kept that way.
+        if padded, stored.utf8.last == UInt8(ascii: " ") {
+            stored = String(stored.unicodeScalars.reversed().drop { $0 == " " }.reversed().map(Character.init))
+        }
+        return stored == text ? nil : stored
     }
 
     /// `nil` when the number fits with no more than `scale` decimals; the rounded text when it fits after
@@ -392,7 +399,8 @@ package final class ColumnDoor: Sendable {
     }
 
     /// Encodes a row, checks it against its columns and normalises it: the value as the table will hold it
-    /// (dates rounded to microseconds, numbers to their scale, `char(n)` padded) and its encoded values.
+    /// (dates rounded to microseconds, numbers to their scale, `char(n)` without trailing spaces) and its
+    /// encoded values.
     /// - Throws: ``ColumnValueError`` (nothing about the value in it); ``EntityMappingError``.
     package func admit<T: Entity>(_ value: T) throws -> (value: T, encoded: [PostgresValue]) {
         let plan = try EntityPlan<T>.shared

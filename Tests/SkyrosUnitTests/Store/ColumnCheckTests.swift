@@ -70,13 +70,13 @@ private struct Checked: Entity, Equatable {
         #expect(Self.refusal { $0.code = "abcd" }?.columnType == "char(3)")
     }
 
-    @Test func excessSpacesAreCutAndCharIsPadded() throws {
+    @Test func excessSpacesAreCutAndCharLosesTrailingSpaces() throws {
         var row = Checked.fine
         row.name = "abc     "
-        row.code = "x"
+        row.code = "x     "
         let admitted = try Self.door().admit(row)
         #expect(admitted.value.name == "abc  ")
-        #expect(admitted.value.code == "x  ")
+        #expect(admitted.value.code == "x")
         #expect(admitted.encoded[3].text == "abc  ")
     }
 
