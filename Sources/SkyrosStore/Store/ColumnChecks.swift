@@ -436,3 +436,40 @@ package final class ColumnDoor: Sendable {
 package protocol ColumnDoorKeeping {
     var columnDoor: ColumnDoor { get }
 }
+
+/// What the door costs, for the benchmarks: public only to them (`@_spi(Benchmarks)`).
+@_spi(Benchmarks) public enum ColumnDoorBenchmark {
+    /// Nanoseconds per row the door adds to encoding: ``ColumnDoor/admit(_:)`` (encode, check, normalise) minus
+    /// `RowEncoder.encode` alone, each timed over every value, in alternating rounds; the medians' difference.
+    /// - Parameters:
+    ///   - values: the rows (written as the door sees them; none may be refused).
+    ///   - definitions: the table's column definitions; `nil` uses what `store` read at validation.
+    ///   - store: the store whose definitions are used when `definitions` is `nil`.
+    ///   - rounds: how many rounds of each.
+    public static func nanosecondsPerRow<T: Entity>(
+        _ values: [T], definitions: [String: ColumnDefinition]? = nil, store: (any Store)? = nil, rounds: Int = 7
+    ) throws -> (admit: Double, encode: Double) {
+        let door = (store as? any ColumnDoorKeeping)?.columnDoor ?? ColumnDoor()
+        if let definitions { door.define(table: T.tableName, columns: definitions) }
+        let encoder = try RowEncoder<T>()
+        let clock = ContinuousClock()
+        var admitted: [Double] = []
+        var encoded: [Double] = []
+        var sink = 0
+        func perRow(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) * 1e9 / Double(values.count)
+                + Double(duration.components.attoseconds) / 1e9 / Double(values.count)
+        }
+        for _ in 0..<max(1, rounds) {
+            let start = clock.now
+            for value in values { sink &+= try door.admit(value).encoded.count }
+            admitted.append(perRow(clock.now - start))
+            let encodeStart = clock.now
+            for value in values { sink &+= try encoder.encode(value).count }
+            encoded.append(perRow(clock.now - encodeStart))
+        }
+        precondition(sink > 0)
+        func median(_ samples: [Double]) -> Double { samples.sorted()[samples.count / 2] }
+        return (median(admitted), median(encoded))
+    }
+}
