@@ -11,6 +11,13 @@ extension Date: PostgresArrayElement {
     /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/encoding`` for a date PostgreSQL cannot store
     ///   (NaN, infinite, or outside 4714 BC to 294276 AD).
     public func postgresText() throws -> String? { try PostgresDateCoding.format(self) }
+    /// The date as a `timestamptz` column stores it: rounded to the nearest microsecond (ties to even, as
+    /// PostgreSQL rounds more fractional digits), so that a value kept in memory equals the one read back.
+    ///
+    /// ```swift
+    /// Date(timeIntervalSince1970: 1_800_000_000.1234567).postgresStored   // ….123457
+    /// ```
+    package var postgresStored: Date { PostgresDateCoding.stored(self) }
     /// Decodes `timestamptz`, `timestamp` (read as UTC) and `date` (midnight UTC), every date PostgreSQL
     /// allows included (to 5874897 AD); `infinity` and `-infinity` decode as `Date.distantFuture` and
     /// `Date.distantPast`.

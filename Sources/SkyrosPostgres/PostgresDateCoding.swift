@@ -39,6 +39,36 @@ enum PostgresDateCoding {
     /// from 1970 do not fit in an `Int64`, so dates are converted in whole seconds and microseconds.
     static let endSeconds = Int64(days(year: 294_277, month: 1, day: 1)) * 86_400
 
+    /// Whole seconds and microseconds of a finite interval since 1970, rounded to the nearest microsecond, ties
+    /// to even: what PostgreSQL does with more fractional digits in `timestamptz` input (`rint`).
+    static func microseconds(_ interval: Double) -> (seconds: Int64, fraction: Int64) {
+        let whole = interval.rounded(.down)
+        var seconds = Int64(whole)
+        var fraction = Int64(((interval - whole) * 1_000_000).rounded(.toNearestOrEven))
+        if fraction == 1_000_000 {
+            seconds += 1
+            fraction = 0
+        }
+        return (seconds, fraction)
+    }
+
+    /// The date as PostgreSQL stores it after ``format(_:)``: rounded to microseconds, and built the way
+    /// ``parse(_:)`` builds it, so that `stored(d) == parse(format(d))`. A date ``format(_:)`` refuses, or one
+    /// too far out to hold microseconds, is returned as it is.
+    static func stored(_ date: Date) -> Date {
+        let interval = date.timeIntervalSince1970
+        guard interval.isFinite, date != .distantFuture, date != .distantPast,
+            interval > Double(minimumSeconds - 1), interval < Double(endSeconds + 1)
+        else { return date }
+        let (seconds, fraction) = self.microseconds(interval)
+        let (micros, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000)
+        if !overflow {
+            let (total, overflow) = micros.addingReportingOverflow(fraction)
+            if !overflow { return Date(timeIntervalSince1970: Double(total) / 1_000_000) }
+        }
+        return Date(timeIntervalSince1970: Double(seconds) + Double(fraction) / 1_000_000)
+    }
+
     /// `YYYY-MM-DD HH:MM:SS.ffffff+00`, with ` BC` for years before 1; `infinity` and `-infinity` for
     /// `Date.distantFuture` and `Date.distantPast`.
     /// - Throws: ``PostgresError`` of kind `.encoding` for a date PostgreSQL cannot store: NaN, infinite, or
@@ -54,13 +84,7 @@ enum PostgresDateCoding {
         guard interval.isFinite, interval > Double(minimumSeconds - 1), interval < Double(endSeconds + 1) else {
             throw outOfRange
         }
-        let whole = interval.rounded(.down)
-        var seconds = Int64(whole)
-        var fraction = Int64(((interval - whole) * 1_000_000).rounded())
-        if fraction == 1_000_000 {
-            seconds += 1
-            fraction = 0
-        }
+        let (seconds, fraction) = self.microseconds(interval)
         guard seconds >= minimumSeconds, seconds < endSeconds else { throw outOfRange }
         var dayNumber = seconds / 86_400
         var timeOfDay = seconds % 86_400

@@ -95,15 +95,19 @@ public final class DataContext: Sendable {
     // MARK: Writes
 
     /// Inserts a row (committed on save; a duplicate primary key fails the commit with `.uniqueViolation`).
+    ///
+    /// The row is checked against its table's columns first (see ``ColumnValueError``) and normalised to what
+    /// the table stores (dates rounded to microseconds, numbers to their scale).
+    /// - Throws: ``ColumnValueError`` for a value its column cannot hold: nothing is recorded.
     public func insert<T: Entity>(_ value: T) throws {
         try self.checkValid()
-        try self.record(value, .inserted(value))
+        try self.record(self.admitted(value) { .inserted($0) })
     }
 
     /// Inserts many rows (one bulk insert — `COPY` for large batches — when committed).
     public func bulkInsert<T: Entity>(_ values: [T]) throws {
         try self.checkValid()
-        let changes = try values.map { try self.change($0, .inserted($0)) }
+        let changes = try values.map { try self.admitted($0) { .inserted($0) } }
         try self.tracker.withLock { tracker in
             // All or nothing: a row held as another entity type refuses the whole batch.
             for change in changes { if let mismatch = tracker.typeMismatch(change) { throw mismatch } }
@@ -115,14 +119,16 @@ public final class DataContext: Sendable {
     /// UPDATE` when committed: race-free across processes).
     public func upsert<T: Entity>(_ value: T) throws {
         try self.checkValid()
-        try self.record(value, .upserted(value))
+        try self.record(self.admitted(value) { .upserted($0) })
     }
 
     /// Records a new state of an existing row. Only the columns that differ from the row as this context read
     /// it are written, guarded by the version read (optimistic locking); nothing at all when nothing changed.
-    /// - Throws: `StoreError.notFound` when no such row is visible to this context.
+    /// - Throws: `StoreError.notFound` when no such row is visible to this context; ``ColumnValueError`` for a
+    ///   value its column cannot hold (nothing is recorded).
     public func update<T: Entity>(_ value: T) async throws {
         try self.checkValid()
+        let (value, encodedValue) = try self.core.door.admit(value)
         let key = try RowKey(value)
         let probe = PendingRow(key: key, kind: EntityKind<T>(), id: value.id, state: .inserted(value))
         if let own = try self.tracker.withLock({ tracker -> PendingRow? in
@@ -133,7 +139,8 @@ public final class DataContext: Sendable {
             case .deleted:
                 throw StoreError.notFound(entity: String(describing: T.self), id: key.id.text ?? "NULL")
             case .updated(_, let original, let base):
-                let (change, changed) = try self.update(value, key: key, original: original as! T, base: base)
+                let (change, changed) = try self.update(
+                    value, encoded: encodedValue, key: key, original: original as! T, base: base)
                 self.tracker.withLock { changed ? $0.record(change) : $0.discard(key) }
             case .inserted, .upserted:
                 try self.record(value, .updated(value, original: value, base: .none))
@@ -149,17 +156,17 @@ public final class DataContext: Sendable {
         guard let read, let original = read.value as? T else {
             throw StoreError.notFound(entity: String(describing: T.self), id: key.id.text ?? "NULL")
         }
-        let (change, changed) = try self.update(value, key: key, original: original, base: read.base)
+        let (change, changed) = try self.update(value, encoded: encodedValue, key: key, original: original, base: read.base)
         if changed { self.tracker.withLock { $0.record(change) } }
     }
 
     /// The change recording `value` as an update of `original`, and whether any column differs. The row's
     /// encodings travel with it: the commit queue binds them instead of encoding the row again.
     private func update<T: Entity>(
-        _ value: T, key: RowKey, original: T, base: BaseVersion
+        _ value: T, encoded encodedValue: [PostgresValue], key: RowKey, original: T, base: BaseVersion
     ) throws -> (change: PendingRow, changed: Bool) {
         let encoder = try RowEncoder<T>()
-        let encoded = (value: try encoder.encode(value), original: try encoder.encode(original))
+        let encoded = (value: encodedValue, original: try encoder.encode(original))
         let change = PendingRow(
             key: key, kind: EntityKind<T>(), id: value.id, updated: value, original: original, base: base, encoded: encoded)
         return (change, !encoder.changedColumns(fromEncoded: encoded.original, toEncoded: encoded.value).isEmpty)
@@ -353,6 +360,12 @@ public final class DataContext: Sendable {
 
     private func change<T: Entity>(_ value: T, _ state: PendingRow.State) throws -> PendingRow {
         PendingRow(key: try RowKey(value), kind: EntityKind<T>(), id: value.id, state: state)
+    }
+
+    /// The change recording `value`, checked and normalised at the door, with its encoding.
+    private func admitted<T: Entity>(_ value: T, _ state: (T) -> PendingRow.State) throws -> PendingRow {
+        let (value, encoded) = try self.core.door.admit(value)
+        return PendingRow(key: try RowKey(value), kind: EntityKind<T>(), id: value.id, state: state(value), encoded: encoded)
     }
 
     private func record<T: Entity>(_ value: T, _ state: PendingRow.State) throws {

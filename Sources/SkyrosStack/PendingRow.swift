@@ -59,6 +59,12 @@ package struct PendingRow: Sendable {
         self.encoded = encoded
     }
 
+    /// An insert or upsert, with its value's encoding (as the door checked it).
+    init(key: RowKey, kind: any AnyEntityKind, id: any Sendable, state: State, encoded: [PostgresValue]) {
+        self.init(key: key, kind: kind, id: id, state: state)
+        self.encoded = (encoded, [])
+    }
+
     /// The row's value after the change, or `nil` when it is deleted.
     var value: (any Entity)? {
         switch self.state {

@@ -19,6 +19,8 @@ package final class StackCore: Sendable {
     /// Wakes the stack's observers after a save (set by the layer that runs them).
     package let saves = SaveNotifier()
     let queue: CommitQueue
+    /// Checks each written value against its column before the write is recorded (``ColumnDoor``).
+    let door: ColumnDoor
 
     package init(
         store: any GroupCommitStore, cacheLimit: CacheLimit, generation: Int, logger: Logger,
@@ -27,6 +29,7 @@ package final class StackCore: Sendable {
     ) {
         self.queueConfiguration = queueConfiguration
         self.store = store
+        self.door = (store as? any ColumnDoorKeeping)?.columnDoor ?? ColumnDoor()
         self.generation = generation
         let state = Locked(StackState(view: StackView(cacheLimit: cacheLimit), queue: CommitQueue.stateMachine(queueConfiguration)))
         self.state = state

@@ -5,7 +5,8 @@ import Foundation
 /// order (code points), same tie-break by primary key.
 ///
 /// Predicates are evaluated with Foundation's `Predicate.evaluate` (Swift semantics are the reference; the SQL
-/// is generated to match them). Every call first checks that the predicate and sort are translatable, so the
+/// is generated to match them), with captured dates rounded to microseconds as PostgreSQL rounds the bound
+/// parameter (``PredicateDateRounding``). Every call first checks that the predicate and sort are translatable, so the
 /// in-memory store rejects exactly what the PostgreSQL store rejects.
 ///
 /// ```swift
@@ -19,16 +20,17 @@ package enum InMemoryQuery {
     /// - Throws: ``QueryError`` when the predicate has no SQL translation; errors from `evaluate`.
     package static func matches<T: Entity>(_ predicate: Predicate<T>?, _ value: T) throws -> Bool {
         guard let predicate else { return true }
-        _ = try SQLQueryBuilder.condition(predicate)
-        return try predicate.evaluate(value)
+        let condition = try SQLQueryBuilder.condition(predicate)
+        return try PredicateDateRounding.evaluator(predicate, binds: condition?.binds ?? [])(value)
     }
 
     /// The values that satisfy `predicate`, in their original order (the predicate is checked once).
     /// - Throws: ``QueryError`` when the predicate has no SQL translation; errors from `evaluate`.
     package static func filter<T: Entity>(_ predicate: Predicate<T>?, _ values: [T]) throws -> [T] {
         guard let predicate else { return values }
-        _ = try SQLQueryBuilder.condition(predicate)
-        return try values.filter { try predicate.evaluate($0) }
+        let condition = try SQLQueryBuilder.condition(predicate)
+        let evaluate = PredicateDateRounding.evaluator(predicate, binds: condition?.binds ?? [])
+        return try values.filter { try evaluate($0) }
     }
 
     /// `values` sorted by `sort` (or `T.defaultSort` when empty), ties broken by the primary key ascending —

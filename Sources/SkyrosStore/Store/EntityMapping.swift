@@ -82,6 +82,8 @@ package final class EntityPlan<T: Entity>: Sendable {
     package let columnNames: [String]
     package let columnIndex: [String: Int]
     package let idIndex: Int
+    /// The columns of `Date` properties (optional or not): the door rounds their values to microseconds.
+    package let dateColumns: [(index: Int, column: EntityColumn<T>)]
     package let keyStrategy: ColumnKeyStrategy
     /// The version column, or `nil` for `xmin`.
     package let versionColumn: String?
@@ -116,6 +118,8 @@ package final class EntityPlan<T: Entity>: Sendable {
             index[column.name] = i
         }
         self.columnIndex = index
+        self.dateColumns = columns.enumerated().filter { unwrapOptional($0.element.valueType).0 == Date.self }
+            .map { (index: $0.offset, column: $0.element) }
         self.keyStrategy = (T.self as? any ColumnKeyStrategyProviding.Type)?.columnKeyStrategy ?? .useCodingKeys
         self.versionColumn = T.versionColumn
         self.quotedColumns = self.columnNames.map(quoteIdentifier).joined(separator: ", ")

@@ -74,6 +74,29 @@ public enum EntitySchema {
 
     /// The issues of one entity type (empty when it fits).
     public static func issues<T: Entity>(_ type: T.Type, on connection: Connection, schema: String?) async throws -> [SchemaIssue] {
+        try await self.inspect(type, on: connection, schema: schema).issues
+    }
+
+    /// Validates entity types and returns their tables' column definitions (for ``ColumnDoor``), by table.
+    /// - Throws: ``SchemaMismatchError``, ``EntityMappingError``, or `PostgresError`.
+    package static func validateAndDescribe(
+        _ types: [any Entity.Type], on connection: Connection, schema: String?
+    ) async throws -> [String: [String: ColumnDefinition]] {
+        var issues: [SchemaIssue] = []
+        var tables: [String: [String: ColumnDefinition]] = [:]
+        for type in types {
+            let (found, columns) = try await self.inspect(type, on: connection, schema: schema)
+            issues += found
+            tables[type.tableName] = columns
+        }
+        if !issues.isEmpty { throw SchemaMismatchError(issues: issues) }
+        return tables
+    }
+
+    /// The issues of one entity type, and its table's column definitions as the catalog describes them.
+    static func inspect<T: Entity>(
+        _ type: T.Type, on connection: Connection, schema: String?
+    ) async throws -> (issues: [SchemaIssue], columns: [String: ColumnDefinition]) {
         let plan = try EntityPlan<T>.shared
         let schemaName = try PostgresValue(schema)
         let rows = try await connection.query(
@@ -82,7 +105,11 @@ public enum EntitySchema {
                    et.typname::text, a.attnotnull, (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''),
                    EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisunique
                            AND i.indimmediate AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum AND i.indpred IS NULL),
-                   (a.attidentity = 'a' OR a.attgenerated <> '')
+                   (a.attidentity = 'a' OR a.attgenerated <> ''),
+                   (CASE WHEN a.atttypmod <> -1 THEN a.atttypmod ELSE t.typtypmod END)::int4,
+                   (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_catalog.pg_enum e
+                    WHERE e.enumtypid = coalesce(bt.oid, t.oid)),
+                   (a.attnotnull OR (t.typtype = 'd' AND t.typnotnull))
             FROM pg_catalog.pg_class c
             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
@@ -97,7 +124,7 @@ public enum EntitySchema {
         let entity = plan.entityName
         let tableName = plan.table(schema: schema).joined(separator: ".")
         guard !rows.isEmpty else {
-            return [SchemaIssue(entity: entity, message: "table \(tableName) does not exist")]
+            return ([SchemaIssue(entity: entity, message: "table \(tableName) does not exist")], [:])
         }
         var live: [String: LiveColumn] = [:]
         for row in rows {
@@ -105,7 +132,9 @@ public enum EntitySchema {
                 name: try row.decode(String.self, at: 0), typeName: try row.decode(String.self, at: 1),
                 typeKind: try row.decode(String.self, at: 2), elementType: try row.decode(String?.self, at: 3),
                 notNull: try row.decode(Bool.self, at: 4), hasDefault: try row.decode(Bool.self, at: 5),
-                unique: try row.decode(Bool.self, at: 6), generatedAlways: try row.decode(Bool.self, at: 7))
+                unique: try row.decode(Bool.self, at: 6), generatedAlways: try row.decode(Bool.self, at: 7),
+                typeModifier: try row.decode(Int.self, at: 8), enumLabels: try row.decode([String]?.self, at: 9),
+                refusesNull: try row.decode(Bool.self, at: 10))
             live[column.name] = column
         }
 
@@ -161,7 +190,7 @@ public enum EntitySchema {
                     message: "the column is NOT NULL without a default and no property maps to it, so every insert would fail"))
             }
         }
-        return issues
+        return (issues, live.mapValues(\.definition))
     }
 }
 
@@ -181,7 +210,41 @@ struct LiveColumn {
     /// `GENERATED ALWAYS AS IDENTITY` or a generated column: an insert cannot give it a value.
     var generatedAlways: Bool
 
+    /// `atttypmod` (the domain's `typtypmod` for a domain column): a length, or a numeric's precision and scale;
+    /// -1 for none.
+    var typeModifier: Int = -1
+    /// The labels of an enum type, in order.
+    var enumLabels: [String]? = nil
+    /// `NOT NULL` on the column or on its domain.
+    var refusesNull: Bool = false
+
     var displayType: String { self.elementType.map { "\($0)[]" } ?? self.typeName }
+
+    /// The column as the door checks it (array columns are not checked element by element).
+    var definition: ColumnDefinition {
+        ColumnDefinition(self.columnType, nullable: !self.refusesNull, hasDefault: self.hasDefault)
+    }
+
+    var columnType: ColumnType {
+        if self.elementType != nil { return .named(self.displayType) }
+        if self.typeKind == "e", let labels = self.enumLabels { return .enumeration(self.typeName, labels: labels) }
+        switch self.typeName {
+        case "int2": return .smallint
+        case "int4": return .integer
+        case "int8": return .bigint
+        case "text": return .text
+        case "varchar": return self.typeModifier >= 4 ? .varchar(self.typeModifier - 4) : ColumnType(.characters(limit: nil, padded: false))
+        case "bpchar": return self.typeModifier >= 4 ? .char(self.typeModifier - 4) : ColumnType(.characters(limit: nil, padded: true))
+        case "numeric":
+            guard self.typeModifier >= 4 else { return .unconstrainedNumeric }
+            let modifier = self.typeModifier - 4
+            // The scale is 11 bits, signed (negative scales since PostgreSQL 15).
+            var scale = modifier & 0x7FF
+            if scale & 0x400 != 0 { scale -= 0x800 }
+            return .numeric((modifier >> 16) & 0xFFFF, scale)
+        default: return .named(self.typeName)
+        }
+    }
 }
 
 /// Which PostgreSQL types a Swift property type can be stored in (as the row codec binds and decodes it).

@@ -15,14 +15,43 @@ import Synchronization
 /// let ada = try await store.object(User.self, id: 1)      // Versioned(value: …, version: 1)
 /// ```
 ///
-/// Only the primary key is unique; other constraints (foreign keys, checks, NOT NULL) are not modelled. Columns
+/// Column types declared with ``declare(_:columns:)`` are checked as PostgreSQL checks them (integer ranges,
+/// `varchar(n)` lengths, `numeric(p, s)`, NOT NULL, enum labels), with the same ``ColumnValueError`` a stack
+/// throws at its door; a `numeric(p, s)` value is rounded to its scale and a `char(n)` value padded, as stored.
+///
+/// Only the primary key is unique; other constraints (foreign keys, checks) are not modelled. Columns
 /// are matched by name, as on PostgreSQL, so two entity types mapped to one table read and write each other's
 /// rows (a column a row never got reads as NULL).
-public final class InMemoryStore: Store {
-    private let database = Locked(InMemoryDatabase())
+public final class InMemoryStore: Store, ColumnDoorKeeping {
+    private let database: Locked<InMemoryDatabase>
+    /// The declared column types, which writes are checked against.
+    package let columnDoor: ColumnDoor
 
     /// Creates an empty store.
-    public init() {}
+    public init() {
+        let door = ColumnDoor()
+        self.columnDoor = door
+        self.database = Locked(InMemoryDatabase(door: door))
+    }
+
+    /// Declares the types of an entity's columns, so that values are checked as PostgreSQL would check them,
+    /// at a stack's door and when a change set is applied. Columns not named are not checked; declaring a table
+    /// again replaces its declaration.
+    ///
+    /// ```swift
+    /// let store = InMemoryStore()
+    /// store.declare(Ticket.self, columns: [
+    ///     "priority": ColumnDefinition(.integer),
+    ///     "title": ColumnDefinition(.varchar(255)),
+    ///     "price": ColumnDefinition(.numeric(6, 2), nullable: true),
+    /// ])
+    /// ```
+    /// - Parameters:
+    ///   - type: the entity type (its table is declared).
+    ///   - columns: each column's definition, by column name.
+    public func declare<T: Entity>(_ type: T.Type, columns: [String: ColumnDefinition]) {
+        self.columnDoor.define(table: T.tableName, columns: columns)
+    }
 
     public var generation: Int { self.database.withLock { $0.generation } }
 
@@ -46,7 +75,8 @@ public final class InMemoryStore: Store {
 
     public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: Versioned<T>, created: Bool) {
         let plan = try EntityPlan<T>.shared
-        let values = try RowEncoder(plan: plan).encode(value)
+        var values = try RowEncoder(plan: plan).encode(value)
+        try self.columnDoor.check(plan, &values)
         let key = values[plan.idIndex]
         let (row, created) = self.database.withLock { database -> (InMemoryRow, Bool) in
             if let existing = database.tables[plan.tableName]?.rows[key] { return (existing, false) }
@@ -134,9 +164,13 @@ struct InMemoryDatabase: Sendable {
     }
 
     var tables: [String: InMemoryTable] = [:]
+    /// The declared columns, checked on every row written.
+    let door: ColumnDoor
     var generation = 0
     var nextSequence = 0
     private var journal: [Undo]?
+
+    init(door: ColumnDoor) { self.door = door }
 
     /// Applies every operation or none.
     mutating func applyAtomically(_ changes: ChangeSet) throws -> ChangeSetResult {
@@ -191,7 +225,8 @@ extension EntityChange: InMemoryOperation {
             RowChange(entity: plan.entityName, table: table, id: key, kind: kind, version: version)
         }
         func insert(_ value: T) throws -> RowChange {
-            let values = try RowEncoder(plan: plan).encode(value)
+            var values = try RowEncoder(plan: plan).encode(value)
+            try database.door.check(plan, &values)
             let key = values[plan.idIndex]
             if database.row(table, key) != nil {
                 throw PostgresError(
@@ -233,7 +268,8 @@ extension EntityChange: InMemoryOperation {
                 if case .skip = self.resolution { return [] }
                 throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: row.version)
             }
-            let written = try RowEncoder(plan: plan).encode(value)
+            var written = try RowEncoder(plan: plan).encode(value)
+            try database.door.check(plan, &written)
             row.set(written, at: indices, plan: plan)
             row.version += 1
             database.setRow(table, key, row)
@@ -261,7 +297,8 @@ extension EntityChange: InMemoryOperation {
             return [change(key, .deleted, nil)]
 
         case .upsert(let value):
-            let values = try RowEncoder(plan: plan).encode(value)
+            var values = try RowEncoder(plan: plan).encode(value)
+            try database.door.check(plan, &values)
             let key = values[plan.idIndex]
             guard var row = database.row(table, key) else {
                 return [change(key, .inserted, database.insert(values, columns: plan.columnNames, key: key, table: table).version)]

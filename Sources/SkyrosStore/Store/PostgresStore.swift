@@ -16,7 +16,9 @@ import Synchronization
 /// try await store.validate([User.self, Post.self])         // fails on mismatched columns or types
 /// let result = try await store.apply(changes)              // one transaction
 /// ```
-public final class PostgresStore: Store {
+public final class PostgresStore: Store, ColumnDoorKeeping {
+    /// The column definitions read by ``validate(_:)``, which writes are checked against before they are queued.
+    package let columnDoor = ColumnDoor()
     /// The pool every operation leases from.
     public let pool: ConnectionPool
     /// The sandbox schema, or `nil` for unqualified names (the connection's `search_path`).
@@ -68,10 +70,13 @@ public final class PostgresStore: Store {
     /// try await store.validate([User.self, Post.self])
     /// ```
     /// - Throws: ``SchemaMismatchError`` listing every issue (entity, column, Swift and PostgreSQL types).
+    /// The column definitions read here are kept: a stack on this store checks each written value against its
+    /// column before the write is queued (``ColumnValueError``).
     public func validate(_ types: [any Entity.Type]) async throws {
-        try await self.pool.withConnection { connection in
-            try await EntitySchema.validate(types, on: connection, schema: self.schema)
+        let tables = try await self.pool.withConnection { connection in
+            try await EntitySchema.validateAndDescribe(types, on: connection, schema: self.schema)
         }
+        for (table, columns) in tables { self.columnDoor.define(table: table, columns: columns) }
     }
 
     // MARK: Reads

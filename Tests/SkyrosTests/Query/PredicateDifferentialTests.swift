@@ -208,6 +208,101 @@ struct PredicateDifferentialTests {
         await connection.close()
     }
 
+    /// A row of dates (with sub-microsecond digits before they are stored), UUIDs and decimals.
+    struct DatedRow: Entity {
+        var id: Int
+        var t: Date
+        var ot: Date?
+        var u: UUID
+        var d: Decimal
+
+        static let tableName = "diff_dated"
+        static let columns: [EntityColumn<DatedRow>] = [
+            EntityColumn(\.id, "id"), EntityColumn(\.t, "t"), EntityColumn(\.ot, "ot"), EntityColumn(\.u, "u"),
+            EntityColumn(\.d, "d"),
+        ]
+    }
+
+    struct DatedGenerator {
+        var rng: SeededGenerator
+        static let uuids = (0..<8).map { UUID(uuidString: String(format: "00000000-0000-4000-8000-%012d", $0 * 7919))! }
+
+        mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self.rng) }
+        /// Dates a few microseconds apart with tenths of microseconds (as far as a Double near 1.8e9 holds them):
+        /// many round to the same stored value, and captured dates fall between stored ones.
+        mutating func date() -> Date {
+            Date(timeIntervalSince1970: 1_800_000_000 + Double(self.int(0...12)) / 1_000_000 + Double(self.int(0...9)) / 10_000_000)
+        }
+        mutating func uuid() -> UUID { Self.uuids.randomElement(using: &self.rng)! }
+        mutating func decimal() -> Decimal { Decimal(self.int(-300...300)) / 100 }
+
+        mutating func row(id: Int) -> DatedRow {
+            DatedRow(id: id, t: self.date(), ot: self.int(0...3) == 0 ? nil : self.date(), u: self.uuid(), d: self.decimal())
+        }
+    }
+
+    static let datedTemplates: [@Sendable (inout DatedGenerator) -> Predicate<DatedRow>] = [
+        { g in let x = g.date(); return #Predicate { $0.t == x } },
+        { g in let x = g.date(); return #Predicate { $0.t != x } },
+        { g in let x = g.date(); return #Predicate { $0.t > x } },
+        { g in let x = g.date(); return #Predicate { $0.t <= x } },
+        { g in let x: Date? = g.int(0...3) == 0 ? nil : g.date(); return #Predicate { $0.ot == x } },
+        { g in let x = g.date(), y = g.date(); return #Predicate { ($0.ot ?? y) >= x } },
+        { g in let a = g.date(), b = g.date(); let lo = min(a, b), hi = max(a, b); return #Predicate { (lo...hi).contains($0.t) } },
+        { g in let a = g.date(), b = g.date(); let lo = min(a, b), hi = max(a, b); return #Predicate { (lo..<hi).contains($0.t) } },
+        { g in let a = [g.date(), g.date()]; return #Predicate { a.contains($0.t) } },
+        { g in let x = g.uuid(); return #Predicate { $0.u == x } },
+        { g in let x = g.uuid(); return #Predicate { $0.u != x } },
+        { g in let a = [g.uuid(), g.uuid()]; return #Predicate { a.contains($0.u) } },
+        { g in let x = g.decimal(); return #Predicate { $0.d < x } },
+        { g in let x = g.decimal(); return #Predicate { $0.d == x } },
+        { g in let x = g.decimal(), y = g.date(); return #Predicate { $0.d >= x && $0.t < y } },
+        { g in let x = g.uuid(), y = g.date(); return #Predicate { $0.u == x || $0.t == y } },
+    ]
+
+    @Test func datesUUIDsAndDecimalsAgree() async throws {
+        var g = DatedGenerator(rng: SeededGenerator(seed: Self.seed))
+        let rows = (1...300).map { g.row(id: $0) }
+        let memory = InMemoryStore()
+        var changes = ChangeSet()
+        _ = changes.bulkInsert(rows)
+        _ = try await memory.apply(changes)
+
+        let schema = try await TestServer.makeSchema("query_diff_dated")
+        let connection = try await TestServer.connect()
+        try await withCleanup {
+            try await connection.execute(script: """
+                CREATE TABLE \(quoteIdentifier(schema)).diff_dated (
+                    id bigint PRIMARY KEY, t timestamptz NOT NULL, ot timestamptz, u uuid NOT NULL, d numeric NOT NULL)
+                """)
+            let encoder = try RowEncoder<DatedRow>()
+            try await connection.copyFrom(
+                table: [schema, DatedRow.tableName], columns: DatedRow.columns.map(\.name), rows: try rows.map { try encoder.encode($0) })
+            var mismatches = 0
+            var nonTrivial = 0
+            for index in 0..<400 {
+                let predicate = Self.datedTemplates.randomElement(using: &g.rng)!(&g)
+                let sort: [SortDescriptor<DatedRow>] = g.int(0...1) == 0 ? [SortDescriptor(\.t)] : [SortDescriptor(\.d, order: .reverse)]
+                let descriptor = FetchDescriptor(predicate: predicate, sortBy: sort)
+                let expected = try await memory.fetch(descriptor).map(\.value.id)
+                let query = try SQLQueryBuilder.select(descriptor, schema: schema, includeVersion: false)
+                let actual = try await connection.query(query).map { try $0.decode(Int.self, column: "id") }
+                if !expected.isEmpty && expected.count < rows.count { nonTrivial += 1 }
+                if expected != actual {
+                    mismatches += 1
+                    if mismatches <= 5 {
+                        Issue.record("predicate #\(index) differs: \(predicate.expression)\n in memory: \(expected)\n postgres: \(actual)")
+                    }
+                }
+            }
+            #expect(mismatches == 0)
+            #expect(nonTrivial > 200, "only \(nonTrivial) predicates selected a proper subset")
+        } cleanup: {
+            await TestServer.dropSchema(schema)
+            await connection.close()
+        }
+    }
+
     /// Case mappings where Swift (ICU via Foundation) and PostgreSQL's ICU root collation agree, checked on the
     /// server: the generated data relies on them.
     @Test func caseMappingAgreesOnNonASCII() async throws {

@@ -40,6 +40,7 @@ struct TicketService {
             exit(1)
         }
         let router = Router()
+        router.add(middleware: ErrorResponses())
         TicketRoutes(stack: stack).register(on: router)
         // The stack is one of the application's services: on SIGTERM the server stops taking requests first,
         // then the stack commits what is queued and closes its pool.
