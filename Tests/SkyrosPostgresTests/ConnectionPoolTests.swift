@@ -73,8 +73,12 @@ struct ConnectionPoolTests {
     @Test func waitersAreServedInArrivalOrderAndDoNotTimeOutAfterwards() async throws {
         let order = Locked<[Int]>([])
         var waiters: [Task<Void, any Error>] = []
-        let pool = ConnectionPool(configuration: .init(maximumConnections: 1, leaseTimeout: .seconds(2)), postgres: try TestServer.configuration)
+        // The timeout is long enough for three waiters to queue on a loaded machine (ThreadSanitizer,
+        // parallel suites); the check below then outlasts it, so a timer left armed would fire.
+        let leaseTimeout = Duration.seconds(5)
+        let pool = ConnectionPool(configuration: .init(maximumConnections: 1, leaseTimeout: leaseTimeout), postgres: try TestServer.configuration)
         let held = try await pool.lease()
+        let firstQueued = ContinuousClock.now
         for i in 0..<3 {
             waiters.append(Task {
                 try await pool.withConnection { _ in order.withLock { $0.append(i) } }
@@ -85,7 +89,8 @@ struct ConnectionPoolTests {
         for waiter in waiters { try await waiter.value }
         #expect(order.withLock { $0 } == [0, 1, 2])
         // Served before their lease timeout: none of them counts (or later fails) as timed out.
-        #expect(await poll(within: .milliseconds(2500)) { pool.statistics.leaseTimeouts != 0 } == false)
+        let pastEveryTimeout = firstQueued + leaseTimeout + .milliseconds(500) - ContinuousClock.now
+        #expect(await poll(within: max(pastEveryTimeout, .milliseconds(500))) { pool.statistics.leaseTimeouts != 0 } == false)
         await pool.shutdown()
     }
 
