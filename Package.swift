@@ -21,6 +21,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        // `swift package generate-documentation` (a plugin: nothing of it is linked into the library).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
         .systemLibrary(
@@ -33,6 +36,7 @@ let package = Package(
             dependencies: [
                 "CLibPQ",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -42,6 +46,7 @@ let package = Package(
             dependencies: [
                 "SkyrosPostgres",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -62,6 +67,7 @@ let package = Package(
                 "SkyrosStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -72,6 +78,7 @@ let package = Package(
                 "SkyrosStack",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -166,7 +173,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SkyrosPostgresTests",
-            dependencies: ["SkyrosPostgres", "SkyrosTestSupport", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "SkyrosPostgres", "SkyrosTestSupport", .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -175,6 +185,7 @@ let package = Package(
                 "SkyrosMigrations", "SkyrosPostgres", "SkyrosTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -186,6 +197,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -16,12 +16,15 @@ final class BackgroundWork: Sendable {
             guard root == nil else { return }
             // The one unstructured task of the stack's background work: see the type's documentation.
             root = Task {
-                await withDiscardingTaskGroup { group in
-                    for job in jobs {
-                        self.children.withLock { $0 += 1 }
-                        group.addTask {
-                            await job()
-                            self.children.withLock { $0 -= 1 }
+                // Started during `start`, perhaps under a traced caller: the feed's statements belong to no span.
+                await untraced {
+                    await withDiscardingTaskGroup { group in
+                        for job in jobs {
+                            self.children.withLock { $0 += 1 }
+                            group.addTask {
+                                await job()
+                                self.children.withLock { $0 -= 1 }
+                            }
                         }
                     }
                 }

@@ -207,7 +207,9 @@ public struct Migrator: Sendable {
             for migration in plan.pending {
                 try await Self.checkSession(session.backendPID, on: connection)
                 progress?(.started(migration, .up))
-                let duration = try await runner.run(migration, direction: .up, on: connection)
+                let duration = try await Self.traced(migration, direction: .up, on: connection) {
+                    try await runner.run(migration, direction: .up, on: connection)
+                }
                 let step = MigrationReport.Step(migration: migration, direction: .up, duration: duration)
                 report.completed.append(step)
                 report.currentVersion = max(report.currentVersion ?? migration.version, migration.version)
@@ -252,7 +254,9 @@ public struct Migrator: Sendable {
             for migration in toRevert {
                 try await Self.checkSession(session.backendPID, on: connection)
                 progress?(.started(migration, .down))
-                let duration = try await runner.run(migration, direction: .down, on: connection)
+                let duration = try await Self.traced(migration, direction: .down, on: connection) {
+                    try await runner.run(migration, direction: .down, on: connection)
+                }
                 let step = MigrationReport.Step(migration: migration, direction: .down, duration: duration)
                 report.completed.append(step)
                 applied.removeAll { $0.version == migration.version }

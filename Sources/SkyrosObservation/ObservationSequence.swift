@@ -1,5 +1,6 @@
 import Foundation
 import ServiceLifecycle
+import Tracing
 import SkyrosPostgres
 import SkyrosStore
 import SkyrosStack
@@ -59,6 +60,8 @@ final class ObservationDriver<State: Sendable, Element: Sendable>: ObservationDr
     private let coalescing: Duration
     private let fetch: @Sendable () async throws -> State
     private let changes: @Sendable (State?, State) -> Element?
+    /// The observed tables, sorted: the refresh span's `skyros.observation.tables`.
+    private let tables: [String]
     /// The state behind the last element the consumer received.
     private var last: State?
     private var ended = false
@@ -74,6 +77,7 @@ final class ObservationDriver<State: Sendable, Element: Sendable>: ObservationDr
         self.coalescing = coalescing
         self.fetch = fetch
         self.changes = changes
+        self.tables = tables.sorted()
     }
 
     deinit { self.registry.remove(self.id) }
@@ -82,7 +86,7 @@ final class ObservationDriver<State: Sendable, Element: Sendable>: ObservationDr
         if self.ended { return nil }
         do {
             if self.last == nil {
-                let current = try await Self.retrying(self.fetch)
+                let current = try await self.refresh(first: self.last == nil)
                 self.last = current
                 if let first = self.changes(nil, current) { return first }
             }
@@ -99,7 +103,7 @@ final class ObservationDriver<State: Sendable, Element: Sendable>: ObservationDr
                 guard let signal = next else { return try self.end(throwing: nil) }
                 if case .finished(let error) = signal { return try self.end(throwing: error) }
                 if self.coalescing > .zero { try await Task.sleep(for: self.coalescing) }
-                let current = try await Self.retrying(self.fetch)
+                let current = try await self.refresh(first: self.last == nil)
                 if let element = self.changes(self.last, current) {
                     self.last = current
                     return element
@@ -107,6 +111,25 @@ final class ObservationDriver<State: Sendable, Element: Sendable>: ObservationDr
             }
         } catch {
             _ = try? self.end(throwing: nil)
+            throw error
+        }
+    }
+
+    /// Fetches the observed state, in a `skyros.observe.refresh` span when the consuming task is traced (an
+    /// SSE handler under its request's span, say): its statements are that span's children.
+    private func refresh(first: Bool) async throws -> State {
+        guard let parent = ServiceContext.current else { return try await Self.retrying(self.fetch) }
+        let span = InstrumentationSystem.tracer.startSpan("skyros.observe.refresh", context: parent, ofKind: .internal)
+        defer { span.end() }
+        if span.isRecording {
+            span.attributes["skyros.observation.tables"] = self.tables
+            span.attributes["skyros.observation.initial"] = first
+        }
+        do {
+            return try await ServiceContext.withValue(span.context) { try await Self.retrying(self.fetch) }
+        } catch {
+            span.recordError(error)
+            span.setStatus(SpanStatus(code: .error))
             throw error
         }
     }

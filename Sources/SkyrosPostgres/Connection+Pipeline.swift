@@ -1,5 +1,6 @@
 import CLibPQ
 import Foundation
+import Tracing
 
 extension Connection {
     /// Sends many statements in libpq pipeline mode: one round trip, one sync, results in order.
@@ -41,6 +42,25 @@ extension Connection {
     package func pipelineWithoutChecking(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
         if queries.isEmpty { return [] }
         self.logger.debug("pipeline", metadata: ["skyros.pipeline.count": "\(queries.count)"])
+        guard let span = self.spanTarget.start(
+            sql: queries.map(\.sql).joined(separator: ";\n"), operation: Self.batchOperationName(queries), batch: queries.count)
+        else { return try await self.pipelineRetryingStale(queries) }
+        defer { span.end() }
+        do {
+            return try await self.pipelineRetryingStale(queries)
+        } catch {
+            StatementSpanTarget.record(error, on: span)
+            throw error
+        }
+    }
+
+    /// OpenTelemetry's name for a batch: `BATCH INSERT` when every statement is an insert, else `BATCH`.
+    static func batchOperationName(_ queries: [PostgresQuery]) -> String {
+        let first = StatementSpanTarget.operationName(of: queries[0].sql)
+        return queries.dropFirst().allSatisfy { StatementSpanTarget.operationName(of: $0.sql) == first } ? "BATCH \(first)" : "BATCH"
+    }
+
+    private func pipelineRetryingStale(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
         let inTransaction = self.isInTransaction
         do {
             return try await self.pipelineOnce(queries)

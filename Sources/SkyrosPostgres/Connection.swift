@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Tracing
 
 /// Transaction isolation levels for ``Connection/withTransaction(isolation:_:)`` and the pool.
 public enum IsolationLevel: String, Sendable, Hashable {
@@ -44,6 +45,8 @@ public actor Connection {
     private var canceller: QueryCanceller?
     /// Whether named prepared statements are used (disable behind PgBouncer < 1.21 in transaction mode).
     private let usePreparedStatements: Bool
+    /// What a statement's span names (database, server): read once from the configuration.
+    package nonisolated let spanTarget: StatementSpanTarget
 
     private static let counter = IDCounter()
 
@@ -55,6 +58,7 @@ public actor Connection {
         logger[metadataKey: PostgresLogKey.connectionID] = "\(self.id)"
         self.logger = logger
         self.usePreparedStatements = usePreparedStatements
+        self.spanTarget = StatementSpanTarget(configuration)
     }
 
     /// Opens a connection.
@@ -138,8 +142,15 @@ public actor Connection {
             throw PostgresError(kind: .encoding, message: encodingError)
         }
         self.logger.debug("query", metadata: [PostgresLogKey.sql: "\(query.sql)"])
-        return try await self.cancellable {
-            try session.run(query)
+        guard let span = self.spanTarget.start(sql: query.sql) else {
+            return try await self.cancellable { try session.run(query) }
+        }
+        defer { span.end() }
+        do {
+            return try await self.cancellable { try session.run(query) }
+        } catch {
+            StatementSpanTarget.record(error, on: span)
+            throw error
         }
     }
 
@@ -156,8 +167,15 @@ public actor Connection {
             throw PostgresError(kind: .encoding, message: "statement text contains a NUL (0x00) character")
         }
         self.logger.debug("script", metadata: [PostgresLogKey.sql: "\(sql)"])
-        return try await self.cancellable {
-            try session.execute(script: sql)
+        guard let span = self.spanTarget.start(sql: sql, text: false) else {
+            return try await self.cancellable { try session.execute(script: sql) }
+        }
+        defer { span.end() }
+        do {
+            return try await self.cancellable { try session.execute(script: sql) }
+        } catch {
+            StatementSpanTarget.record(error, on: span)
+            throw error
         }
     }
 

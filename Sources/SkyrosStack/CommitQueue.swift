@@ -94,11 +94,12 @@ final class CommitQueue: Sendable {
         }
         let policy = policy ?? self.configuration.mergePolicy
         let prefix = self.commitIDPrefix
+        let trace = CommitTrace.current
         let action = self.state.withLock { state -> CommitQueueStateMachine<QueuedCommit, CheckedContinuation<Void, Never>>.EnqueueAction in
             let action = state.queue.enqueue { id in
                 QueuedCommit(
                     id: id, slots: slots, ticket: ticket, commitID: UUID(commitPrefix: prefix, sequence: id), policy: policy,
-                    bytes: bytes, slotBytes: slotBytes, slotValues: slotValues)
+                    bytes: bytes, slotBytes: slotBytes, slotValues: slotValues, trace: trace)
             }
             if case .queued(let id, _) = action {
                 state.view.addPending(slots, commit: id)
@@ -142,7 +143,7 @@ final class CommitQueue: Sendable {
     /// thread. Unstructured on purpose: see the type's documentation (started by a writer, on its connection's
     /// thread).
     private func spawnDrain(on connection: Connection? = nil) {
-        self.drains.spawn(on: connection?.taskExecutor) { await self.drain(startingOn: connection) }
+        self.drains.spawn(on: connection?.taskExecutor) { await untraced { await self.drain(startingOn: connection) } }
     }
 
     /// Starts a drain before a durable write's set is queued, when none runs (stores with connections): it
@@ -232,7 +233,7 @@ final class CommitQueue: Sendable {
                 let buildsAhead = delay == .zero && self.state.withLock { $0.queue.queuedCount > 0 }
                 if previous == nil, !buildsAhead {
                     // Nothing to do beside the round trip (a lone write): no hand-off to wait for after it.
-                    let outcome = await self.committer.commit(batch, prepared: prepared)
+                    let outcome = await CommitTrace.traced(batch) { await self.committer.commit(batch, prepared: prepared) }
                     self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
                     progress.unsettled = (batch, outcome)
                     continue
@@ -250,7 +251,7 @@ final class CommitQueue: Sendable {
                     if buildsAhead {
                         side.addTask(executorPreference: globalConcurrentExecutor) { self.prepareAhead() }
                     }
-                    let outcome = await self.committer.commit(batch, prepared: prepared)
+                    let outcome = await CommitTrace.traced(batch) { await self.committer.commit(batch, prepared: prepared) }
                     self.metrics.recordGroup(size: batch.count, latency: ContinuousClock.now - started)
                     var built: PreparedAhead?
                     for await group in side { built = built ?? group }

@@ -18,10 +18,12 @@ package final class QueuedCommit: QueueableCommit, Sendable {
     /// Each slot's column values, encoded once at enqueue (`nil` for a deletion): the size above, and the
     /// values an insert binds.
     let slotValues: [[PostgresValue]?]
+    /// The writing task's trace, when it had one: the group commit's span goes under it.
+    let trace: CommitTrace?
 
     init(
         id: UInt64, slots: [ResolvedSlot], ticket: CommitTicket, commitID: UUID, policy: MergePolicy, bytes: Int,
-        slotBytes: [Int], slotValues: [[PostgresValue]?]
+        slotBytes: [Int], slotValues: [[PostgresValue]?], trace: CommitTrace? = nil
     ) {
         self.id = id
         self.slots = slots
@@ -31,5 +33,6 @@ package final class QueuedCommit: QueueableCommit, Sendable {
         self.bytes = bytes
         self.slotBytes = slotBytes
         self.slotValues = slotValues
+        self.trace = trace
     }
 }

@@ -1,0 +1,32 @@
+import SkyrosPostgres
+import Tracing
+
+extension Migrator {
+    /// Runs one migration inside a `skyros.migration` span (under the caller's span, if any; a root span
+    /// otherwise, since a deploy's migrations are worth seeing on their own). Its statements are child spans.
+    static func traced(
+        _ migration: Migration, direction: MigrationDirection, on connection: Connection,
+        _ run: () async throws -> Duration
+    ) async throws -> Duration {
+        let span = InstrumentationSystem.tracer.startSpan(
+            "skyros.migration \(migration.version)", context: ServiceContext.current ?? .topLevel, ofKind: .client)
+        defer { span.end() }
+        if span.isRecording {
+            span.updateAttributes { attributes in
+                attributes["db.system"] = "postgresql"
+                attributes["db.system.name"] = "postgresql"
+                attributes["db.operation.name"] = "MIGRATE"
+                if let namespace = connection.spanTarget.namespace { attributes["db.namespace"] = namespace }
+                attributes["skyros.migration.version"] = Int(migration.version)
+                attributes["skyros.migration.file"] = migration.fileName
+                attributes["skyros.migration.direction"] = direction.rawValue
+            }
+        }
+        do {
+            return try await ServiceContext.withValue(span.context) { try await run() }
+        } catch {
+            StatementSpanTarget.record(error, on: span)
+            throw error
+        }
+    }
+}
