@@ -119,7 +119,11 @@ struct DrainGate: Service {
         // Trapped before shutdown begins, so the signal that starts it is the first element: the second one
         // ends the delay.
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-        try? await gracefulShutdown()
+        do {
+            try await gracefulShutdown()
+        } catch {
+            return   // cancelled: the group stops on an error (the stack could not start), nothing to drain
+        }
         let serving = self.lifecycle.beginDraining()
         guard serving, self.delay > .zero else {
             self.logger.notice("draining: stopping")
