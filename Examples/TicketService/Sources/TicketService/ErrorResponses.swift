@@ -8,7 +8,7 @@ import Skyros
 ///   a body that does not decode;
 /// - 404 and other `HTTPError`s keep their status;
 /// - 409 for a version conflict (another writer changed the row since it was read) or a duplicate key;
-/// - 503 when the database cannot be reached (connection failed or lost, pool exhausted);
+/// - 503 before the stack started, and when the database cannot be reached (connection failed or lost, pool exhausted);
 /// - 500 otherwise, with a generic message (details go to the log, not to the client).
 struct ErrorResponses<Context: RequestContext>: RouterMiddleware {
     func handle(
@@ -29,6 +29,8 @@ struct ErrorResponses<Context: RequestContext>: RouterMiddleware {
         switch error {
         case let refused as ColumnValueError:
             return (.badRequest, "invalid_value", refused.description)
+        case is ServiceNotReady:
+            return (.serviceUnavailable, "starting", "the service is starting; try again shortly")
         case is DecodingError:
             return (.badRequest, "invalid_body", "the request body is not valid JSON for this route")
         case let http as HTTPError:
@@ -51,7 +53,12 @@ struct ErrorResponses<Context: RequestContext>: RouterMiddleware {
     }
 
     static func json(status: HTTPResponse.Status, code: String, message: String) -> Response {
-        let body = (try? JSONEncoder().encode(["error": code, "message": message])) ?? Data(#"{"error":"internal"}"#.utf8)
+        self.json(status: status, ["error": code, "message": message])
+    }
+
+    /// A response whose body is `fields` as a JSON object.
+    static func json(status: HTTPResponse.Status, _ fields: [String: String]) -> Response {
+        let body = (try? JSONEncoder().encode(fields)) ?? Data(#"{"error":"internal"}"#.utf8)
         return Response(
             status: status, headers: [.contentType: "application/json; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
