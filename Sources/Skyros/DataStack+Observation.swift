@@ -6,10 +6,10 @@ import SkyrosObservation
 import SkyrosSync
 
 extension DataStack {
-    /// Observes a query: yields its current result, then a new result with an ordered ``ResultDiff``
+    /// Observes a query: yields its current result, then a new result with an ordered `ResultDiff`
     /// whenever a save in this process or another process's commit changes it. Bursts of changes give one
     /// result. The query runs through the main context (queued local writes included), when the consumer asks
-    /// for the next result (see ``ObservationSequence``: a slow consumer never builds a backlog).
+    /// for the next result (see `ObservationSequence`: a slow consumer never builds a backlog).
     ///
     /// ```swift
     /// let open = FetchDescriptor<Ticket>(predicate: #Predicate { $0.status == "open" },
@@ -19,7 +19,7 @@ extension DataStack {
     /// }
     /// ```
     /// The sequence ends when the consuming task is cancelled or the stack shuts down, and throws
-    /// ``ObservationError/storeRebuilt`` after ``destroyAndRebuild(confirm:)``, or the query's error.
+    /// `ObservationError/storeRebuilt` after ``destroyAndRebuild(confirm:)``, or the query's error.
     public func observe<T: Entity>(_ descriptor: FetchDescriptor<T>) -> ObservationSequence<ObservedResult<T>> {
         let encoder = Result { try RowEncoder<T>() }
         return self.observation(tables: [T.tableName]) {

@@ -12,7 +12,7 @@ import SkyrosSync
 /// into it, and an ordered commit path to the store.
 ///
 /// ``start(_:logger:)`` returns a ready stack — the store reachable, migrations applied, entities validated —
-/// or throws a ``DataStackError`` naming what failed. Opening never deletes data.
+/// or throws a `DataStackError` naming what failed. Opening never deletes data.
 ///
 /// ```swift
 /// let stack = try await DataStack.start(DataStackConfiguration(
@@ -33,11 +33,21 @@ import SkyrosSync
 /// commit queue and closes the pool (``shutdown()`` does the same directly).
 ///
 /// ## Topics
-/// - ``start(_:logger:)``, ``DataStackConfiguration``, ``DataStackError``
-/// - ``read(_:)``, ``write(durability:_:)``, ``write(durability:mergePolicy:_:)``, ``write(_:completion:)``
-/// - ``mainContext``, ``newBackgroundContext()``, ``DataContext``
-/// - ``errors``, ``cacheStatistics``, ``commitQueueStatistics``, ``destroyAndRebuild(confirm:)``
-/// - ``run()``, ``shutdown()``, ``shutdown(timeout:)``, ``ShutdownReport``
+/// - ``start(_:logger:)``
+/// - ``DataStackConfiguration``
+/// - ``read(_:)``
+/// - ``write(durability:_:)``
+/// - ``write(durability:mergePolicy:_:)``
+/// - ``write(_:completion:)``
+/// - ``mainContext``
+/// - ``newBackgroundContext()``
+/// - ``errors``
+/// - ``cacheStatistics``
+/// - ``commitQueueStatistics``
+/// - ``destroyAndRebuild(confirm:)``
+/// - ``run()``
+/// - ``shutdown()``
+/// - ``shutdown(timeout:)``
 public final class DataStack: DataStackProtocol, Service {
     private struct Current: Sendable {
         var core: StackCore
@@ -102,7 +112,7 @@ public final class DataStack: DataStackProtocol, Service {
     /// starting up or has no free slot, for up to ``DataStackConfiguration/waitForDatabase`` (30 s by default);
     /// each failed attempt is logged at `warning` with its reason.
     ///
-    /// - Throws: ``DataStackError`` with code `.storeUnreachable` (bad URL, host, password, database, or no
+    /// - Throws: `DataStackError` with code `.storeUnreachable` (bad URL, host, password, database, or no
     ///   connection within ``DataStackConfiguration/waitForDatabase``),
     ///   `.migrationFailed` (wrapping the migrator's error, naming the file), or `.schemaMismatch` (naming
     ///   entity, column and types). Nothing is deleted on failure.
@@ -200,7 +210,7 @@ public final class DataStack: DataStackProtocol, Service {
 
     private var core: StackCore { self.current.withLock { $0.core } }
 
-    /// A new context whose ``DataContext/save()`` goes straight to the commit queue (a sibling of the main
+    /// A new context whose `DataContext/save()` goes straight to the commit queue (a sibling of the main
     /// context, like Core Data's `newBackgroundContext()`).
     public func newBackgroundContext() -> DataContext {
         DataContext(core: self.core, parent: .root)
@@ -224,18 +234,18 @@ public final class DataStack: DataStackProtocol, Service {
     /// }
     /// ```
     /// - Parameters:
-    ///   - durability: ``WriteDurability/visible`` (default) returns once every reader in the process sees
-    ///     the change; ``WriteDurability/committed`` returns after the PostgreSQL commit.
+    ///   - durability: `WriteDurability/visible` (default) returns once every reader in the process sees
+    ///     the change; `WriteDurability/committed` returns after the PostgreSQL commit.
     ///   - body: the changes.
     /// - Throws: the body's error; with `.committed`, the commit's error (`StoreError`, `PostgresError`);
-    ///   ``DataStackError`` (`.stackShutDown`, `.contextInvalidated`). Waits first while the commit queue is
-    ///   full (``CommitQueueConfiguration/maximumQueuedCommits``, ``CommitQueueConfiguration/maximumQueuedBytes``).
+    ///   `DataStackError` (`.stackShutDown`, `.contextInvalidated`). Waits first while the commit queue is
+    ///   full (`CommitQueueConfiguration/maximumQueuedCommits`, `CommitQueueConfiguration/maximumQueuedBytes`).
     public func write<R>(durability: WriteDurability, _ body: (DataContext) async throws -> R) async throws -> R {
         try await self.write(durability: durability, policy: nil, body)
     }
 
     /// ``write(durability:_:)`` with the stack's ``DataStackConfiguration/defaultDurability``
-    /// (``WriteDurability/visible`` unless configured).
+    /// (`WriteDurability/visible` unless configured).
     ///
     /// ```swift
     /// try await stack.write { context in
@@ -247,7 +257,7 @@ public final class DataStack: DataStackProtocol, Service {
     }
 
     /// ``write(durability:_:)`` with a merge policy for this write's version conflicts (instead of the
-    /// stack's ``CommitQueueConfiguration/mergePolicy``).
+    /// stack's `CommitQueueConfiguration/mergePolicy`).
     ///
     /// ```swift
     /// try await stack.write(durability: .committed, mergePolicy: .mergeByProperty) { context in
@@ -300,12 +310,12 @@ public final class DataStack: DataStackProtocol, Service {
     /// The main context's cache counters (rows, approximate bytes, hits, misses, evictions).
     public var cacheStatistics: CacheStatistics { self.core.statistics }
 
-    /// Deletes every row (``Store/destroy(confirm:)``), re-applies the migrations, and starts over with an
-    /// empty cache and a new main context. Contexts created before throw ``DataStackError`` `.contextInvalidated`;
+    /// Deletes every row (`Store/destroy(confirm:)`), re-applies the migrations, and starts over with an
+    /// empty cache and a new main context. Contexts created before throw `DataStackError` `.contextInvalidated`;
     /// queued commits that had not started fail with the same error. With a change feed, the change log is
     /// created again too: if that fails, this throws, and writes fail (rather than commit unannounced to other
     /// processes) until a later call succeeds.
-    /// - Throws: the store's error, ``DataStackError`` `.migrationFailed`, or the error that stopped the change
+    /// - Throws: the store's error, `DataStackError` `.migrationFailed`, or the error that stopped the change
     ///   log's creation.
     public func destroyAndRebuild(confirm: DestroyConfirmation) async throws {
         let old = self.core
@@ -339,7 +349,7 @@ public final class DataStack: DataStackProtocol, Service {
     }
 
     /// Waits for graceful shutdown (or cancellation), then ``shutdown()`` — or ``shutdown(timeout:)`` with
-    /// ``CommitQueueConfiguration/shutdownTimeout``, logging what did not commit. Returns once every background
+    /// `CommitQueueConfiguration/shutdownTimeout`, logging what did not commit. Returns once every background
     /// task of the stack has ended.
     public func run() async throws {
         try? await gracefulShutdown()
@@ -355,14 +365,14 @@ public final class DataStack: DataStackProtocol, Service {
 
     /// Stops accepting writes, waits for every queued commit, ends the stack's background work (the change
     /// feed's loops, the commit queue's drains) and waits for it, closes the pool, and finishes ``errors``.
-    /// Writes after this throw ``DataStackError`` `.stackShutDown`; no connection is opened after it returns.
+    /// Writes after this throw `DataStackError` `.stackShutDown`; no connection is opened after it returns.
     public func shutdown() async {
         await self.core.shutdown()
         await self.stopBackgroundWork()
     }
 
     /// Like ``shutdown()``, but waits at most `timeout` for the queue to drain; then the sets still queued fail
-    /// (reverted; their callers get ``DataStackError`` `.stackShutDown`) and the report names them.
+    /// (reverted; their callers get `DataStackError` `.stackShutDown`) and the report names them.
     ///
     /// ```swift
     /// let report = await stack.shutdown(timeout: .seconds(10))

@@ -19,7 +19,7 @@ import SkyrosSync
 public struct DataStackConfiguration: Sendable {
     /// Where a stack keeps its rows.
     public enum StoreLocation: Sendable {
-        /// In process memory (``InMemoryStore``): no server, same semantics. For tests and demos.
+        /// In process memory (`InMemoryStore`): no server, same semantics. For tests and demos.
         case inMemory
         /// A PostgreSQL database, optionally sandboxed in a schema (created when missing; migrations run in it).
         case postgres(PostgresConfiguration, schema: String? = nil)
@@ -33,7 +33,7 @@ public struct DataStackConfiguration: Sendable {
     ///
     /// During a rolling deploy the previous build still starts after a newer one applied more migrations: its
     /// files being a prefix of the history, the newer versions are logged at `notice` (see
-    /// ``Migrator/NewerMigrationsPolicy``). To refuse instead:
+    /// `Migrator/NewerMigrationsPolicy`). To refuse instead:
     ///
     /// ```swift
     /// var configuration = DataStackConfiguration(
@@ -49,9 +49,9 @@ public struct DataStackConfiguration: Sendable {
     public var pool: ConnectionPool.Configuration
     /// Group-commit bounds, backpressure, retries and the default merge policy.
     public var commitQueue = CommitQueueConfiguration()
-    /// What ``DataStack/write(_:)`` waits for when the caller does not say: ``WriteDurability/visible``
+    /// What ``DataStack/write(_:)`` waits for when the caller does not say: `WriteDurability/visible`
     /// (default: it returns once every reader in the process sees the change, and a commit failure later
-    /// reaches ``DataStack/errors``, the log at `error` and the metrics) or ``WriteDurability/committed`` (it
+    /// reaches ``DataStack/errors``, the log at `error` and the metrics) or `WriteDurability/committed` (it
     /// returns after the PostgreSQL commit and throws its error). A request handler that answers "created"
     /// should write `.committed`, so that a constraint the database checks fails the request instead of a
     /// log line.
@@ -65,7 +65,7 @@ public struct DataStackConfiguration: Sendable {
     public var changeFeed = ChangeFeedConfiguration()
     /// A direct connection to the same database, for the work that needs a server session of its own: the
     /// migrations' advisory lock at start and the change feed's `LISTEN` (unless
-    /// ``ChangeFeedConfiguration/listener`` names another). `nil` uses the store's.
+    /// `ChangeFeedConfiguration/listener` names another). `nil` uses the store's.
     ///
     /// Set it when the store's URL goes through a transaction-pooling proxy (PgBouncer's
     /// `pool_mode = transaction`): there each transaction may run on another server connection, so a session's
@@ -108,7 +108,7 @@ public struct DataStackConfiguration: Sendable {
     /// While the server refuses connections, does not answer, is starting up (SQLSTATE 57P03) or has no free
     /// connection slot (53300), start tries again with a backoff from 250 ms doubling up to 2 s, and logs each
     /// failed attempt at `warning` with the reason. When the time has passed it throws one
-    /// ``DataStackError`` `.storeUnreachable` naming the target, the time and the attempts, wrapping the last
+    /// `DataStackError` `.storeUnreachable` naming the target, the time and the attempts, wrapping the last
     /// `PostgresError`. A wrong password, a missing database, a TLS or configuration error fails at once.
     /// Each attempt is bounded by the connection's `connect_timeout` (``connectTimeout``), cut to what is left.
     ///
@@ -119,7 +119,7 @@ public struct DataStackConfiguration: Sendable {
     public var waitForDatabase: Duration = .seconds(30)
 
     /// How long opening one connection may take (libpq's `connect_timeout`) when the store's URL sets none:
-    /// ``PostgresConfiguration/connectTimeout`` of the store and of ``directConnection`` (default 10 s; `nil`
+    /// `PostgresConfiguration/connectTimeout` of the store and of ``directConnection`` (default 10 s; `nil`
     /// for no limit; `nil` when the store is in memory).
     ///
     /// ```swift

@@ -5,7 +5,7 @@ import SkyrosObservation
 import SkyrosSync
 
 /// Reads that all see one consistent snapshot of the database: they run in one `REPEATABLE READ`
-/// transaction (see ``DataStack/readSnapshot(_:)``).
+/// transaction (see `DataStack/readSnapshot(_:)`).
 ///
 /// A snapshot reader reads committed data only: it bypasses the main context's cache and does not include
 /// this process's writes that are still queued for commit.

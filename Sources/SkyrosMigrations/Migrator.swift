@@ -128,7 +128,7 @@ public struct Migrator: Sendable {
     /// ```swift
     /// try await Migrator(source: .bundle(.module)).migrate(database: configuration)
     /// ```
-    /// - Throws: ``MigrationError``, or ``PostgresError`` when the connection cannot be opened.
+    /// - Throws: ``MigrationError``, or `PostgresError` when the connection cannot be opened.
     @discardableResult
     public func migrate(
         database: PostgresConfiguration, to target: Int64? = nil,
@@ -269,7 +269,9 @@ public struct Migrator: Sendable {
     }
 
     /// Compares the files with the history without taking the lock or changing anything.
-    /// - Parameter target: limit ``MigrationPlan/pending`` to versions up to this one.
+    /// - Parameters:
+    ///   - connection: a connection to the database whose history is read.
+    ///   - target: limit ``MigrationPlan/pending`` to versions up to this one.
     public func plan(on connection: Connection, to target: Int64? = nil) async throws -> MigrationPlan {
         let migrations = try self.migrations()
         let applied = try await self.history.read(on: connection)
@@ -333,7 +335,9 @@ public struct Migrator: Sendable {
     /// let repairs = try await migrator.repair(on: connection)
     /// for repair in repairs { print(repair.fileName, repair.oldChecksum ?? "-", "→", repair.newChecksum) }
     /// ```
-    /// - Parameter dryRun: only report what would be repaired (reads the history; takes no lock).
+    /// - Parameters:
+    ///   - connection: a direct connection (the migration lock is a session lock).
+    ///   - dryRun: only report what would be repaired (reads the history; takes no lock).
     /// - Returns: the repaired (or, for a dry run, repairable) migrations, by version.
     /// - Throws: ``MigrationError`` (a bad file, the lock wait, the history table).
     @discardableResult

@@ -5,7 +5,7 @@ import SkyrosPostgres
 import SkyrosStore
 import SkyrosStack
 
-/// The results of an observation (``DataStack/observe(_:)``, ``DataStack/observe(_:id:)``), as an
+/// The results of an observation (`DataStack/observe(_:)`, `DataStack/observe(_:id:)`), as an
 /// `AsyncSequence`: the current result first, then one element per change.
 ///
 /// It is pulled, not pushed: the query re-runs when the consumer asks for the next element and something
@@ -21,7 +21,7 @@ import SkyrosStack
 /// Each iterator is an observation of its own. Iteration ends when the consuming task is cancelled, the stack
 /// shuts down, or the consumer runs inside a swift-service-lifecycle service that is shutting down gracefully
 /// (an HTTP server's open event streams end, so it can stop); it throws ``ObservationError/storeRebuilt``
-/// after ``DataStack/destroyAndRebuild(confirm:)``.
+/// after `DataStack/destroyAndRebuild(confirm:)`.
 public struct ObservationSequence<Element: Sendable>: AsyncSequence, Sendable {
     public typealias Failure = any Error
 

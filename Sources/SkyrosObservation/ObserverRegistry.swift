@@ -5,7 +5,7 @@ import SkyrosStack
 
 /// Why an observation ended.
 public enum ObservationError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// ``DataStack/destroyAndRebuild(confirm:)`` deleted every row: observe again on the rebuilt store.
+    /// `DataStack/destroyAndRebuild(confirm:)` deleted every row: observe again on the rebuilt store.
     case storeRebuilt
 
     /// A sentence naming what happened and what to do.

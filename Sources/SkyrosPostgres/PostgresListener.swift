@@ -106,6 +106,7 @@ public final class PostgresListener: Sendable {
     ///   - configuration: a direct (not transaction-pooled) connection to PostgreSQL.
     ///   - channels: channel names; each is quoted.
     ///   - reconnectDelay: the first retry delay after a drop; doubles up to two seconds.
+    ///   - logger: receives reconnects and dropped connections; the password is never logged.
     /// - Throws: ``PostgresError`` when the first connection or `LISTEN` fails.
     public static func start(
         configuration: PostgresConfiguration, channels: [String],

@@ -14,7 +14,7 @@ public struct CommitQueueConfiguration: Sendable {
     /// How long the queue waits for more sets when fewer than ``maximumBatchCount`` are queued before it
     /// sends a group (a latency bound: zero sends at once what is queued). Default zero.
     public var maximumBatchDelay: Duration = .zero
-    /// Writers wait (``DataStack/write(durability:mergePolicy:_:)``) while this many sets are queued or
+    /// Writers wait (`DataStack/write(durability:mergePolicy:_:)`) while this many sets are queued or
     /// being committed. Default 10,000.
     public var maximumQueuedCommits: Int = 10_000
     /// Writers wait while the queued and committing sets hold about this many bytes of row data. Default 64 MiB.
@@ -29,7 +29,7 @@ public struct CommitQueueConfiguration: Sendable {
     /// serialization failure, deadlock) before its sets fail. Default 5 minutes.
     public var maximumRetryDuration: Duration = .seconds(300)
 
-    /// How long ``DataStack/run()`` waits for the queue to drain after graceful shutdown (SIGTERM, SIGINT)
+    /// How long `DataStack/run()` waits for the queue to drain after graceful shutdown (SIGTERM, SIGINT)
     /// before it fails what is still queued and logs the ``ShutdownReport`` at error level; `nil` (the
     /// default) waits until everything committed.
     public var shutdownTimeout: Duration?

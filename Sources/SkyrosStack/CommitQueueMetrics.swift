@@ -82,7 +82,7 @@ public struct CommitQueueStatistics: Sendable, Hashable {
     public var conflicts: Int
     /// Group retries after transient failures.
     public var retries: Int
-    /// Sets that failed for good and were reverted (each also reported on ``DataStack/errors``).
+    /// Sets that failed for good and were reverted (each also reported on `DataStack/errors`).
     public var failures: Int
     /// Mean time from sending a group to its outcome, retries included.
     public var averageGroupLatency: Duration

@@ -2,7 +2,7 @@ import Foundation
 import SkyrosPostgres
 import SkyrosStore
 
-/// A scratch pad of entity changes over a parent: the stack's root (for ``DataStack/mainContext`` and
+/// A scratch pad of entity changes over a parent: the stack's root (for `DataStack/mainContext` and
 /// background contexts) or another context (for child contexts, nestable).
 ///
 /// Reads see the context's own unsaved changes over its parent's view (read-your-writes all the way down to
@@ -23,10 +23,25 @@ import SkyrosStore
 /// Contexts are thread-safe (`Sendable`): each operation is atomic. Use ``perform(_:)`` to group work.
 ///
 /// ## Topics
-/// - ``fetch(_:)``, ``first(_:)``, ``count(_:)``, ``object(_:id:)``
-/// - ``insert(_:)``, ``update(_:)``, ``delete(_:)``, ``delete(_:id:)``, ``delete(where:)``, ``upsert(_:)``,
-///   ``bulkInsert(_:)``, ``findOrCreate(_:)``
-/// - ``save()``, ``saveToStore()``, ``reset()``, ``hasChanges``, ``newChildContext()``, ``perform(_:)``
+/// - ``fetch(_:)-(FetchDescriptor<T>)``
+/// - ``fetch(_:)-(T.Type)``
+/// - ``first(_:)``
+/// - ``count(_:)``
+/// - ``object(_:id:)``
+/// - ``insert(_:)``
+/// - ``update(_:)``
+/// - ``delete(_:)``
+/// - ``delete(_:id:)``
+/// - ``delete(where:)``
+/// - ``upsert(_:)``
+/// - ``bulkInsert(_:)``
+/// - ``findOrCreate(_:)``
+/// - ``save()``
+/// - ``saveToStore()``
+/// - ``reset()``
+/// - ``hasChanges``
+/// - ``newChildContext()``
+/// - ``perform(_:)``
 public final class DataContext: Sendable {
     package enum Parent: Sendable {
         case root
@@ -96,9 +111,9 @@ public final class DataContext: Sendable {
 
     /// Inserts a row (committed on save; a duplicate primary key fails the commit with `.uniqueViolation`).
     ///
-    /// The row is checked against its table's columns first (see ``ColumnValueError``) and normalised to what
+    /// The row is checked against its table's columns first (see `ColumnValueError`) and normalised to what
     /// the table stores (dates rounded to microseconds, numbers to their scale).
-    /// - Throws: ``ColumnValueError`` for a value its column cannot hold: nothing is recorded.
+    /// - Throws: `ColumnValueError` for a value its column cannot hold: nothing is recorded.
     public func insert<T: Entity>(_ value: T) throws {
         try self.checkValid()
         try self.record(self.admitted(value) { .inserted($0) })
@@ -124,7 +139,7 @@ public final class DataContext: Sendable {
 
     /// Records a new state of an existing row. Only the columns that differ from the row as this context read
     /// it are written, guarded by the version read (optimistic locking); nothing at all when nothing changed.
-    /// - Throws: `StoreError.notFound` when no such row is visible to this context; ``ColumnValueError`` for a
+    /// - Throws: `StoreError.notFound` when no such row is visible to this context; `ColumnValueError` for a
     ///   value its column cannot hold (nothing is recorded).
     public func update<T: Entity>(_ value: T) async throws {
         try self.checkValid()
@@ -260,7 +275,7 @@ public final class DataContext: Sendable {
 
     /// Moves the unsaved changes into the parent, atomically. For the main context and background contexts
     /// the changes become visible to every reader at once and their commit is queued (in save order); commit
-    /// failures are reported on ``DataStack/errors``. Use ``saveToStore()`` to wait for the commit.
+    /// failures are reported on `DataStack/errors`. Use ``saveToStore()`` to wait for the commit.
     /// - Throws: ``DataStackError`` (`.contextInvalidated`, `.stackShutDown`).
     public func save() throws {
         _ = try self.push()

@@ -1,6 +1,6 @@
 import SkyrosStore
 
-/// An error raised by a ``DataStack`` or one of its contexts. It names what failed and wraps the
+/// An error raised by a `DataStack` or one of its contexts. It names what failed and wraps the
 /// underlying error (a `PostgresError`, `MigrationError`, `SchemaMismatchError`, `StoreError`, …).
 ///
 /// ```swift
@@ -39,10 +39,10 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
         public static let contextInvalidated = Code(.contextInvalidated)
         /// The stack was shut down and accepts no more work.
         public static let stackShutDown = Code(.stackShutDown)
-        /// A queued commit failed (delivered on ``DataStack/errors``); it was reverted from the main context.
+        /// A queued commit failed (delivered on `DataStack/errors`); it was reverted from the main context.
         public static let commitFailed = Code(.commitFailed)
         /// At start, a notification sent through the pool did not reach the change feed's listener (typically
-        /// a listener behind a transaction-pooling proxy: set ``DataStackConfiguration/directConnection``).
+        /// a listener behind a transaction-pooling proxy: set `DataStackConfiguration/directConnection`).
         public static let changeFeedUnavailable = Code(.changeFeedUnavailable)
         /// A queued commit's connection was lost while it committed, and retrying stopped (its
         /// ``CommitQueueConfiguration/maximumRetryDuration`` passed, or a shutdown deadline) before the commit

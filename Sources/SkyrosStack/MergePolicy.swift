@@ -4,7 +4,7 @@ import SkyrosStore
 /// (optimistic locking: the row's version — `xmin` or the entity's version column — differs).
 ///
 /// Set per stack (``CommitQueueConfiguration/mergePolicy``) and per write
-/// (``DataStack/write(durability:mergePolicy:_:)``).
+/// (`DataStack/write(durability:mergePolicy:_:)`).
 ///
 /// ```swift
 /// try await stack.write(durability: .committed, mergePolicy: .mergeByProperty) { context in

@@ -1,7 +1,7 @@
 import Foundation
 import SkyrosStore
 
-/// What a ``DataStack/shutdown(timeout:)`` whose deadline passed left uncommitted.
+/// What a `DataStack/shutdown(timeout:)` whose deadline passed left uncommitted.
 ///
 /// ```swift
 /// let report = await stack.shutdown(timeout: .seconds(10))

@@ -2,7 +2,7 @@ import SkyrosPostgres
 import SkyrosStore
 import SkyrosStack
 
-/// How a PostgreSQL-backed ``DataStack`` learns of other processes' commits (see the change log in
+/// How a PostgreSQL-backed `DataStack` learns of other processes' commits (see the change log in
 /// "Running many instances").
 ///
 /// ```swift
@@ -14,7 +14,7 @@ import SkyrosStack
 public struct ChangeFeedConfiguration: Sendable {
     /// Whether the stack writes the change log and listens (default `true`; PostgreSQL stores only).
     public var isEnabled: Bool
-    /// The connection used for `LISTEN`; `nil` uses ``DataStackConfiguration/directConnection``, else the
+    /// The connection used for `LISTEN`; `nil` uses `DataStackConfiguration/directConnection`, else the
     /// store's. Give a direct URL when the store's goes through a transaction-pooling proxy such as PgBouncer.
     public var listener: PostgresConfiguration?
     /// The listener's `application_name`; `nil` gives `skyros-listener-<stack origin>`.

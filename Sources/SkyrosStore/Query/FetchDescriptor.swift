@@ -10,8 +10,9 @@ import Foundation
 /// )
 /// ```
 ///
-/// The same descriptor runs as parameterized SQL on PostgreSQL and in memory (``InMemoryQuery``), with the
-/// same results; see <doc:Queries> for the supported predicate constructs and their semantics.
+/// The same descriptor runs as parameterized SQL on PostgreSQL and in memory (`InMemoryQuery`), with the
+/// same results; the Skyros documentation's "Queries" article lists the supported predicate constructs and their
+/// semantics.
 public struct FetchDescriptor<T: Entity>: Sendable {
     /// The rows to return; `nil` returns every row.
     public var predicate: Predicate<T>?

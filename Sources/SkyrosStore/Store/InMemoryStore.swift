@@ -4,7 +4,7 @@ import Synchronization
 
 /// A store in process memory with PostgreSQL's semantics: unique primary keys (a duplicate fails with a
 /// `PostgresError` `.uniqueViolation` naming constraint `<table>_pkey`), a version per row that grows on every
-/// write, atomic change sets, and the same predicate evaluation (``InMemoryQuery``) as the SQL path.
+/// write, atomic change sets, and the same predicate evaluation (`InMemoryQuery`) as the SQL path.
 ///
 /// Rows are kept encoded (as the values that would be bound), so values round-trip exactly as they would
 /// through PostgreSQL (for example text with a NUL is refused, dates keep microseconds).

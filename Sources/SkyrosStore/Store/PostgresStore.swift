@@ -3,7 +3,7 @@ import Logging
 import SkyrosPostgres
 import Synchronization
 
-/// The PostgreSQL store: entities in tables reached through a ``ConnectionPool``.
+/// The PostgreSQL store: entities in tables reached through a `ConnectionPool`.
 ///
 /// With `schema:` every table is qualified with that schema (`"tenant_a"."users"`), which sandboxes a store
 /// the way a store directory sandboxes a Core Data stack: parallel tests and tenants never collide.

@@ -21,9 +21,13 @@ public enum DestroyConfirmation: Sendable {
 /// ```
 ///
 /// ## Topics
-/// - ``fetch(_:)``, ``count(_:)``, ``object(_:id:)``, ``findOrCreate(_:)``
+/// - ``fetch(_:)``
+/// - ``count(_:)``
+/// - ``object(_:id:)``
+/// - ``findOrCreate(_:)``
 /// - ``apply(_:)``
-/// - ``destroy(confirm:)``, ``generation``
+/// - ``destroy(confirm:)``
+/// - ``generation``
 public protocol Store: Sendable {
     /// Changes every time the store is destroyed; contexts created before compare it and refuse to work.
     var generation: Int { get }
@@ -43,7 +47,7 @@ public protocol Store: Sendable {
 
     /// Applies every operation in one transaction: all succeed or nothing is written.
     /// - Throws: ``StoreError`` (version conflicts, unknown columns, a destroyed store), `PostgresError`
-    ///   (e.g. `.uniqueViolation` with its ``PostgresError/constraint``), ``EntityMappingError``.
+    ///   (e.g. `.uniqueViolation` with its `PostgresError/constraint`), ``EntityMappingError``.
     func apply(_ changes: ChangeSet) async throws -> ChangeSetResult
 
     /// Deletes every row of the store (PostgreSQL: drops and recreates the sandbox schema, or drops the
