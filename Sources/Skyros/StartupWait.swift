@@ -30,8 +30,7 @@ struct StartupWait {
         while true {
             attempt += 1
             do {
-                let connection = try await Connection.connect(to: self.probe(postgres, remaining: end - clock.now), logger: logger)
-                await connection.close()
+                try await Self.connectOnce(self.probe(postgres, remaining: end - clock.now), until: self.deadline > .zero ? end : nil, logger: logger)
                 if attempt > 1 {
                     logger.info(
                         "PostgreSQL accepts connections",
@@ -39,11 +38,11 @@ struct StartupWait {
                 }
                 return
             } catch let error as PostgresError where error.isRetryableConnectFailure {
-                // An attempt lasts up to what is left, rounded up to libpq's whole seconds (at least 2): one
-                // starts only with at least 1 s left, so the wait ends within 1 s of the deadline.
+                // An attempt is abandoned at the deadline (libpq's own timeout is whole seconds, at least 2), and
+                // one starts only with at least 100 ms left, so the wait ends at the deadline.
                 let remaining = end - clock.now
-                let retrying = remaining >= .seconds(1)
-                let pause = min(backoff, remaining - .seconds(1))
+                let retrying = remaining >= .milliseconds(100)
+                let pause = min(backoff, remaining - .milliseconds(100))
                 logger.warning(
                     "cannot connect to PostgreSQL yet",
                     metadata: [
@@ -70,6 +69,43 @@ struct StartupWait {
                     underlying: error)
             }
         }
+    }
+
+    /// Opens and closes one connection, giving up at `end` (when set) even if libpq is still connecting: the
+    /// attempt then goes on, on its connection's own thread, until its `connect_timeout` (at most 2 s later),
+    /// and a connection it still opens is closed at once.
+    /// - Throws: the attempt's `PostgresError`, or a retryable `.connectionFailed` "no answer before the
+    ///   deadline" when `end` came first.
+    private static func connectOnce(_ probe: PostgresConfiguration, until end: ContinuousClock.Instant?, logger: Logger) async throws {
+        guard let end else {
+            await (try await Connection.connect(to: probe, logger: logger)).close()
+            return
+        }
+        let first = Locked<CheckedContinuation<Result<Void, any Error>, Never>?>(nil)
+        let attempt = Task {
+            let result: Result<Void, any Error>
+            do {
+                let connection = try await Connection.connect(to: probe, logger: logger)
+                await connection.close()
+                result = .success(())
+            } catch {
+                result = .failure(error)
+            }
+            first.withLock { $0.take() }?.resume(returning: result)
+        }
+        let timer = Task {
+            try? await Task.sleep(until: end, clock: .continuous)
+            let timedOut = PostgresError(kind: .connectionFailed, message: "timeout expired: the start-up deadline came before the server answered")
+            first.withLock { $0.take() }?.resume(returning: .failure(timedOut))
+        }
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in first.withLock { $0 = continuation } }
+        } onCancel: {
+            first.withLock { $0.take() }?.resume(returning: .failure(CancellationError()))
+        }
+        timer.cancel()
+        _ = attempt  // runs to its own end; nothing waits for it (see above)
+        try result.get()
     }
 
     /// `postgres` with its `connect_timeout` cut to what is left of the wait (libpq's at least 2 s), so that
