@@ -261,7 +261,7 @@ public final class DataStack: DataStackProtocol, Service {
     ///
     /// ```swift
     /// try await stack.write(durability: .committed, mergePolicy: .mergeByProperty) { context in
-    ///     try context.update(renamed)
+    ///     try await context.update(renamed)
     /// }
     /// ```
     public func write<R>(

@@ -10,7 +10,7 @@ import SkyrosStore
 /// try await stack.write(durability: .committed, mergePolicy: .mergeByProperty) { context in
 ///     var user = try await context.object(User.self, id: id)!
 ///     user.nickname = "ada"
-///     try context.update(user)        // commits unless someone else changed `nickname` meanwhile
+///     try await context.update(user)       // commits unless someone else changed `nickname` meanwhile
 /// }
 /// ```
 public enum MergePolicy: Sendable, Hashable, CustomStringConvertible {
