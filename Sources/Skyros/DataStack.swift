@@ -418,4 +418,7 @@ public final class DataStack: DataStackProtocol, Service {
 
     /// Test hook: the number of commits queued and not yet started.
     package var queuedCommits: Int { self.core.queuedCommits }
+
+    /// Test hook: how many blocks of ids were taken from `T`'s identity sequence (one round trip each).
+    package func identityBlocksFetched<T: Entity>(_ type: T.Type) -> Int { self.core.identities.blocksFetched(T.self) }
 }
