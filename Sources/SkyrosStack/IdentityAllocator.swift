@@ -94,7 +94,11 @@ package final class IdentityAllocator: Sendable {
     /// (fetching one when none is on its way): a `write {}` calls it before its body runs, so that the body's
     /// inserts find ids. Costs a lock when every pool has ids.
     package func waitForIdentities() async throws {
-        let low = self.pools.withLock { pools in pools.filter { $0.value.available < $0.value.lowWater }.map(\.key) }
+        let low = self.pools.withLock { pools -> [String] in
+            var low: [String] = []
+            for (table, pool) in pools where pool.available < pool.lowWater { low.append(table) }
+            return low
+        }
         for table in low {
             try await self.fill(table: table) { pool in pool.available < pool.lowWater }
         }
