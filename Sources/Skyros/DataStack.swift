@@ -122,13 +122,16 @@ public final class DataStack: DataStackProtocol, Service {
     ) async throws -> DataStack {
         switch configuration.store {
         case .inMemory:
-            return DataStack(store: InMemoryStore(), postgres: nil, pool: nil, configuration: configuration, logger: logger)
+            let stack = DataStack(store: InMemoryStore(), postgres: nil, pool: nil, configuration: configuration, logger: logger)
+            try await stack.core.prepareIdentities(configuration.entities)
+            return stack
         case .postgres(let postgres, let schema):
             try await StartupWait(deadline: configuration.waitForDatabase).waitForDatabase(postgres, logger: logger)
             let pool = ConnectionPool(configuration: configuration.pool, postgres: postgres, logger: logger)
             do {
                 let store = try await self.open(postgres, schema: schema, pool: pool, configuration: configuration, logger: logger)
                 let stack = DataStack(store: store, postgres: store, pool: pool, configuration: configuration, logger: logger)
+                try await stack.core.prepareIdentities(configuration.entities)
                 var lock = configuration.migrator
                 if let schema { lock.schema = schema }
                 try await stack.sync.start(
@@ -240,6 +243,7 @@ public final class DataStack: DataStackProtocol, Service {
     /// - Throws: the body's error; with `.committed`, the commit's error (`StoreError`, `PostgresError`);
     ///   `DataStackError` (`.stackShutDown`, `.contextInvalidated`). Waits first while the commit queue is
     ///   full (`CommitQueueConfiguration/maximumQueuedCommits`, `CommitQueueConfiguration/maximumQueuedBytes`).
+    @discardableResult
     public func write<R>(durability: WriteDurability, _ body: (DataContext) async throws -> R) async throws -> R {
         try await self.write(durability: durability, policy: nil, body)
     }
@@ -252,6 +256,7 @@ public final class DataStack: DataStackProtocol, Service {
     ///     try context.insert(book)
     /// }
     /// ```
+    @discardableResult
     public func write<R>(_ body: (DataContext) async throws -> R) async throws -> R {
         try await self.write(durability: self.configuration.defaultDurability, policy: nil, body)
     }
@@ -264,6 +269,7 @@ public final class DataStack: DataStackProtocol, Service {
     ///     try await context.update(renamed)
     /// }
     /// ```
+    @discardableResult
     public func write<R>(
         durability: WriteDurability? = nil, mergePolicy: MergePolicy, _ body: (DataContext) async throws -> R
     ) async throws -> R {
@@ -273,12 +279,18 @@ public final class DataStack: DataStackProtocol, Service {
     private func write<R>(
         durability: WriteDurability, policy mergePolicy: MergePolicy?, _ body: (DataContext) async throws -> R
     ) async throws -> R {
-        try await self.core.waitForRoom()
-        if durability == .committed { self.core.startDrainAhead() }
+        let core = self.core
+        try await core.waitForRoom()
+        try await core.identities.waitForIdentities()
+        if durability == .committed { core.startDrainAhead() }
         let context = self.newBackgroundContext()
         let result = try await context.perform(body)
         let ticket = try context.push(policy: mergePolicy)
-        if durability == .committed, let ticket { try await ticket.wait() }
+        if durability == .committed, let ticket {
+            try await ticket.wait()
+            // A row the body returns comes back as stored: with the values the database set.
+            if let row = result as? any Entity, let stored = try await core.current(row) as? R { return stored }
+        }
         return result
     }
 
@@ -345,6 +357,7 @@ public final class DataStack: DataStackProtocol, Service {
             throw error
         }
         core.releaseCommits()
+        try await core.prepareIdentities(self.configuration.entities)
         self.logger.info("store destroyed and rebuilt")
     }
 
@@ -415,4 +428,7 @@ public final class DataStack: DataStackProtocol, Service {
 
     /// Test hook: the number of commits queued and not yet started.
     package var queuedCommits: Int { self.core.queuedCommits }
+
+    /// Test hook: how many blocks of ids were taken from `T`'s identity sequence (one round trip each).
+    package func identityBlocksFetched<T: Entity>(_ type: T.Type) -> Int { self.core.identities.blocksFetched(T.self) }
 }

@@ -26,10 +26,12 @@ public protocol DataStackProtocol: Sendable {
     func read<R>(_ body: (DataContext) async throws -> R) async throws -> R
 
     /// Runs `body` on a new context and saves its changes atomically (see ``DataStack/write(durability:_:)``).
+    @discardableResult
     func write<R>(durability: WriteDurability, _ body: (DataContext) async throws -> R) async throws -> R
 
     /// Runs `body` on a new context and saves its changes atomically, with the stack's default durability
     /// (see ``DataStack/write(_:)``).
+    @discardableResult
     func write<R>(_ body: (DataContext) async throws -> R) async throws -> R
 
     /// Runs `body` on a new context, saves it, and calls `completion` exactly once with the value or the error,
@@ -42,6 +44,7 @@ public protocol DataStackProtocol: Sendable {
 extension DataStackProtocol {
     /// Runs `body` on a new context and returns once every reader in the process sees its changes (a
     /// conformance without a default durability of its own).
+    @discardableResult
     public func write<R>(_ body: (DataContext) async throws -> R) async throws -> R {
         try await self.write(durability: .visible, body)
     }

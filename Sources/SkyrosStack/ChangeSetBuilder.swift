@@ -16,7 +16,9 @@ struct ChangeSetBuilder: Sendable {
     /// the conversion they go through.
     /// `nil` for any other set.
     func insertOperations(for commit: QueuedCommit) -> [GroupOperation]? {
-        guard self.generation == self.store.generation, case .row(let first)? = commit.slots.first else { return nil }
+        // An entity whose columns the database sets inserts row by row, each returning them.
+        guard self.generation == self.store.generation, case .row(let first)? = commit.slots.first, !first.kind.hasReadBack
+        else { return nil }
         let kind = ObjectIdentifier(type(of: first.kind))
         var rows: [[PostgresValue]] = []
         rows.reserveCapacity(commit.slots.count)

@@ -109,20 +109,51 @@ public final class DataContext: Sendable {
 
     // MARK: Writes
 
-    /// Inserts a row (committed on save; a duplicate primary key fails the commit with `.uniqueViolation`).
+    /// Inserts a row (committed on save; a duplicate primary key fails the commit with `.uniqueViolation`) and
+    /// returns it as recorded.
     ///
     /// The row is checked against its table's columns first (see `ColumnValueError`) and normalised to what
-    /// the table stores (dates rounded to microseconds, numbers to their scale).
-    /// - Throws: `ColumnValueError` for a value its column cannot hold: nothing is recorded.
-    public func insert<T: Entity>(_ value: T) throws {
+    /// the table stores (dates rounded to microseconds, numbers to their scale). When its entity's key is
+    /// `DatabaseGenerated.identity` and its id is `0`, it gets the next id of the column's sequence, at once
+    /// (from a block fetched ahead):
+    ///
+    /// ```swift
+    /// let ticket = try context.insert(Ticket(id: 0, title: "Printer", createdAt: .now, updatedAt: .now, titleLength: 0))
+    /// print(ticket.id)   // 101
+    /// ```
+    ///
+    /// The columns the database sets (`DatabaseGenerated`) hold the values given here until the commit; then
+    /// readers see the stored ones.
+    /// - Returns: the row as recorded: normalised, with its allocated id.
+    /// - Throws: `ColumnValueError` for a value its column cannot hold; ``DataStackError`` `.noIdentityAvailable`
+    ///   when no allocated id is left. Nothing is recorded.
+    @discardableResult
+    public func insert<T: Entity>(_ value: T) throws -> T {
         try self.checkValid()
-        try self.record(self.admitted(value) { .inserted($0) })
+        let change = try self.admitted(self.core.assigningIdentity(value)) { .inserted($0) }
+        try self.record(change)
+        return change.value as? T ?? value
+    }
+
+    /// Waits until `count` ids of `T` (an entity with an ``DatabaseGenerated/identity`` key) are allocated, so
+    /// that as many inserts find one at once: for a write that inserts more rows than a block holds.
+    ///
+    /// ```swift
+    /// try await context.reserveIdentities(Ticket.self, count: rows.count)
+    /// for row in rows { try context.insert(Ticket(id: 0, title: row.title, …)) }
+    /// ```
+    /// - Throws: the store's error when a block cannot be fetched.
+    public func reserveIdentities<T: Entity>(_ type: T.Type, count: Int) async throws {
+        try self.checkValid()
+        let plan = try EntityPlan<T>.shared
+        guard plan.identityIndex != nil else { return }
+        try await self.core.identities.reserve(plan, count: count)
     }
 
     /// Inserts many rows (one bulk insert — `COPY` for large batches — when committed).
     public func bulkInsert<T: Entity>(_ values: [T]) throws {
         try self.checkValid()
-        let changes = try values.map { try self.admitted($0) { .inserted($0) } }
+        let changes = try values.map { try self.admitted(self.core.assigningIdentity($0)) { .inserted($0) } }
         try self.tracker.withLock { tracker in
             // All or nothing: a row held as another entity type refuses the whole batch.
             for change in changes { if let mismatch = tracker.typeMismatch(change) { throw mismatch } }
@@ -134,7 +165,7 @@ public final class DataContext: Sendable {
     /// UPDATE` when committed: race-free across processes).
     public func upsert<T: Entity>(_ value: T) throws {
         try self.checkValid()
-        try self.record(self.admitted(value) { .upserted($0) })
+        try self.record(self.admitted(self.core.assigningIdentity(value)) { .upserted($0) })
     }
 
     /// Records a new state of an existing row. Only the columns that differ from the row as this context read

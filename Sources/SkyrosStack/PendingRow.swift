@@ -140,6 +140,11 @@ protocol AnyEntityKind: Sendable {
     func encode(_ value: any Entity) -> [PostgresValue]?
     /// A plain insert of rows of this entity, encoded already, for a group commit's pipeline.
     func mergeableInsert(rows: [[PostgresValue]], schema: String?) throws -> MergeableInsert
+    /// Whether the database sets some of the entity's columns (``DatabaseGenerated``), read back by each write.
+    var hasReadBack: Bool { get }
+    /// The row as stored: `written` (its encoded values) with the values of the columns the database sets as a
+    /// write returned them; `nil` when it cannot be decoded.
+    func stored(_ written: [PostgresValue], readBack: [PostgresValue]) -> (any Entity)?
 }
 
 /// The approximate memory of a row: the encoded size of its column values.
@@ -155,6 +160,13 @@ struct EntityKind<T: Entity>: AnyEntityKind {
 
     func mergeableInsert(rows: [[PostgresValue]], schema: String?) throws -> MergeableInsert {
         try MergeableInsert(plan: EntityPlan<T>.shared, values: [], encoded: rows, schema: schema)
+    }
+
+    var hasReadBack: Bool { (try? EntityPlan<T>.shared)?.hasReadBack ?? false }
+
+    func stored(_ written: [PostgresValue], readBack: [PostgresValue]) -> (any Entity)? {
+        guard let plan = try? EntityPlan<T>.shared else { return nil }
+        return try? RowDecoder(plan: plan).decode(values: plan.stored(written, readBack: readBack))
     }
 
     func emit(

@@ -21,6 +21,8 @@ package final class StackCore: Sendable {
     let queue: CommitQueue
     /// Checks each written value against its column before the write is recorded (``ColumnDoor``).
     let door: ColumnDoor
+    /// The ids of ``DatabaseGenerated/identity`` keys, handed out at `insert` from blocks of their sequence.
+    package let identities: IdentityAllocator
 
     package init(
         store: any GroupCommitStore, cacheLimit: CacheLimit, generation: Int, logger: Logger,
@@ -30,6 +32,7 @@ package final class StackCore: Sendable {
         self.queueConfiguration = queueConfiguration
         self.store = store
         self.door = (store as? any ColumnDoorKeeping)?.columnDoor ?? ColumnDoor()
+        self.identities = IdentityAllocator(store: store, tasks: drains, logger: logger)
         self.generation = generation
         let state = Locked(StackState(view: StackView(cacheLimit: cacheLimit), queue: CommitQueue.stateMachine(queueConfiguration)))
         self.state = state
@@ -164,6 +167,31 @@ package final class StackCore: Sendable {
             self.saves.saved([.row(PendingRow(key: key, kind: EntityKind<T>(), id: row.value.id, state: .inserted(row.value)))])
         }
         return (row.value, row.version, created)
+    }
+
+    /// `value` with an id allocated from its sequence when its entity has an ``DatabaseGenerated/identity`` key
+    /// and its id is `0`; otherwise `value`.
+    /// - Throws: ``DataStackError`` `.noIdentityAvailable`.
+    func assigningIdentity<T: Entity>(_ value: T) throws -> T {
+        let plan = try EntityPlan<T>.shared
+        guard plan.needsIdentity(value) else { return value }
+        return try plan.settingIdentity(try self.identities.take(plan), of: value)
+    }
+
+    /// Fetches the first block of ids of every entity among `types` with an ``DatabaseGenerated/identity`` key.
+    package func prepareIdentities(_ types: [any Entity.Type]) async throws {
+        for type in types { try await self.prepareIdentities(of: type) }
+    }
+
+    private func prepareIdentities<T: Entity>(of type: T.Type) async throws {
+        let plan = try EntityPlan<T>.shared
+        if plan.identityIndex != nil { try await self.identities.reserve(plan, count: 1) }
+    }
+
+    /// The row `value` is, as the main context sees it now (after a durable write: as stored, with the values
+    /// the database set).
+    package func current<T: Entity>(_ value: T) async throws -> T {
+        try await self.lookup(T.self, id: value.id, key: RowKey(value))?.value as? T ?? value
     }
 
     private func size<T: Entity>(of value: T) throws -> Int {

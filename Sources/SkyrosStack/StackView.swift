@@ -87,8 +87,16 @@ struct StackView: Sendable {
                 // update under a merging policy is taken to have.
                 let merged = written?.isStoredAsWritten.map { !$0 } ?? Self.mayHaveMerged(row, policy: commit.policy)
                 let rewritten = !self.rewritingTables.isEmpty && self.rewritingTables.contains(row.key.table)
-                if let version = written?.version, !merged, !remoteChanged, !rewritten {
-                    self.cache.put(row.key, value: value, version: version, bytes: commit.slotBytes[index], pinned: stillPending)
+                // For an entity whose columns the database sets, the row stored: the values written with the ones the
+                // write returned (`nil` when it returned none: read it again).
+                var stored: (any Entity)? = value
+                if row.kind.hasReadBack {
+                    stored = written?.readBack.flatMap { readBack in commit.slotValues[index].flatMap { row.kind.stored($0, readBack: readBack) } }
+                }
+                if let version = written?.version, let stored, !merged, !remoteChanged, !rewritten {
+                    self.cache.put(row.key, value: stored, version: version, bytes: commit.slotBytes[index], pinned: stillPending)
+                    // Observers were shown the values the app gave to the columns the database sets.
+                    if row.kind.hasReadBack { reread.append(slot) }
                 } else {
                     // Not written (the store won a conflict), its version is unknown, the stored row holds
                     // another writer's columns (merged) or what a trigger made of it (rewritten), or another

@@ -155,6 +155,9 @@ public struct RowChange: Sendable, Hashable {
     /// writer's columns were kept, and the stack reads the row again). `nil` for other writes: a guarded
     /// update's stored row is the value written.
     package var isStoredAsWritten: Bool?
+    /// For an entity with columns the database sets (``DatabaseGenerated``): their stored values, in the order of
+    /// ``EntityPlan/readBackIndices``, as the write's `RETURNING` gave them; `nil` when not known (a `COPY`).
+    package var readBack: [PostgresValue]?
 
     public init(entity: String, table: String, id: PostgresValue, kind: Kind, version: Int64?) {
         self.entity = entity
@@ -244,6 +247,8 @@ struct EntityChange<T: Entity>: Sendable {
             guard let index = plan.columnIndex[name] else {
                 throw StoreError.unknownColumn(entity: plan.entityName, column: name)
             }
+            // The database sets it: never written.
+            if plan.hasReadBack, plan.readBackIndices.contains(index) { continue }
             // A linear search: an update names a few columns (a `Set` was a visible cost per commit).
             if !indices.contains(index) { indices.append(index) }
         }

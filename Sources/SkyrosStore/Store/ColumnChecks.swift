@@ -79,6 +79,49 @@ public struct ColumnType: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// A column default the in-memory store evaluates for a column the database sets (``DatabaseGenerated``): what
+/// `DEFAULT now()`, `DEFAULT gen_random_uuid()` or a constant default does on PostgreSQL.
+///
+/// ```swift
+/// store.declare(Ticket.self, columns: [
+///     "created_at": ColumnDefinition(.named("timestamptz"), default: .now),
+///     "updated_at": ColumnDefinition(.named("timestamptz"), default: .now),   // .onInsertAndUpdate: set on every write
+///     "token": ColumnDefinition(.named("uuid"), default: .randomUUID),
+/// ])
+/// ```
+///
+/// Other SQL defaults, trigger bodies and `GENERATED ALWAYS AS (…)` expressions are not evaluated in memory: the
+/// in-memory store keeps the value the app gave for such a column.
+public struct ColumnDefault: Sendable, Hashable {
+    enum Kind: Sendable, Hashable {
+        case now
+        case randomUUID
+        case constant(PostgresValue)
+    }
+
+    let kind: Kind
+
+    /// `now()`: the time of the write, in microseconds (PostgreSQL's is the transaction's start).
+    public static let now = ColumnDefault(kind: .now)
+    /// `gen_random_uuid()`: a random (version 4) UUID.
+    public static let randomUUID = ColumnDefault(kind: .randomUUID)
+
+    /// A constant, as PostgreSQL would store it (`DEFAULT 0`, `DEFAULT 'open'`).
+    /// - Throws: `PostgresError` when the value cannot be encoded.
+    public static func constant<V: PostgresEncodable>(_ value: V) throws -> ColumnDefault {
+        ColumnDefault(kind: .constant(try PostgresValue(value)))
+    }
+
+    /// The value the default gives now.
+    func evaluate() -> PostgresValue {
+        switch self.kind {
+        case .now: (try? PostgresValue(Date().postgresStored)) ?? .null
+        case .randomUUID: (try? PostgresValue(UUID())) ?? .null
+        case .constant(let value): value
+        }
+    }
+}
+
 /// A column of a table: its type, whether it takes NULL, whether it has a default.
 ///
 /// ```swift
@@ -96,15 +139,20 @@ public struct ColumnDefinition: Sendable, Hashable {
     /// Whether the column has a default (or is an identity or generated column): then NULL is left to the
     /// server to refuse.
     public var hasDefault: Bool
+    /// The default the in-memory store evaluates for a column the database sets (``DatabaseGenerated``); `nil`
+    /// for none, or one it cannot evaluate (then it keeps the app's value).
+    public var defaultValue: ColumnDefault?
 
     /// - Parameters:
     ///   - type: the column's type.
     ///   - nullable: whether it accepts NULL (`false`: `NOT NULL`).
     ///   - hasDefault: whether it has a default.
-    public init(_ type: ColumnType, nullable: Bool = false, hasDefault: Bool = false) {
+    ///   - default: the default the in-memory store evaluates (implies `hasDefault`).
+    public init(_ type: ColumnType, nullable: Bool = false, hasDefault: Bool = false, default defaultValue: ColumnDefault? = nil) {
         self.type = type
         self.isNullable = nullable
-        self.hasDefault = hasDefault
+        self.hasDefault = hasDefault || defaultValue != nil
+        self.defaultValue = defaultValue
     }
 }
 
@@ -213,11 +261,13 @@ package struct ColumnRules: Sendable {
     let entity: String
     let rules: [ColumnRule]
 
-    init(entity: String, columnNames: [String], definitions: [String: ColumnDefinition]) {
+    /// - Parameter skipping: the columns the database sets (``EntityPlan/readBackIndices``): never written, so
+    ///   never checked.
+    init(entity: String, columnNames: [String], definitions: [String: ColumnDefinition], skipping: [Int] = []) {
         self.entity = entity
         var rules: [ColumnRule] = []
         for (index, name) in columnNames.enumerated() {
-            guard let definition = definitions[name] else { continue }
+            guard let definition = definitions[name], !skipping.contains(index) else { continue }
             let check: ColumnRule.Check
             switch definition.type.storage {
             case .integer(64): check = .none
@@ -392,7 +442,8 @@ package final class ColumnDoor: Sendable {
         return self.state.withLock { state in
             if let rules = state.rules[key] { return rules }
             let rules = ColumnRules(
-                entity: plan.entityName, columnNames: plan.columnNames, definitions: state.tables[plan.tableName] ?? [:])
+                entity: plan.entityName, columnNames: plan.columnNames, definitions: state.tables[plan.tableName] ?? [:],
+                skipping: plan.readBackIndices)
             state.rules[key] = rules
             return rules
         }

@@ -45,12 +45,18 @@ extension EntityChange {
             sql = plan.updateHead(schema: schema, columns: indices)
         }
         var unchanged: [String] = []
-        for index in values.indices where index != plan.idIndex && !indices.contains(index) {
+        // The columns the database sets are returned as stored, not compared.
+        for index in values.indices
+        where index != plan.idIndex && !indices.contains(index) && !(plan.hasReadBack && plan.readBackIndices.contains(index)) {
             binds.append(values[index])
             unchanged.append("\(quoteIdentifier(plan.columnNames[index]))::text IS NOT DISTINCT FROM $\(binds.count)::text")
         }
         let asWritten = unchanged.isEmpty ? "true" : unchanged.joined(separator: " AND ")
-        sql += " RETURNING \(plan.versionExpression) AS v, (\(asWritten)) AS as_written"
+        sql += " RETURNING \(plan.versionExpression) AS v, (\(asWritten)) AS as_written\(plan.returningReadBack)"
+        if mustAffectRow, plan.hasReadBack {
+            // Version, as_written and the read-back columns as returned, then the check.
+            return (PostgresQuery(unsafeSQL: EntityPlan<T>.mustAffectRowKeepingColumns(sql), binds: binds), key, values, 1)
+        }
         if mustAffectRow {
             sql = "WITH skyros_write AS (\(sql)) SELECT max(skyros_write.v), 1 / count(*), bool_and(skyros_write.as_written) FROM skyros_write"
         }
@@ -76,7 +82,7 @@ extension EntityChange {
         let table = plan.quotedTable(schema: schema)
         let idColumn = quoteIdentifier(plan.idColumn)
         let values = try RowEncoder(plan: plan).encode(value)
-        var assignments = plan.columnNames.indices.filter { $0 != plan.idIndex }.map { index in
+        var assignments = plan.insertedIndices.filter { $0 != plan.idIndex }.map { index in
             "\(quoteIdentifier(plan.columnNames[index])) = EXCLUDED.\(quoteIdentifier(plan.columnNames[index]))"
         }
         if let versionColumn = plan.versionColumn {
@@ -87,7 +93,7 @@ extension EntityChange {
         query.append(
             PostgresQuery(
                 unsafeSQL: " ON CONFLICT (\(idColumn)) DO UPDATE SET \(assignments.joined(separator: ", ")) "
-                    + "RETURNING \(plan.versionExpression), (xmax::text = '0')"))
+                    + "RETURNING \(plan.versionExpression), (xmax::text = '0')\(plan.returningReadBack)"))
         return (query, values[plan.idIndex])
     }
 }

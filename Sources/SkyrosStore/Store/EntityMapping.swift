@@ -89,6 +89,24 @@ package final class EntityPlan<T: Entity>: Sendable {
     package let versionColumn: String?
     /// The quoted column list in declared order (trusted SQL text).
     package let quotedColumns: String
+    /// The index of the key column whose ids come from its sequence (``DatabaseGenerated/identity``), if any.
+    package let identityIndex: Int?
+    /// How many ids one round trip takes from the identity column's sequence.
+    package let identityBlockSize: Int
+    /// Sets the primary key of a value (for an ``DatabaseGenerated/identity`` key; `nil` otherwise).
+    // nonisolated(unsafe): a key path to a stored property is an immutable value; the standard library does not
+    // mark it Sendable.
+    private nonisolated(unsafe) let identityKeyPath: WritableKeyPath<T, T.ID>?
+    /// The columns the database sets on insert, update or both, and generated ones (every
+    /// ``DatabaseGenerated`` column but the identity key), in declared order: never written, returned by every
+    /// insert, update and upsert (`RETURNING`), and set into the cached row after the commit.
+    package let readBackIndices: [Int]
+    /// The columns an insert writes (declared order, minus ``readBackIndices``).
+    package let insertedIndices: [Int]
+    /// `, "a", "b"` for ``readBackIndices`` (empty when none): appended to a `RETURNING` list.
+    package let returningReadBack: String
+    /// `INSERT`'s column list (minus ``readBackIndices``), quoted.
+    let quotedInsertedColumns: String
     /// A fingerprint of the table, column names and order, and version column, stable across processes and
     /// builds (FNV-1a, not Swift's per-process seeded hash). An update announces its row's values with it
     /// (``AnnouncedRow``); another process refreshes its cached copy only when its own plan has the same
@@ -123,6 +141,18 @@ package final class EntityPlan<T: Entity>: Sendable {
         self.keyStrategy = (T.self as? any ColumnKeyStrategyProviding.Type)?.columnKeyStrategy ?? .useCodingKeys
         self.versionColumn = T.versionColumn
         self.quotedColumns = self.columnNames.map(quoteIdentifier).joined(separator: ", ")
+        let generated = columns.map(\.generated)
+        let readBack = generated.indices.filter { index in
+            guard let kind = generated[index]?.kind else { return false }
+            if case .identity = kind { return false }
+            return true
+        }
+        self.readBackIndices = readBack
+        self.insertedIndices = columns.indices.filter { !readBack.contains($0) }
+        let names = self.columnNames
+        self.returningReadBack = readBack.map { ", " + quoteIdentifier(names[$0]) }.joined()
+        self.quotedInsertedColumns = columns.indices.filter { !readBack.contains($0) }.map { quoteIdentifier(names[$0]) }
+            .joined(separator: ", ")
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for name in [T.tableName, T.versionColumn ?? ""] + self.columnNames {
             for byte in name.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
@@ -140,6 +170,87 @@ package final class EntityPlan<T: Entity>: Sendable {
             throw EntityMappingError(entity: name, column: primaryKey, message: "the primary key is not a declared column")
         }
         self.idIndex = idIndex
+        var identity: (index: Int, blockSize: Int)?
+        for (index, column) in columns.enumerated() {
+            guard case .identity(let blockSize)? = column.generated?.kind else { continue }
+            guard index == idIndex else {
+                throw EntityMappingError(
+                    entity: name, column: column.name,
+                    message: "only the primary key can be declared .identity (declare other sequence-filled columns .onInsert)")
+            }
+            identity = (index, blockSize)
+        }
+        if readBack.contains(idIndex) {
+            throw EntityMappingError(
+                entity: name, column: names[idIndex],
+                message: "the primary key must be known when a row is inserted: declare it .identity, or let the app set it")
+        }
+        self.identityIndex = identity?.index
+        self.identityBlockSize = identity?.blockSize ?? 0
+        if identity != nil {
+            guard let keyPath = columns[idIndex].keyPath as? WritableKeyPath<T, T.ID> else {
+                throw EntityMappingError(
+                    entity: name, column: names[idIndex], message: "an .identity key is set by insert: declare the id property with var")
+            }
+            guard Self.identity(1, as: T.ID.self) != nil else {
+                throw EntityMappingError(
+                    entity: name, column: names[idIndex], message: "an .identity key must be an integer (Int, Int64 or Int32)")
+            }
+            self.identityKeyPath = keyPath
+        } else {
+            self.identityKeyPath = nil
+        }
+    }
+
+    /// `value` as an id of type `ID`, when `ID` is an integer type that holds it.
+    private static func identity<ID>(_ value: Int64, as type: ID.Type) -> ID? {
+        switch type {
+        case is Int.Type: return Int(value) as? ID
+        case is Int64.Type: return value as? ID
+        case is Int32.Type: return Int32(exactly: value) as? ID
+        case is UInt64.Type: return UInt64(exactly: value) as? ID
+        case is UInt.Type: return UInt(exactly: value) as? ID
+        default: return nil
+        }
+    }
+
+    /// Whether `value` asks for an allocated id: its entity has an ``DatabaseGenerated/identity`` key and the
+    /// value's id is `0`.
+    package func needsIdentity(_ value: T) -> Bool {
+        guard self.identityKeyPath != nil else { return false }
+        return Self.identity(0, as: T.ID.self) == value.id
+    }
+
+    /// `value` with the id `id` (an ``DatabaseGenerated/identity`` key).
+    package func settingIdentity(_ id: Int64, of value: T) throws -> T {
+        guard let keyPath = self.identityKeyPath, let typed = Self.identity(id, as: T.ID.self) else {
+            throw EntityMappingError(entity: self.entityName, column: self.idColumn, message: "the allocated id does not fit the id's type")
+        }
+        var value = value
+        value[keyPath: keyPath] = typed
+        return value
+    }
+
+    /// Whether the database sets some columns that are read back after each write (``readBackIndices``).
+    package var hasReadBack: Bool { !self.readBackIndices.isEmpty }
+
+    /// The values of ``readBackIndices`` in a returned row, from column `first` on (text as PostgreSQL sent it).
+    package func readBack(_ row: PostgresRow, from first: Int) -> [PostgresValue] {
+        let columns = row.columns
+        return self.readBackIndices.indices.map { offset in
+            let column = first + offset
+            guard column < columns.count, let bytes = row.bytes(at: column) else { return .null }
+            return PostgresValue(type: columns[column].type, text: String(decoding: bytes, as: UTF8.self))
+        }
+    }
+
+    /// A written row's values with the stored values of ``readBackIndices`` in place of what the app gave.
+    package func stored(_ written: [PostgresValue], readBack: [PostgresValue]) -> [PostgresValue] {
+        var values = written
+        for (offset, index) in self.readBackIndices.enumerated() where offset < readBack.count && index < values.count {
+            values[index] = readBack[offset]
+        }
+        return values
     }
 
     package var idColumn: String { self.columnNames[self.idIndex] }
@@ -168,7 +279,9 @@ package final class EntityPlan<T: Entity>: Sendable {
             var sql = self.updateHead(schema: schema, columns: columns)
             if guardedByVersion { sql += " AND \(self.versionExpression) = $\(columns.count + 2)" }
             sql += " RETURNING \(self.versionExpression)"
-            return mustAffectRow ? Self.mustAffectRow(sql + " AS v") : sql
+            guard mustAffectRow else { return sql + self.returningReadBack }
+            if self.hasReadBack { return Self.mustAffectRowKeepingColumns(sql + " AS v" + self.returningReadBack) }
+            return Self.mustAffectRow(sql + " AS v")
         }
     }
 
@@ -177,6 +290,13 @@ package final class EntityPlan<T: Entity>: Sendable {
     /// must abort the transaction.
     static func mustAffectRow(_ write: String) -> String {
         "WITH skyros_write AS (\(write)) SELECT max(skyros_write.v), 1 / count(*) FROM skyros_write"
+    }
+
+    /// ``mustAffectRow(_:)`` that keeps the write's returned columns (version, read-back columns) as they are, and
+    /// adds the check as the last column.
+    static func mustAffectRowKeepingColumns(_ write: String) -> String {
+        "WITH skyros_write AS (\(write)) SELECT skyros_write.*, 1 / (SELECT count(*) FROM skyros_write) "
+            + "FROM (SELECT) AS skyros_one LEFT JOIN skyros_write ON true"
     }
 
     /// `SELECT <columns>, <version> AS <alias> FROM <table> WHERE <id> = $1`, built once per schema.

@@ -59,9 +59,23 @@ package protocol GroupCommitStore: Store {
     /// The row `id` of `type` read through `session` (a listener's, on its thread) as the store reads it;
     /// `nil` when it does not exist, fails to read or decode, or the store has no sessions.
     func readAgain<T: Entity>(_ type: T.Type, id: PostgresValue, on session: ListenerSession) -> Versioned<T>?
+
+    /// `count` new ids from the sequence of `T`'s ``DatabaseGenerated/identity`` key, in one round trip
+    /// (PostgreSQL: `nextval` of the column's sequence, `count` times in one statement).
+    func allocateIdentities<T: Entity>(_ type: T.Type, count: Int) async throws -> [Int64]
 }
 
 extension PostgresStore: GroupCommitStore {
+    package func allocateIdentities<T: Entity>(_ type: T.Type, count: Int) async throws -> [Int64] {
+        let plan = try EntityPlan<T>.shared
+        // pg_get_serial_sequence takes the table as SQL text (quoted, qualified) and the column name as is.
+        let query = PostgresQuery(
+            unsafeSQL: "SELECT pg_catalog.nextval(pg_catalog.pg_get_serial_sequence($1, $2)) FROM pg_catalog.generate_series(1, $3)",
+            binds: [try PostgresValue(plan.quotedTable(schema: self.schema)), try PostgresValue(plan.idColumn), try PostgresValue(max(1, count))])
+        let rows = try await self.pool.withConnection { try await $0.query(query) }
+        return try rows.map { try $0.decode(Int64.self, at: 0) }
+    }
+
     package func commitGroup(
         ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
         operations: (Int) -> [GroupOperation]?, hook: (any CommitTransactionHook)?, prepared: PreparedGroup?
@@ -101,6 +115,10 @@ extension PostgresStore: GroupCommitStore {
 }
 
 extension InMemoryStore: GroupCommitStore {
+    package func allocateIdentities<T: Entity>(_ type: T.Type, count: Int) async throws -> [Int64] {
+        try self.nextIdentities(T.self, count: count)
+    }
+
     /// Applies the sets one after another, each atomically.
     package func commitGroup(
         ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,

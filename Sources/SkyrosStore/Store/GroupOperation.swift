@@ -31,8 +31,16 @@ extension EntityChange {
             RowChange(entity: plan.entityName, table: plan.tableName, id: key, kind: kind, version: version)
         }
         switch self.payload {
-        case .insert(let value):
+        case .insert:
+            if plan.hasReadBack {
+                // Its own statement, whose row carries the stored values of the columns the database sets.
+                guard let insert = try self.insertStatement(schema: schema) else { return nil }
+                return .statement(insert.statement, announced: [change(insert.key, .inserted, nil)])
+            }
+            guard case .insert(let value) = self.payload else { return nil }
             return .insert(try MergeableInsert(plan: plan, values: [value], encoded: self.encodedRows, schema: schema))
+        case .bulkInsert where plan.hasReadBack:
+            return nil
         case .bulkInsert(let values) where values.count < copyThreshold:
             return .insert(try MergeableInsert(plan: plan, values: values, encoded: self.encodedRows, schema: schema))
         case .bulkInsert, .deleteWhere:
@@ -53,14 +61,18 @@ extension EntityChange {
                 // The guard may fail: the row is kept as the store has it, and nothing is reported.
                 return .statement(
                     PipelinedStatement(query: query) { rows in
-                        try rows.first.map { [change(key, .updated, try $0.decode(Int64.self, at: 0))] } ?? []
+                        guard let row = rows.first else { return [] }
+                        var updated = change(key, .updated, try row.decode(Int64.self, at: 0))
+                        if plan.hasReadBack { updated.readBack = plan.readBack(row, from: 1) }
+                        return [updated]
                     }, announced: announced)
             }
             // Guarded by the version read (`.fail`): the stored row will be exactly this value, announced whole.
             // Its new version: the version column's next value, or (for `xmin`) the transaction's id, which the
             // hint carries (no savepoints in a pipelined group).
             var announcedRow = change(key, .updated, nil)
-            if case .fail = self.resolution, let expected {
+            // Not when the database sets columns: the values written are not the row stored (other stacks read it).
+            if case .fail = self.resolution, let expected, !plan.hasReadBack {
                 if plan.versionColumn != nil { announcedRow.version = expected + 1 }
                 announcedRow.row = AnnouncedRow(base: expected, layout: plan.layout, values: update.values)
             }
@@ -69,6 +81,7 @@ extension EntityChange {
                 PipelinedStatement(query: query) { rows in
                     var updated = change(key, .updated, try rows.first?.decode(Int64.self, at: 0))
                     if let asWrittenColumn { updated.isStoredAsWritten = try rows.first?.decode(Bool?.self, at: asWrittenColumn) == true }
+                    if plan.hasReadBack, let row = rows.first { updated.readBack = plan.readBack(row, from: asWrittenColumn.map { $0 + 1 } ?? 1) }
                     return [updated]
                 }, announced: [announcedRow])
 
@@ -91,7 +104,9 @@ extension EntityChange {
             return .statement(
                 PipelinedStatement(query: query) { rows in
                     guard let row = rows.first else { return [] }
-                    return [change(key, try row.decode(Bool.self, at: 1) ? .inserted : .updated, try row.decode(Int64.self, at: 0))]
+                    var upserted = change(key, try row.decode(Bool.self, at: 1) ? .inserted : .updated, try row.decode(Int64.self, at: 0))
+                    if plan.hasReadBack { upserted.readBack = plan.readBack(row, from: 2) }
+                    return [upserted]
                 }, announced: [change(key, .updated, nil)])
         }
     }

@@ -89,9 +89,21 @@ public final class InMemoryStore: Store, ColumnDoorKeeping {
         try self.database.withLock { try $0.applyAtomically(changes) }
     }
 
+    /// The next `count` values of `T`'s table's sequence (one counter per table, from 1, like a new
+    /// `bigserial`; ids written explicitly do not move it, as on PostgreSQL).
+    func nextIdentities<T: Entity>(_ type: T.Type, count: Int) throws -> [Int64] {
+        let table = try EntityPlan<T>.shared.tableName
+        return self.database.withLock { database in
+            let first = database.sequences[table, default: 0] + 1
+            database.sequences[table] = first + Int64(max(1, count)) - 1
+            return Array(first..<(first + Int64(max(1, count))))
+        }
+    }
+
     public func destroy(confirm: DestroyConfirmation) async throws {
         self.database.withLock { database in
             database.tables.removeAll()
+            database.sequences.removeAll()
             database.generation += 1
         }
     }
@@ -164,6 +176,8 @@ struct InMemoryDatabase: Sendable {
     }
 
     var tables: [String: InMemoryTable] = [:]
+    /// Each table's identity sequence: the last value handed out.
+    var sequences: [String: Int64] = [:]
     /// The declared columns, checked on every row written.
     let door: ColumnDoor
     var generation = 0
@@ -224,9 +238,27 @@ extension EntityChange: InMemoryOperation {
         func change(_ key: PostgresValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
             RowChange(entity: plan.entityName, table: table, id: key, kind: kind, version: version)
         }
+        let definitions = plan.hasReadBack ? database.door.definitions(table: table) : [:]
+        /// What the database sets: a default it can evaluate (`now()`, `gen_random_uuid()`, a constant) on insert,
+        /// and on update for ``DatabaseGenerated/onInsertAndUpdate`` (a trigger's `now()`); otherwise the app's
+        /// value stays.
+        func setByDatabase(_ values: inout [PostgresValue], inserting: Bool) {
+            for index in plan.readBackIndices {
+                guard let defaultValue = definitions[plan.columnNames[index]]?.defaultValue else { continue }
+                if !inserting, T.columns[index].generated?.kind != .onInsertAndUpdate { continue }
+                values[index] = defaultValue.evaluate()
+            }
+        }
+        func withReadBack(_ change: RowChange, _ values: [PostgresValue]) -> RowChange {
+            guard plan.hasReadBack else { return change }
+            var change = change
+            change.readBack = plan.readBackIndices.map { values[$0] }
+            return change
+        }
         func insert(_ value: T) throws -> RowChange {
             var values = try RowEncoder(plan: plan).encode(value)
             try database.door.check(plan, &values)
+            if plan.hasReadBack { setByDatabase(&values, inserting: true) }
             let key = values[plan.idIndex]
             if database.row(table, key) != nil {
                 throw PostgresError(
@@ -235,7 +267,7 @@ extension EntityChange: InMemoryOperation {
                     detail: "Key (\(plan.idColumn))=(\(plan.describe(id: key))) already exists.",
                     table: table, constraint: "\(table)_pkey")
             }
-            return change(key, .inserted, database.insert(values, columns: plan.columnNames, key: key, table: table).version)
+            return withReadBack(change(key, .inserted, database.insert(values, columns: plan.columnNames, key: key, table: table).version), values)
         }
 
         switch self.payload {
@@ -270,14 +302,27 @@ extension EntityChange: InMemoryOperation {
             }
             var written = try RowEncoder(plan: plan).encode(value)
             try database.door.check(plan, &written)
-            row.set(written, at: indices, plan: plan)
+            var writtenIndices = indices
+            if plan.hasReadBack {
+                setByDatabase(&written, inserting: false)
+                for index in plan.readBackIndices where T.columns[index].generated?.kind == .onInsertAndUpdate
+                    && definitions[plan.columnNames[index]]?.defaultValue != nil
+                {
+                    writtenIndices.append(index)
+                }
+            }
+            row.set(written, at: writtenIndices, plan: plan)
             row.version += 1
             database.setRow(table, key, row)
-            var updated = change(key, .updated, row.version)
-            // As on PostgreSQL: an update that may keep other writers' columns tells whether it did.
+            let stored = row.values(for: plan)
+            var updated = withReadBack(change(key, .updated, row.version), stored)
+            // As on PostgreSQL: an update that may keep other writers' columns tells whether it did (the columns
+            // the database sets are returned, not compared).
             var mayMerge = expected == nil
             if case .compareColumns = self.resolution { mayMerge = true }
-            if mayMerge { updated.isStoredAsWritten = row.values(for: plan) == written }
+            if mayMerge {
+                updated.isStoredAsWritten = stored.indices.allSatisfy { stored[$0] == written[$0] || plan.readBackIndices.contains($0) }
+            }
             return [updated]
 
         case .delete(let id, let expected):
@@ -301,12 +346,18 @@ extension EntityChange: InMemoryOperation {
             try database.door.check(plan, &values)
             let key = values[plan.idIndex]
             guard var row = database.row(table, key) else {
-                return [change(key, .inserted, database.insert(values, columns: plan.columnNames, key: key, table: table).version)]
+                if plan.hasReadBack { setByDatabase(&values, inserting: true) }
+                return [withReadBack(change(key, .inserted, database.insert(values, columns: plan.columnNames, key: key, table: table).version), values)]
             }
-            row.set(values, at: Array(plan.columnNames.indices), plan: plan)
+            var indices = plan.insertedIndices
+            if plan.hasReadBack {
+                setByDatabase(&values, inserting: false)
+                indices += plan.readBackIndices.filter { T.columns[$0].generated?.kind == .onInsertAndUpdate && definitions[plan.columnNames[$0]]?.defaultValue != nil }
+            }
+            row.set(values, at: indices, plan: plan)
             row.version += 1
             database.setRow(table, key, row)
-            return [change(key, .updated, row.version)]
+            return [withReadBack(change(key, .updated, row.version), row.values(for: plan))]
 
         case .deleteWhere(let predicate):
             guard let rows = database.tables[table]?.rows.values.sorted(by: { $0.sequence < $1.sequence }) else { return [] }

@@ -51,9 +51,12 @@ protocol InsertTarget: AnyObject, Sendable {
 }
 
 extension EntityPlan: InsertTarget {
+    /// `INSERT INTO t (<written columns>[, version]) [OVERRIDING SYSTEM VALUE] VALUES ` (the ids of an
+    /// ``DatabaseGenerated/identity`` key are allocated by Skyros, also for `GENERATED ALWAYS`).
     func insertPrefix(schema: String?) -> String {
-        var columns = self.quotedColumns
+        var columns = self.quotedInsertedColumns
         if let version = self.versionColumn { columns += ", \(quoteIdentifier(version))" }
-        return "INSERT INTO \(self.quotedTable(schema: schema)) (\(columns)) VALUES "
+        let overriding = self.identityIndex == nil ? "" : " OVERRIDING SYSTEM VALUE"
+        return "INSERT INTO \(self.quotedTable(schema: schema)) (\(columns))\(overriding) VALUES "
     }
 }

@@ -247,18 +247,20 @@ struct PostgresWriteContext: Sendable {
     /// Bind parameters per statement stay below PostgreSQL's limit of 65535.
     static let maximumBinds = 60_000
 
-    /// `INSERT INTO t (columns[, version]) VALUES (…), (…)` with binds for every row.
+    /// `INSERT INTO t (columns[, version]) VALUES (…), (…)` with binds for every row (the columns the database
+    /// sets, ``EntityPlan/readBackIndices``, left out).
     static func insertStatement<T>(_ plan: EntityPlan<T>, schema: String?, rows: [[PostgresValue]]) -> PostgresQuery {
-        var columns = plan.quotedColumns
-        if let version = plan.versionColumn { columns += ", \(quoteIdentifier(version))" }
-        var sql = "INSERT INTO \(plan.quotedTable(schema: schema)) (\(columns)) VALUES "
+        var sql = plan.insertPrefix(schema: schema)
         var binds: [PostgresValue] = []
         binds.reserveCapacity(rows.count * plan.columnNames.count)
+        let skipsColumns = plan.hasReadBack
         for (r, row) in rows.enumerated() {
             sql += r == 0 ? "(" : ", ("
-            for (c, value) in row.enumerated() {
+            var first = true
+            for (c, value) in row.enumerated() where !skipsColumns || !plan.readBackIndices.contains(c) {
                 binds.append(value)
-                sql += c == 0 ? "$\(binds.count)" : ", $\(binds.count)"
+                sql += first ? "$\(binds.count)" : ", $\(binds.count)"
+                first = false
             }
             if plan.versionColumn != nil { sql += ", 1" }
             sql += ")"
@@ -316,6 +318,7 @@ extension EntityChange: PostgresOperation {
             if let row = rows.first {
                 var updated = change(key, .updated, try row.decode(Int64.self, at: 0))
                 if let asWrittenColumn { updated.isStoredAsWritten = try row.decode(Bool?.self, at: asWrittenColumn) == true }
+                if plan.hasReadBack { updated.readBack = plan.readBack(row, from: asWrittenColumn.map { $0 + 1 } ?? 1) }
                 return [updated]
             }
             if case .skip = self.resolution, expected != nil { return [] }
@@ -342,7 +345,9 @@ extension EntityChange: PostgresOperation {
             let rows = try await connection.query(query)
             guard let row = rows.first else { return [] }
             let inserted = try row.decode(Bool.self, at: 1)
-            return [change(key, inserted ? .inserted : .updated, try row.decode(Int64.self, at: 0))]
+            var upserted = change(key, inserted ? .inserted : .updated, try row.decode(Int64.self, at: 0))
+            if plan.hasReadBack { upserted.readBack = plan.readBack(row, from: 2) }
+            return [upserted]
 
         case .deleteWhere(let predicate):
             let query = try SQLQueryBuilder.delete(where: predicate, schema: context.schema)
@@ -366,8 +371,8 @@ extension EntityChange: PostgresOperation {
             }
         }
         if encoded.count >= context.copyThreshold {
-            var columns = plan.columnNames
-            var rows = encoded
+            var columns = plan.insertedIndices.map { plan.columnNames[$0] }
+            var rows = plan.hasReadBack ? encoded.map { row in plan.insertedIndices.map { row[$0] } } : encoded
             if let versionColumn = plan.versionColumn {
                 columns.append(versionColumn)
                 let one = PostgresValue(type: .int8, text: "1")
@@ -386,17 +391,23 @@ extension EntityChange: PostgresOperation {
         let chunkSize = max(1, PostgresWriteContext.maximumBinds / max(1, plan.columnNames.count))
         var versionByID: [PostgresValue: Int64] = [:]
         versionByID.reserveCapacity(encoded.count)
+        var readBackByID: [PostgresValue: [PostgresValue]] = [:]
         var start = 0
         while start < encoded.count {
             let end = min(start + chunkSize, encoded.count)
             var query = PostgresWriteContext.insertStatement(plan, schema: context.schema, rows: Array(encoded[start..<end]))
-            query.append(PostgresQuery(unsafeSQL: " RETURNING \(quoteIdentifier(plan.idColumn)), \(version)"))
+            query.append(PostgresQuery(unsafeSQL: " RETURNING \(quoteIdentifier(plan.idColumn)), \(version)\(plan.returningReadBack)"))
             for row in try await connection.query(query) {
                 let id = try plan.idValue(try row.decode(T.ID.self, at: 0))
                 versionByID[id] = try row.decode(Int64.self, at: 1)
+                if plan.hasReadBack { readBackByID[id] = plan.readBack(row, from: 2) }
             }
             start = end
         }
-        return changes(ids.map { versionByID[$0] ?? 0 })
+        var inserted = changes(ids.map { versionByID[$0] ?? 0 })
+        if plan.hasReadBack {
+            for index in inserted.indices { inserted[index].readBack = readBackByID[inserted[index].id] }
+        }
+        return inserted
     }
 }

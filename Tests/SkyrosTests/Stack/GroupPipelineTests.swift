@@ -102,8 +102,8 @@ struct GroupPipelineTests {
             await eventually { stack.queuedCommits == 3 }
             stack.releaseCommits()
 
-            try await first.value
-            try await last.value
+            _ = try await first.value
+            _ = try await last.value
             let error = await thrownError { try await stale.value }
             guard case .versionConflict(let entity, let id, _, _)? = error as? StoreError else {
                 Issue.record("expected a version conflict, got \(String(describing: error))")
