@@ -135,7 +135,7 @@ public final class DataContext: Sendable {
         return change.value as? T ?? value
     }
 
-    /// Waits until `count` ids of `T` (an entity with an ``DatabaseGenerated/identity`` key) are allocated, so
+    /// Waits until `count` ids of `T` (an entity with an `DatabaseGenerated/identity` key) are allocated, so
     /// that as many inserts find one at once: for a write that inserts more rows than a block holds.
     ///
     /// ```swift

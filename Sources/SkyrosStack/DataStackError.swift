@@ -54,7 +54,7 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
         /// as another entity type mapped to the same table: save (or reset) the first change before making the
         /// second. Nothing was recorded.
         public static let entityTypeMismatch = Code(.entityTypeMismatch)
-        /// `insert` of a row whose ``DatabaseGenerated/identity`` key is `0` found no allocated id left: the
+        /// `insert` of a row whose `DatabaseGenerated/identity` key is `0` found no allocated id left: the
         /// next block from the sequence is on its way (or could not be fetched: see ``DataStackError/underlying``).
         /// A `write {}` waits for ids before its body runs; a body that inserts more rows than a block holds
         /// reserves them first (``DataContext/reserveIdentities(_:count:)``) or uses a larger block. Nothing was

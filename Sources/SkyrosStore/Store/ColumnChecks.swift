@@ -147,7 +147,7 @@ public struct ColumnDefinition: Sendable, Hashable {
     ///   - type: the column's type.
     ///   - nullable: whether it accepts NULL (`false`: `NOT NULL`).
     ///   - hasDefault: whether it has a default.
-    ///   - default: the default the in-memory store evaluates (implies `hasDefault`).
+    ///   - defaultValue: the default the in-memory store evaluates (implies `hasDefault`).
     public init(_ type: ColumnType, nullable: Bool = false, hasDefault: Bool = false, default defaultValue: ColumnDefault? = nil) {
         self.type = type
         self.isNullable = nullable
