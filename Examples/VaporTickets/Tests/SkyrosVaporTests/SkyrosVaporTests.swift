@@ -40,7 +40,8 @@ struct Note: Entity, Content, Equatable {
             })
             try await app.testing().test(.GET, "notes") { res in
                 #expect(res.status == .ok)
-                #expect(try res.content.decode([Note].self) == [Note(id: 1, text: "first")])
+                let decoded = try res.content.decode([Note].self)
+                #expect(decoded == [Note(id: 1, text: "first")])
             }
             // The same stack outside a request.
             let stored = try await app.skyros.stack.read { try await $0.object(Note.self, id: 1) }

@@ -33,9 +33,7 @@ struct TicketsTests {
     static func newSchema() -> String { "vapor_tickets_\(UInt32.random(in: 0 ... .max))" }
 
     static func dropSchema(_ schema: String) async throws {
-        let connection = try await Connection.connect(to: try PostgresConfiguration(url: Self.databaseURL))
-        defer { connection.close() }
-        _ = try await connection.query("DROP SCHEMA IF EXISTS \(identifier: schema) CASCADE")
+        try await Self.execute("DROP SCHEMA IF EXISTS \(identifier: schema) CASCADE")
     }
 
     static let jsonHeaders: HTTPHeaders = ["content-type": "application/json"]
@@ -57,7 +55,8 @@ struct TicketsTests {
             ) { res in
                 // A priority given as a string does not decode: 400 with a JSON body.
                 #expect(res.status == .badRequest)
-                #expect(try res.content.decode(ErrorBody.self).error == "invalid_body")
+                let decoded = try res.content.decode(ErrorBody.self)
+                #expect(decoded.error == "invalid_body")
             }
             try await app.testing().test(
                 .POST, "tickets", headers: Self.jsonHeaders,
@@ -71,14 +70,17 @@ struct TicketsTests {
 
             try await app.testing().test(.GET, "tickets") { res in
                 #expect(res.status == .ok)
-                #expect(try res.content.decode([Ticket].self) == [ticket])
+                let decoded = try res.content.decode([Ticket].self)
+                #expect(decoded == [ticket])
             }
             try await app.testing().test(.POST, "tickets/\(ticket.id)/close") { res in
                 #expect(res.status == .ok)
-                #expect(try res.content.decode(Ticket.self).status == "closed")
+                let decoded = try res.content.decode(Ticket.self)
+                #expect(decoded.status == "closed")
             }
             try await app.testing().test(.GET, "tickets") { res in
-                #expect(try res.content.decode([Ticket].self).isEmpty)
+                let decoded = try res.content.decode([Ticket].self)
+                #expect(decoded.isEmpty)
             }
             // Committed: a fresh read from PostgreSQL sees it closed.
             let status = try await Self.status(of: ticket.id, in: schema)
@@ -86,7 +88,8 @@ struct TicketsTests {
 
             try await app.testing().test(.POST, "tickets/\(UUID())/close") { res in
                 #expect(res.status == .notFound)
-                #expect(try res.content.decode(ErrorBody.self).error == "http_404")
+                let decoded = try res.content.decode(ErrorBody.self)
+                #expect(decoded.error == "http_404")
             }
         }
     }
@@ -121,10 +124,12 @@ struct TicketsTests {
                 // Either the feed already evicted the stale row (the close then succeeds on the new version),
                 // or the close was guarded by the old version: 409 with a JSON body, never a lost update.
                 if res.status == .conflict {
-                    #expect(try res.content.decode(ErrorBody.self).error == "version_conflict")
+                    let decoded = try res.content.decode(ErrorBody.self)
+                    #expect(decoded.error == "version_conflict")
                 } else {
                     #expect(res.status == .ok)
-                    #expect(try res.content.decode(Ticket.self).title == "edited")
+                    let decoded = try res.content.decode(Ticket.self)
+                    #expect(decoded.title == "edited")
                 }
             }
         }
@@ -156,23 +161,30 @@ struct TicketsTests {
 
     // MARK: Reading PostgreSQL directly (not through the stack)
 
-    static func execute(_ query: PostgresQuery) async throws {
+    /// Runs `query` on a connection of its own (closed after it), outside the stack.
+    static func query(_ query: PostgresQuery) async throws -> PostgresRows {
         let connection = try await Connection.connect(to: try PostgresConfiguration(url: Self.databaseURL))
-        defer { connection.close() }
-        _ = try await connection.query(query)
+        do {
+            let rows = try await connection.query(query)
+            await connection.close()
+            return rows
+        } catch {
+            await connection.close()
+            throw error
+        }
+    }
+
+    static func execute(_ query: PostgresQuery) async throws {
+        _ = try await Self.query(query)
     }
 
     static func count(in schema: String) async throws -> Int {
-        let connection = try await Connection.connect(to: try PostgresConfiguration(url: Self.databaseURL))
-        defer { connection.close() }
-        let rows = try await connection.query("SELECT count(*)::int8 FROM \(qualified: [schema, "tickets"])")
+        let rows = try await Self.query("SELECT count(*)::int8 FROM \(qualified: [schema, "tickets"])")
         return Int(try rows[0].decode(Int64.self, at: 0))
     }
 
     static func status(of id: UUID, in schema: String) async throws -> String? {
-        let connection = try await Connection.connect(to: try PostgresConfiguration(url: Self.databaseURL))
-        defer { connection.close() }
-        let rows = try await connection.query("SELECT status FROM \(qualified: [schema, "tickets"]) WHERE id = \(id)")
+        let rows = try await Self.query("SELECT status FROM \(qualified: [schema, "tickets"]) WHERE id = \(id)")
         return rows.isEmpty ? nil : try rows[0].decode(String.self, at: 0)
     }
 }
