@@ -132,9 +132,11 @@ public final class SkyrosLifecycle: LifecycleHandler, Sendable {
     public func shutdownAsync(_ application: Application) async {
         guard let running = self.running.withLock({ $0 }) else { return }
         await application.server.shutdown()
+        self.logger.info("committing the data stack's queued writes before shutdown")
         await running.group.triggerGracefulShutdown()
         do {
             try await running.task.value
+            self.logger.info("data stack stopped")
         } catch {
             self.logger.error("the data stack stopped on an error", metadata: ["error": "\(error)"])
         }
