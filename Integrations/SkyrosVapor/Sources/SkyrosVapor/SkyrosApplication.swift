@@ -107,6 +107,13 @@ public final class SkyrosLifecycle: LifecycleHandler, Sendable {
     /// The stack, from boot until shutdown.
     var stack: DataStack? { self.running.withLock { $0?.stack } }
 
+    /// Throws ``SkyrosVaporError/synchronousBoot``: the synchronous `Application.boot()` (which
+    /// `app.testing()` calls when the application has not booted) cannot wait for the database.
+    ///
+    /// ```swift
+    /// try await app.asyncBoot()               // starts the stack
+    /// try await app.testing().test(.GET, "tickets") { res in #expect(res.status == .ok) }
+    /// ```
     public func willBoot(_ application: Application) throws {
         throw SkyrosVaporError.synchronousBoot
     }
