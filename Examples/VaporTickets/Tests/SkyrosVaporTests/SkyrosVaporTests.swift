@@ -69,4 +69,22 @@ struct Note: Entity, Content, Equatable {
             #expect(app.skyros.runningStack == nil)
         }
     }
+
+    @Test func aStackThatCannotStartFailsTheBoot() async throws {
+        // Nothing listens on port 1 of the loopback: refused at once; `.zero` makes a single attempt.
+        var configuration = DataStackConfiguration(
+            store: .postgres(try PostgresConfiguration(url: "postgres://skyros:secret-pw@127.0.0.1:1/skyros")))
+        configuration.waitForDatabase = .zero
+        let app = try await Application.make(.testing)
+        app.logger.logLevel = .critical
+        app.skyros.configure(configuration)
+        await #expect {
+            try await app.asyncBoot()
+        } throws: { error in
+            guard let error = error as? DataStackError else { return false }
+            return error.code == .storeUnreachable && !"\(error)".contains("secret-pw")
+        }
+        #expect(app.skyros.runningStack == nil)
+        try await app.asyncShutdown()   // nothing to drain; returns
+    }
 }
