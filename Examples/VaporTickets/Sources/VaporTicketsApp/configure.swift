@@ -1,0 +1,42 @@
+import Foundation
+import Skyros
+import SkyrosVapor
+import Vapor
+
+/// Where the service's data lives and what it runs: read from the environment by the executable, given
+/// directly by the tests.
+public struct TicketsSettings: Sendable {
+    /// The PostgreSQL URL (`DATABASE_URL`).
+    public var databaseURL: String
+    /// The schema the tables live in (`SCHEMA`); `nil`: the connection's `search_path`.
+    public var schema: String?
+    /// The migrations directory (`MIGRATIONS`, default `migrations`).
+    public var migrations: String
+    /// How long shutdown waits for queued writes to commit (`DRAIN_SECONDS`, default 20 s).
+    public var drainDeadline: Duration
+
+    public init(databaseURL: String, schema: String? = nil, migrations: String = "migrations", drainDeadline: Duration = .seconds(20)) {
+        self.databaseURL = databaseURL
+        self.schema = schema
+        self.migrations = migrations
+        self.drainDeadline = drainDeadline
+    }
+}
+
+/// Registers the stack, the error mapping and the routes on `app`. The stack starts when the application
+/// boots (`execute()`, or `asyncBoot()` in tests) and drains when it shuts down.
+public func configure(_ app: Application, _ settings: TicketsSettings) throws {
+    var configuration = DataStackConfiguration(
+        store: .postgres(try PostgresConfiguration(url: settings.databaseURL), schema: settings.schema),
+        migrations: .directory(path: settings.migrations), entities: [Ticket.self])
+    // Within the 30 s grace period Kubernetes and docker give after SIGTERM.
+    configuration.commitQueue.shutdownTimeout = settings.drainDeadline
+    app.skyros.configure(configuration)
+
+    app.middleware.use(ErrorResponses())
+    // Ready once the stack started (migrated and validated); 503 before and while it drains.
+    app.get("health") { req -> Response in
+        Response(status: req.application.skyros.runningStack == nil ? .serviceUnavailable : .ok)
+    }
+    try app.register(collection: TicketController())
+}
