@@ -2,17 +2,14 @@
 // An example HTTP service on Skyros and Vapor, through SkyrosVapor: its own package, so Vapor and SwiftNIO
 // never reach Skyros's users. `swift run VaporTickets` from this directory (DATABASE_URL, PORT).
 //
-// SKYROS_CLASH_CHECK=1 adds the `ClashCheck` target (Skyros beside PostgresNIO, FluentKit and Crypto, the
-// README's Quickstart unqualified); `SKYROS_CLASH_CHECK=1 swift build --target ClashCheck` builds it, and
-// `SKYROS_CLASH_CHECK=1 ./smoke` builds it with everything else. Off by default until the client's names that
-// PostgresNIO also exports are renamed (README.md, "The clash check").
+// The `ClashCheck` target proves that Skyros can be imported beside PostgresNIO, FluentKit and Crypto with the
+// README's Quickstart unqualified (`./smoke` builds it).
 import Foundation
 import PackageDescription
 
 // SwiftPM names a path dependency after its directory (whatever the clone is called).
 let skyros = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized
     .lastPathComponent
-let clashCheck = ProcessInfo.processInfo.environment["SKYROS_CLASH_CHECK"] == "1"
 
 let swiftSettings: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
@@ -53,12 +50,13 @@ var targets: [Target] = [
         dependencies: [
             "VaporTicketsApp",
             .product(name: "Skyros", package: skyros),
+            .product(name: "SkyrosPostgres", package: skyros),
             .product(name: "VaporTesting", package: "vapor"),
         ],
         swiftSettings: swiftSettings
     ),
 ]
-if clashCheck {
+do {
     dependencies += [
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/vapor/fluent-kit.git", from: "1.57.0"),

@@ -25,7 +25,7 @@ extension DataStack {
         return self.observation(tables: [T.tableName]) {
             let encoder = try encoder.get()
             return try await self.mainContext.fetch(descriptor).map { (value: $0, encoded: try encoder.encode($0)) }
-        } changes: { (old: [(value: T, encoded: [PostgresValue])]?, new: [(value: T, encoded: [PostgresValue])]) in
+        } changes: { (old: [(value: T, encoded: [PGValue])]?, new: [(value: T, encoded: [PGValue])]) in
             let diff = ResultDiff(from: old ?? [], to: new)
             if old != nil, diff.isEmpty { return nil }
             return ObservedResult(values: new.map(\.value), diff: diff)
@@ -46,7 +46,7 @@ extension DataStack {
         return self.observation(tables: [T.tableName], row: try? RowKey(T.self, id: id)) {
             let encoder = try encoder.get()
             return try await self.mainContext.object(type, id: id).map { (value: $0, encoded: try encoder.encode($0)) }
-        } changes: { (old: (value: T, encoded: [PostgresValue])??, new: (value: T, encoded: [PostgresValue])?) -> T?? in
+        } changes: { (old: (value: T, encoded: [PGValue])??, new: (value: T, encoded: [PGValue])?) -> T?? in
             if let old, old?.encoded == new?.encoded { return nil }
             return .some(new?.value)
         }

@@ -16,7 +16,7 @@ import SkyrosSync
 ///
 /// ```swift
 /// let stack = try await DataStack.start(DataStackConfiguration(
-///     store: .postgres(try PostgresConfiguration(url: url)),
+///     store: .postgres(try PGConfiguration(url: url)),
 ///     migrations: .directory(path: "migrations"),
 ///     entities: [Author.self, Book.self]))
 ///
@@ -60,7 +60,7 @@ public final class DataStack: DataStackProtocol, Service {
     private let commitStore: any GroupCommitStore
     /// The store when it is PostgreSQL (rebuilds re-run migrations; snapshot reads use its pool).
     let postgresStore: PostgresStore?
-    private let pool: ConnectionPool?
+    private let pool: PGConnectionPool?
     private let configuration: DataStackConfiguration
     let logger: Logger
     private let current: Locked<Current>
@@ -80,7 +80,7 @@ public final class DataStack: DataStackProtocol, Service {
     public let errors: AsyncStream<DataStackError>
 
     private init(
-        store: any GroupCommitStore, postgres: PostgresStore?, pool: ConnectionPool?, configuration: DataStackConfiguration,
+        store: any GroupCommitStore, postgres: PostgresStore?, pool: PGConnectionPool?, configuration: DataStackConfiguration,
         logger: Logger
     ) {
         self.commitStore = store
@@ -127,7 +127,7 @@ public final class DataStack: DataStackProtocol, Service {
             return stack
         case .postgres(let postgres, let schema):
             try await StartupWait(deadline: configuration.waitForDatabase).waitForDatabase(postgres, logger: logger)
-            let pool = ConnectionPool(configuration: configuration.pool, postgres: postgres, logger: logger)
+            let pool = PGConnectionPool(configuration: configuration.pool, postgres: postgres, logger: logger)
             do {
                 let store = try await self.open(postgres, schema: schema, pool: pool, configuration: configuration, logger: logger)
                 let stack = DataStack(store: store, postgres: store, pool: pool, configuration: configuration, logger: logger)
@@ -155,7 +155,7 @@ public final class DataStack: DataStackProtocol, Service {
     }
 
     private static func open(
-        _ postgres: PostgresConfiguration, schema: String?, pool: ConnectionPool,
+        _ postgres: PGConfiguration, schema: String?, pool: PGConnectionPool,
         configuration: DataStackConfiguration, logger: Logger
     ) async throws -> PostgresStore {
         do {
@@ -179,7 +179,7 @@ public final class DataStack: DataStackProtocol, Service {
     }
 
     private static func migrate(
-        _ postgres: PostgresConfiguration, schema: String?, store: PostgresStore,
+        _ postgres: PGConfiguration, schema: String?, store: PostgresStore,
         configuration: DataStackConfiguration, logger: Logger
     ) async throws {
         guard let source = configuration.migrations else {
@@ -198,7 +198,7 @@ public final class DataStack: DataStackProtocol, Service {
     }
 
     /// Host, port and database only (never the password).
-    static func describe(_ postgres: PostgresConfiguration) -> String {
+    static func describe(_ postgres: PGConfiguration) -> String {
         let host = postgres["host"] ?? postgres["hostaddr"] ?? "localhost"
         let port = postgres["port"] ?? "5432"
         let database = postgres["dbname"] ?? postgres["user"] ?? ""
@@ -240,7 +240,7 @@ public final class DataStack: DataStackProtocol, Service {
     ///   - durability: `WriteDurability/visible` (default) returns once every reader in the process sees
     ///     the change; `WriteDurability/committed` returns after the PostgreSQL commit.
     ///   - body: the changes.
-    /// - Throws: the body's error; with `.committed`, the commit's error (`StoreError`, `PostgresError`);
+    /// - Throws: the body's error; with `.committed`, the commit's error (`StoreError`, `PGError`);
     ///   `DataStackError` (`.stackShutDown`, `.contextInvalidated`). Waits first while the commit queue is
     ///   full (`CommitQueueConfiguration/maximumQueuedCommits`, `CommitQueueConfiguration/maximumQueuedBytes`).
     @discardableResult

@@ -10,7 +10,7 @@ import SkyrosSync
 ///
 /// ```swift
 /// var configuration = DataStackConfiguration(
-///     store: .postgres(try PostgresConfiguration(url: url), schema: "app"),
+///     store: .postgres(try PGConfiguration(url: url), schema: "app"),
 ///     migrations: .directory(path: "migrations"),
 ///     entities: [Author.self, Book.self])
 /// configuration.cacheLimit = CacheLimit(maxRows: 50_000)
@@ -22,7 +22,7 @@ public struct DataStackConfiguration: Sendable {
         /// In process memory (`InMemoryStore`): no server, same semantics. For tests and demos.
         case inMemory
         /// A PostgreSQL database, optionally sandboxed in a schema (created when missing; migrations run in it).
-        case postgres(PostgresConfiguration, schema: String? = nil)
+        case postgres(PGConfiguration, schema: String? = nil)
     }
 
     /// Where the rows live.
@@ -37,7 +37,7 @@ public struct DataStackConfiguration: Sendable {
     ///
     /// ```swift
     /// var configuration = DataStackConfiguration(
-    ///     store: .postgres(try PostgresConfiguration(url: url)), migrations: .directory(path: "migrations"))
+    ///     store: .postgres(try PGConfiguration(url: url)), migrations: .directory(path: "migrations"))
     /// configuration.migrator.newerAppliedMigrations = .refuse
     /// ```
     public var migrator: Migrator.Configuration
@@ -46,7 +46,7 @@ public struct DataStackConfiguration: Sendable {
     /// The bound of the main context's row cache.
     public var cacheLimit: CacheLimit
     /// The connection pool's configuration (PostgreSQL only).
-    public var pool: ConnectionPool.Configuration
+    public var pool: PGConnectionPool.Configuration
     /// Group-commit bounds, backpressure, retries and the default merge policy.
     public var commitQueue = CommitQueueConfiguration()
     /// What ``DataStack/write(_:)`` waits for when the caller does not say: `WriteDurability/visible`
@@ -73,12 +73,12 @@ public struct DataStackConfiguration: Sendable {
     ///
     /// ```swift
     /// var configuration = DataStackConfiguration(
-    ///     store: .postgres(try PostgresConfiguration(url: pgbouncerURL), schema: "app"),
+    ///     store: .postgres(try PGConfiguration(url: pgbouncerURL), schema: "app"),
     ///     migrations: .directory(path: "migrations"))
-    /// configuration.directConnection = try PostgresConfiguration(url: directURL)
+    /// configuration.directConnection = try PGConfiguration(url: directURL)
     /// configuration.pool.usePreparedStatements = false      // PgBouncer before 1.21
     /// ```
-    public var directConnection: PostgresConfiguration?
+    public var directConnection: PGConfiguration?
     /// A streaming replica for ``DataStack/readSnapshot(from:_:)`` with ``SnapshotSource/replica`` (PostgreSQL
     /// only; `nil`: those reads run on the primary).
     public var readReplica: ReadReplica?
@@ -92,7 +92,7 @@ public struct DataStackConfiguration: Sendable {
     ///   - pool: the connection pool configuration.
     public init(
         store: StoreLocation, migrations: MigrationSource? = nil, entities: [any Entity.Type] = [],
-        cacheLimit: CacheLimit = .default, pool: ConnectionPool.Configuration = .init()
+        cacheLimit: CacheLimit = .default, pool: PGConnectionPool.Configuration = .init()
     ) {
         self.store = store
         self.migrations = migrations
@@ -109,21 +109,21 @@ public struct DataStackConfiguration: Sendable {
     /// connection slot (53300), start tries again with a backoff from 250 ms doubling up to 2 s, and logs each
     /// failed attempt at `warning` with the reason. When the time has passed it throws one
     /// `DataStackError` `.storeUnreachable` naming the target, the time and the attempts, wrapping the last
-    /// `PostgresError`. A wrong password, a missing database, a TLS or configuration error fails at once.
+    /// `PGError`. A wrong password, a missing database, a TLS or configuration error fails at once.
     /// Each attempt is bounded by the connection's `connect_timeout` (``connectTimeout``), cut to what is left.
     ///
     /// ```swift
-    /// var configuration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: url)))
+    /// var configuration = DataStackConfiguration(store: .postgres(try PGConfiguration(url: url)))
     /// configuration.waitForDatabase = .seconds(120)   // the database restores a snapshot at boot
     /// ```
     public var waitForDatabase: Duration = .seconds(30)
 
     /// How long opening one connection may take (libpq's `connect_timeout`) when the store's URL sets none:
-    /// `PostgresConfiguration/connectTimeout` of the store and of ``directConnection`` (default 10 s; `nil`
+    /// `PGConfiguration/connectTimeout` of the store and of ``directConnection`` (default 10 s; `nil`
     /// for no limit; `nil` when the store is in memory).
     ///
     /// ```swift
-    /// var configuration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: url)))
+    /// var configuration = DataStackConfiguration(store: .postgres(try PGConfiguration(url: url)))
     /// configuration.connectTimeout = .seconds(3)
     /// ```
     public var connectTimeout: Duration? {

@@ -1,7 +1,20 @@
-// `import Skyros` is enough: the stack's layers (entities and stores, contexts, observation, the change feed)
-// and the client's types an entity's columns need (PostgresConfiguration, PostgresError, the value
-// conformances) come with it, as one module does for a Core Data or GRDB user.
-@_exported import SkyrosPostgres
+// `import Skyros` is enough for the stack: its layers (entities and stores, contexts, observation, the change
+// feed) and, of the client, only what the stack's API takes or throws: the configuration, the pool's
+// configuration, the error and its SQLSTATE, and the value protocols an entity's columns conform to. The
+// client's query API (`PGConnection`, `PGQuery`, `PGRows`, `PGListener`, …) comes with `import SkyrosPostgres`,
+// so a target that also imports PostgresNIO sees each of its names once.
+@_exported import struct SkyrosPostgres.PGConfiguration
+@_exported import class SkyrosPostgres.PGConnectionPool
+@_exported import struct SkyrosPostgres.PGError
+@_exported import struct SkyrosPostgres.SQLState
+@_exported import struct SkyrosPostgres.PGValue
+@_exported import struct SkyrosPostgres.PGType
+@_exported import protocol SkyrosPostgres.PGEncodable
+@_exported import protocol SkyrosPostgres.PGDecodable
+@_exported import typealias SkyrosPostgres.PGCodable
+@_exported import protocol SkyrosPostgres.PGArrayElement
+@_exported import struct SkyrosPostgres.PGJSON
+@_exported import struct SkyrosPostgres.PGJSONB
 @_exported import SkyrosStore
 @_exported import SkyrosStack
 @_exported import SkyrosObservation

@@ -17,8 +17,8 @@ import SkyrosSync
 /// written them (`wal_writer_delay`, 200 ms by default): set ``maximumLagWait`` above it.
 ///
 /// ```swift
-/// var configuration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: primaryURL)))
-/// configuration.readReplica = ReadReplica(try PostgresConfiguration(url: replicaURL))
+/// var configuration = DataStackConfiguration(store: .postgres(try PGConfiguration(url: primaryURL)))
+/// configuration.readReplica = ReadReplica(try PGConfiguration(url: replicaURL))
 /// let stack = try await DataStack.start(configuration)
 /// let report = try await stack.readSnapshot(from: .replica) { reader in
 ///     try await reader.fetch(FetchDescriptor<Order>(predicate: #Predicate { $0.total > 1000 }))
@@ -27,15 +27,15 @@ import SkyrosSync
 public struct ReadReplica: Sendable {
     /// The replica (a hot standby). Use `target_session_attrs=prefer-standby` with a host list to spread
     /// reads over several standbys.
-    public var postgres: PostgresConfiguration
+    public var postgres: PGConfiguration
     /// The replica pool's bounds (its connections open when first needed).
-    public var pool: ConnectionPool.Configuration
+    public var pool: PGConnectionPool.Configuration
     /// How long a read waits for the replica to replay the primary's log before reading the primary.
     public var maximumLagWait: Duration
 
     /// Creates a replica configuration.
     public init(
-        _ postgres: PostgresConfiguration, pool: ConnectionPool.Configuration = .init(maximumConnections: 4),
+        _ postgres: PGConfiguration, pool: PGConnectionPool.Configuration = .init(maximumConnections: 4),
         maximumLagWait: Duration = .seconds(1)
     ) {
         self.postgres = postgres
@@ -64,13 +64,13 @@ package struct ReplicaReadStatistics: Sendable, Hashable {
 /// The replica's pool and the waiting for it to catch up.
 final class ReplicaReader: Sendable {
     let configuration: ReadReplica
-    let pool: ConnectionPool
+    let pool: PGConnectionPool
     private let replicaReads = ReportedCounter("skyros.replica.reads")
     private let fallbacks = ReportedCounter("skyros.replica.fallbacks")
 
     init(_ configuration: ReadReplica, logger: Logger) {
         self.configuration = configuration
-        self.pool = ConnectionPool(configuration: configuration.pool, postgres: configuration.postgres, logger: logger)
+        self.pool = PGConnectionPool(configuration: configuration.pool, postgres: configuration.postgres, logger: logger)
     }
 
     var counters: ReplicaReadStatistics {
@@ -80,7 +80,7 @@ final class ReplicaReader: Sendable {
     /// Runs `body` on a replica connection once the replica has replayed the primary's log up to `lsn`; `nil`
     /// (without running `body`) when it does not within ``ReadReplica/maximumLagWait`` or cannot be reached.
     /// Errors of `body` itself are thrown.
-    func read<R>(caughtUpTo lsn: String, logger: Logger, _ body: (Connection) async throws -> R) async throws -> R? {
+    func read<R>(caughtUpTo lsn: String, logger: Logger, _ body: (PGConnection) async throws -> R) async throws -> R? {
         var bodyStarted = false
         var lagging = false
         do {
@@ -106,7 +106,7 @@ final class ReplicaReader: Sendable {
 
     /// Polls the replica's replay position (1 ms, growing to 10 ms) until it reaches `lsn` or the wait is over.
     /// A server that is not in recovery (a replica promoted since) counts as caught up.
-    private func waitForReplay(to lsn: String, on connection: Connection) async throws -> Bool {
+    private func waitForReplay(to lsn: String, on connection: PGConnection) async throws -> Bool {
         let clock = ContinuousClock()
         let deadline = clock.now + self.configuration.maximumLagWait
         var interval = Duration.milliseconds(1)

@@ -11,14 +11,14 @@ import SkyrosSync
 /// this process's writes that are still queued for commit.
 public struct SnapshotReader: Sendable {
     enum Source: Sendable {
-        case postgres(Connection, schema: String?)
+        case postgres(PGConnection, schema: String?)
         case store(any Store)
     }
 
     let source: Source
 
     /// Runs `body` in one read-only `REPEATABLE READ` transaction on `connection`.
-    static func run<R>(on connection: Connection, schema: String?, _ body: (SnapshotReader) async throws -> R) async throws -> R {
+    static func run<R>(on connection: PGConnection, schema: String?, _ body: (SnapshotReader) async throws -> R) async throws -> R {
         try await connection.withTransaction(isolation: .repeatableRead) { connection in
             _ = try await connection.execute(script: "SET TRANSACTION READ ONLY")
             return try await body(SnapshotReader(source: .postgres(connection, schema: schema)))
@@ -26,7 +26,7 @@ public struct SnapshotReader: Sendable {
     }
 
     /// The rows matching `descriptor`, as of the snapshot.
-    /// - Throws: `QueryError` for an untranslatable predicate, `PostgresError`.
+    /// - Throws: `QueryError` for an untranslatable predicate, `PGError`.
     public func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [T] {
         switch self.source {
         case .postgres(let connection, let schema):
@@ -74,7 +74,7 @@ extension DataStack {
     ///     ``ReadReplica`` once it has replayed everything committed before the read started (see there), else
     ///     the primary.
     ///   - body: the reads.
-    /// - Throws: the body's error, `PostgresError`.
+    /// - Throws: the body's error, `PGError`.
     public func readSnapshot<R>(from source: SnapshotSource = .primary, _ body: (SnapshotReader) async throws -> R) async throws -> R {
         guard let postgres = self.postgresStore else {
             return try await body(SnapshotReader(source: .store(self.store)))

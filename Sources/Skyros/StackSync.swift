@@ -38,7 +38,7 @@ final class StackSync: CommitTransactionHook, Sendable {
     /// feed enabled) on `session`, unless the feed's configuration names a listener of its own.
     /// - Parameter lock: the migrations' history schema and table, whose advisory lock serialises installers.
     func start(
-        pool: ConnectionPool, session: PostgresConfiguration, schema: String?, tables: [String],
+        pool: PGConnectionPool, session: PGConfiguration, schema: String?, tables: [String],
         lock: (schema: String, table: String), logger: Logger
     ) async throws {
         guard self.configuration.isEnabled else { return }
@@ -63,7 +63,7 @@ final class StackSync: CommitTransactionHook, Sendable {
 
     /// Installs or upgrades the capture (see ``ChangeCapture``) and tells the stack which tables' rows the
     /// database may rewrite (their own writes are read back, not cached as sent).
-    private func installCapture(pool: ConnectionPool, logger: Logger) async throws {
+    private func installCapture(pool: PGConnectionPool, logger: Logger) async throws {
         guard let (capture, tables, lock, _) = self.capture.withLock({ $0 }) else { return }
         let inspection = try await pool.withConnection { try await capture.install(tables: tables, lock: lock, on: $0) }
         logger.debug(
@@ -76,7 +76,7 @@ final class StackSync: CommitTransactionHook, Sendable {
         self.capture.withLock { $0?.installed.formUnion(Set(tables).subtracting(inspection.missingTables)) }
     }
 
-    private let pool = Locked<ConnectionPool?>(nil)
+    private let pool = Locked<PGConnectionPool?>(nil)
     private let logger = Locked(Logger(label: "skyros.stack", factory: { _ in SwiftLogNoOpLogHandler() }))
 
     /// Tables whose rows the database may rewrite (for a core attached later).
@@ -98,7 +98,7 @@ final class StackSync: CommitTransactionHook, Sendable {
     /// The new core is attached first (its commits are held until the caller releases them): other stacks'
     /// changes then reach its cache, and its saves reach observers, from the start. When the log cannot be
     /// created, its commits still carry the log's statements, so they fail instead of committing unannounced.
-    func storeRebuilt(core: StackCore, pool: ConnectionPool, logger: Logger) async throws {
+    func storeRebuilt(core: StackCore, pool: PGConnectionPool, logger: Logger) async throws {
         self.observers.finishAll(throwing: ObservationError.storeRebuilt)
         self.attach(core)
         if let feed = self.changeFeed {
@@ -112,13 +112,13 @@ final class StackSync: CommitTransactionHook, Sendable {
 
     // MARK: CommitTransactionHook
 
-    func willCommit(batch: [ChangeSetResult], on connection: Connection) async throws {
+    func willCommit(batch: [ChangeSetResult], on connection: PGConnection) async throws {
         guard let feed = self.changeFeed, let statement = feed.log.originStatement(batch.flatMap(\.changes), origin: self.originText)
         else { return }
         _ = try await connection.query(statement)
     }
 
-    func pipelinedStatement(announcing changes: [RowChange]) throws -> PostgresQuery? {
+    func pipelinedStatement(announcing changes: [RowChange]) throws -> PGQuery? {
         self.changeFeed?.log.originStatement(changes, origin: self.originText, includingRows: self.configuration.includesRowsInHints)
     }
 

@@ -18,10 +18,10 @@ struct StartupWait {
     var maximumBackoff: Duration = .seconds(2)
 
     /// Returns once a connection to `postgres` opened.
-    /// - Throws: ``DataStackError`` `.storeUnreachable` wrapping the last `PostgresError`: at once for an
+    /// - Throws: ``DataStackError`` `.storeUnreachable` wrapping the last `PGError`: at once for an
     ///   error that waiting cannot fix, or after the deadline (naming it and the number of attempts);
     ///   `CancellationError` when the task is cancelled.
-    func waitForDatabase(_ postgres: PostgresConfiguration, logger: Logger) async throws {
+    func waitForDatabase(_ postgres: PGConfiguration, logger: Logger) async throws {
         let clock = ContinuousClock()
         let started = clock.now
         let end = started + self.deadline
@@ -37,7 +37,7 @@ struct StartupWait {
                         metadata: [LogKey.attempts: "\(attempt)", LogKey.target: "\(DataStack.describe(postgres))"])
                 }
                 return
-            } catch let error as PostgresError where error.isRetryableConnectFailure {
+            } catch let error as PGError where error.isRetryableConnectFailure {
                 // An attempt is abandoned at the deadline (libpq's own timeout is whole seconds, at least 2), and
                 // one starts only with at least 100 ms left, so the wait ends at the deadline.
                 let remaining = end - clock.now
@@ -74,18 +74,18 @@ struct StartupWait {
     /// Opens and closes one connection, giving up at `end` (when set) even if libpq is still connecting: the
     /// attempt then goes on, on its connection's own thread, until its `connect_timeout` (at most 2 s later),
     /// and a connection it still opens is closed at once.
-    /// - Throws: the attempt's `PostgresError`, or a retryable `.connectionFailed` "no answer before the
+    /// - Throws: the attempt's `PGError`, or a retryable `.connectionFailed` "no answer before the
     ///   deadline" when `end` came first.
-    private static func connectOnce(_ probe: PostgresConfiguration, until end: ContinuousClock.Instant?, logger: Logger) async throws {
+    private static func connectOnce(_ probe: PGConfiguration, until end: ContinuousClock.Instant?, logger: Logger) async throws {
         guard let end else {
-            await (try await Connection.connect(to: probe, logger: logger)).close()
+            await (try await PGConnection.connect(to: probe, logger: logger)).close()
             return
         }
         let first = Locked<CheckedContinuation<Result<Void, any Error>, Never>?>(nil)
         let attempt = Task {
             let result: Result<Void, any Error>
             do {
-                let connection = try await Connection.connect(to: probe, logger: logger)
+                let connection = try await PGConnection.connect(to: probe, logger: logger)
                 await connection.close()
                 result = .success(())
             } catch {
@@ -95,7 +95,7 @@ struct StartupWait {
         }
         let timer = Task {
             try? await Task.sleep(until: end, clock: .continuous)
-            let timedOut = PostgresError(kind: .connectionFailed, message: "timeout expired: the start-up deadline came before the server answered")
+            let timedOut = PGError(kind: .connectionFailed, message: "timeout expired: the start-up deadline came before the server answered")
             first.withLock { $0.take() }?.resume(returning: .failure(timedOut))
         }
         let result = await withTaskCancellationHandler {
@@ -110,11 +110,11 @@ struct StartupWait {
 
     /// `postgres` with its `connect_timeout` cut to what is left of the wait (libpq's at least 2 s), so that
     /// an attempt against a server that never answers ends near the deadline.
-    private func probe(_ postgres: PostgresConfiguration, remaining: Duration) -> PostgresConfiguration {
+    private func probe(_ postgres: PGConfiguration, remaining: Duration) -> PGConfiguration {
         guard remaining > .zero else { return postgres }   // a deadline of zero: one attempt as configured
         var probe = postgres
         let limit = postgres.effectiveConnectTimeout.map { min($0, remaining) } ?? remaining
-        probe["connect_timeout"] = String(PostgresConfiguration.libpqSeconds(limit))
+        probe["connect_timeout"] = String(PGConfiguration.libpqSeconds(limit))
         return probe
     }
 

@@ -71,7 +71,7 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
     /// The migration version concerned, if any.
     public var version: Int64?
     /// The server error behind a ``Kind/statementFailed`` or ``Kind/history`` error.
-    public var underlying: PostgresError?
+    public var underlying: PGError?
     /// For ``Kind/refused``: every disagreement found between the history and the files.
     public var issues: [MigrationIssue]
 
@@ -81,7 +81,7 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
     /// Creates an error.
     public init(
         kind: Kind, message: String, fileName: String? = nil, line: Int? = nil, version: Int64? = nil,
-        underlying: PostgresError? = nil, issues: [MigrationIssue] = []
+        underlying: PGError? = nil, issues: [MigrationIssue] = []
     ) {
         self.kind = kind
         self.message = message

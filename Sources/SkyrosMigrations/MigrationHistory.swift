@@ -38,7 +38,7 @@ struct MigrationHistory: Sendable {
     private var name: String { "\(quoteIdentifier(self.schema)).\(quoteIdentifier(self.table))" }
 
     /// Whether the table exists (without creating anything).
-    func exists(on connection: Connection) async throws -> Bool {
+    func exists(on connection: PGConnection) async throws -> Bool {
         let rows = try await self.run(
             on: connection,
             """
@@ -49,15 +49,15 @@ struct MigrationHistory: Sendable {
     }
 
     /// Creates the schema (if missing) and the table (if missing). Call with the migration lock held.
-    func create(on connection: Connection) async throws {
+    func create(on connection: PGConnection) async throws {
         let schemaRows = try await self.run(
             on: connection, "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = \(self.schema)")
         if schemaRows.isEmpty {
             do {
                 try await connection.query("CREATE SCHEMA IF NOT EXISTS \(identifier: self.schema)")
-            } catch let error as PostgresError where error.kind == .uniqueViolation {
+            } catch let error as PGError where error.kind == .uniqueViolation {
                 // A runner with another history table in the same schema created it at the same moment.
-            } catch let error as PostgresError {
+            } catch let error as PGError {
                 throw self.failure("cannot create the schema \(self.schema)", error)
             }
         }
@@ -81,7 +81,7 @@ struct MigrationHistory: Sendable {
 
     /// Adds the `repairs` column to a table an older build created; does nothing when it is there (checked
     /// first, so that the usual case takes no `ACCESS EXCLUSIVE` lock). Call with the migration lock held.
-    func addRepairsColumn(on connection: Connection) async throws {
+    func addRepairsColumn(on connection: PGConnection) async throws {
         let rows = try await self.run(
             on: connection,
             """
@@ -100,9 +100,9 @@ struct MigrationHistory: Sendable {
 
     /// Replaces a row's checksum with the file's and appends the old and new checksums to its `repairs`.
     /// Only the row still holding `repair.oldChecksum` is changed.
-    func recordRepair(_ repair: MigrationRepair, repairedBy: String?, on connection: Connection) async throws {
-        let old = PostgresValue(type: .text, text: repair.oldChecksum)
-        let by = PostgresValue(type: .text, text: repairedBy)
+    func recordRepair(_ repair: MigrationRepair, repairedBy: String?, on connection: PGConnection) async throws {
+        let old = PGValue(type: .text, text: repair.oldChecksum)
+        let by = PGValue(type: .text, text: repairedBy)
         try await self.run(
             on: connection,
             """
@@ -116,7 +116,7 @@ struct MigrationHistory: Sendable {
     }
 
     /// The rows, by version; empty when the table does not exist.
-    func read(on connection: Connection) async throws -> [AppliedMigration] {
+    func read(on connection: PGConnection) async throws -> [AppliedMigration] {
         guard try await self.exists(on: connection) else { return [] }
         let rows = try await self.run(
             on: connection,
@@ -136,13 +136,13 @@ struct MigrationHistory: Sendable {
                     executionTime: .milliseconds(try row.decode(Int64.self, at: 6)),
                     appliedBy: try row.decode(String.self, at: 7))
             }
-        } catch let error as PostgresError {
+        } catch let error as PGError {
             throw self.failure("cannot read \(self.schema).\(self.table)", error)
         }
     }
 
     /// Records an applied migration (inside the migration's transaction, when it has one).
-    func insert(_ migration: Migration, executionTime: Duration, appliedBy: String?, on connection: Connection)
+    func insert(_ migration: Migration, executionTime: Duration, appliedBy: String?, on connection: PGConnection)
         async throws
     {
         let milliseconds = Int64(executionTime.components.seconds * 1000)
@@ -153,37 +153,37 @@ struct MigrationHistory: Sendable {
             INSERT INTO \(unsafeRaw: self.name)
                 (version, description, file_name, checksum, kind, execution_ms, applied_by)
             VALUES (\(migration.version), \(migration.description), \(migration.fileName), \(migration.checksum),
-                'migration', \(milliseconds), COALESCE(\(PostgresValue(type: .text, text: appliedBy)), current_user))
+                'migration', \(milliseconds), COALESCE(\(PGValue(type: .text, text: appliedBy)), current_user))
             """)
     }
 
     /// Records the baseline row.
-    func insertBaseline(version: Int64, description: String, appliedBy: String?, on connection: Connection)
+    func insertBaseline(version: Int64, description: String, appliedBy: String?, on connection: PGConnection)
         async throws
     {
         try await self.run(
             on: connection,
             """
             INSERT INTO \(unsafeRaw: self.name) (version, description, file_name, checksum, kind, applied_by)
-            VALUES (\(version), \(description), '', NULL, 'baseline', COALESCE(\(PostgresValue(type: .text, text: appliedBy)), current_user))
+            VALUES (\(version), \(description), '', NULL, 'baseline', COALESCE(\(PGValue(type: .text, text: appliedBy)), current_user))
             """)
     }
 
     /// Removes the row of a rolled-back migration.
-    func delete(version: Int64, on connection: Connection) async throws {
+    func delete(version: Int64, on connection: PGConnection) async throws {
         try await self.run(on: connection, "DELETE FROM \(unsafeRaw: self.name) WHERE version = \(version)")
     }
 
     @discardableResult
-    private func run(on connection: Connection, _ query: PostgresQuery) async throws -> PostgresRows {
+    private func run(on connection: PGConnection, _ query: PGQuery) async throws -> PGRows {
         do {
             return try await connection.query(query)
-        } catch let error as PostgresError {
+        } catch let error as PGError {
             throw self.failure("history table \(self.schema).\(self.table)", error)
         }
     }
 
-    private func failure(_ message: String, _ error: PostgresError) -> MigrationError {
+    private func failure(_ message: String, _ error: PGError) -> MigrationError {
         MigrationError(kind: .history, message: "\(message): \(error.message)", underlying: error)
     }
 }

@@ -22,7 +22,7 @@ struct MigrationLock: Sendable {
     /// Polls until the lock is held or `timeout` passes; returns how long it waited.
     /// - Throws: ``MigrationError`` of kind ``MigrationError/Kind/lockTimeout`` naming the holder when known.
     func acquire(
-        on connection: Connection, timeout: Duration, logger: Logger, waiting: () -> Void
+        on connection: PGConnection, timeout: Duration, logger: Logger, waiting: () -> Void
     ) async throws -> Duration {
         let clock = ContinuousClock()
         let start = clock.now
@@ -59,12 +59,12 @@ struct MigrationLock: Sendable {
     }
 
     /// Releases the lock; errors are ignored (a closed session has released it already).
-    func release(on connection: Connection) async {
+    func release(on connection: PGConnection) async {
         _ = try? await connection.cleanUp("SELECT pg_advisory_unlock(\(self.key))")
     }
 
     /// A description of the session holding the lock, from `pg_locks` and `pg_stat_activity`.
-    private func holder(on connection: Connection) async throws -> String? {
+    private func holder(on connection: PGConnection) async throws -> String? {
         let bits = UInt64(bitPattern: self.key)
         let high = Int64(bits >> 32)
         let low = Int64(bits & 0xffff_ffff)
@@ -87,10 +87,10 @@ struct MigrationLock: Sendable {
         return "backend pid \(pid) (user \(user), application \"\(application)\", client \(client), state \(state))"
     }
 
-    private func run(on connection: Connection, _ query: PostgresQuery) async throws -> PostgresRows {
+    private func run(on connection: PGConnection, _ query: PGQuery) async throws -> PGRows {
         do {
             return try await connection.query(query)
-        } catch let error as PostgresError {
+        } catch let error as PGError {
             throw MigrationError(
                 kind: .history, message: "cannot take the migration lock: \(error.message)", underlying: error)
         }

@@ -28,7 +28,7 @@ struct MigrationRunner: Sendable {
     }
 
     /// Runs `migration` in `direction` and updates the history; returns the time taken.
-    func run(_ migration: Migration, direction: MigrationDirection, on connection: Connection) async throws
+    func run(_ migration: Migration, direction: MigrationDirection, on connection: PGConnection) async throws
         -> Duration
     {
         guard let script = direction == .up ? migration.up : migration.down else {
@@ -68,13 +68,13 @@ struct MigrationRunner: Sendable {
         }
     }
 
-    private func execute(_ statements: [SQLStatement], of migration: Migration, on connection: Connection)
+    private func execute(_ statements: [SQLStatement], of migration: Migration, on connection: PGConnection)
         async throws
     {
         for (index, statement) in statements.enumerated() {
             do {
                 try await connection.execute(script: statement.text)
-            } catch let error as PostgresError {
+            } catch let error as PGError {
                 let line = error.position.map { statement.line(ofPosition: $0) } ?? statement.line
                 var message = error.message
                 if !migration.isTransactional {
@@ -92,7 +92,7 @@ struct MigrationRunner: Sendable {
     }
 
     private func record(
-        _ migration: Migration, direction: MigrationDirection, elapsed: Duration, on connection: Connection
+        _ migration: Migration, direction: MigrationDirection, elapsed: Duration, on connection: PGConnection
     ) async throws {
         switch direction {
         case .up:
@@ -104,7 +104,7 @@ struct MigrationRunner: Sendable {
     }
 
     /// `lock_timeout` / `statement_timeout`: the file's directive, else the migrator's default.
-    private func applySettings(for migration: Migration, local: Bool, on connection: Connection) async throws {
+    private func applySettings(for migration: Migration, local: Bool, on connection: PGConnection) async throws {
         let settings: [(String, String, String?)] = [
             ("lock_timeout", "lock-timeout", migration.lockTimeout ?? self.configuration.lockTimeout),
             ("statement_timeout", "statement-timeout", migration.statementTimeout ?? self.configuration.statementTimeout),
@@ -113,7 +113,7 @@ struct MigrationRunner: Sendable {
             guard let value else { continue }
             do {
                 try await connection.query("SELECT set_config(\(name), \(value), \(local))")
-            } catch let error as PostgresError {
+            } catch let error as PGError {
                 throw MigrationError(
                     kind: .invalidFile, message: "invalid \(directive) value \"\(value)\": \(error.message)",
                     fileName: migration.fileName, version: migration.version, underlying: error)
@@ -121,7 +121,7 @@ struct MigrationRunner: Sendable {
         }
     }
 
-    private func resetSettings(on connection: Connection) async {
+    private func resetSettings(on connection: PGConnection) async {
         guard !(await connection.isInTransaction) else { return }
         _ = try? await connection.execute(script: "RESET lock_timeout; RESET statement_timeout")
     }

@@ -5,7 +5,7 @@ extension Migrator {
     /// Runs one migration inside a `skyros.migration` span (under the caller's span, if any; a root span
     /// otherwise, since a deploy's migrations are worth seeing on their own). Its statements are child spans.
     static func traced(
-        _ migration: Migration, direction: MigrationDirection, on connection: Connection,
+        _ migration: Migration, direction: MigrationDirection, on connection: PGConnection,
         _ run: () async throws -> Duration
     ) async throws -> Duration {
         let span = InstrumentationSystem.tracer.startSpan(

@@ -13,7 +13,7 @@ import SkyrosPostgres
 ///     source: .directory(path: "migrations"),
 ///     configuration: .init(schema: "app"),
 ///     logger: logger)
-/// let report = try await migrator.migrate(database: try PostgresConfiguration(url: url))
+/// let report = try await migrator.migrate(database: try PGConfiguration(url: url))
 /// for step in report.completed { print(step.migration.fileName, step.duration) }
 /// ```
 ///
@@ -128,14 +128,14 @@ public struct Migrator: Sendable {
     /// ```swift
     /// try await Migrator(source: .bundle(.module)).migrate(database: configuration)
     /// ```
-    /// - Throws: ``MigrationError``, or `PostgresError` when the connection cannot be opened.
+    /// - Throws: ``MigrationError``, or `PGError` when the connection cannot be opened.
     @discardableResult
     public func migrate(
-        database: PostgresConfiguration, to target: Int64? = nil,
+        database: PGConfiguration, to target: Int64? = nil,
         progress: (@Sendable (MigrationEvent) -> Void)? = nil
     ) async throws -> MigrationReport {
         let migrations = try self.migrations()  // fail on a bad file before connecting
-        let connection = try await Connection.connect(to: database, logger: self.logger)
+        let connection = try await PGConnection.connect(to: database, logger: self.logger)
         do {
             let report = try await self.migrate(
                 migrations, on: connection, to: target, dryRun: false, progress: progress)
@@ -162,7 +162,7 @@ public struct Migrator: Sendable {
     /// - Throws: ``MigrationError`` naming the file (and line, for a failing statement).
     @discardableResult
     public func migrate(
-        on connection: Connection, to target: Int64? = nil, dryRun: Bool = false,
+        on connection: PGConnection, to target: Int64? = nil, dryRun: Bool = false,
         progress: (@Sendable (MigrationEvent) -> Void)? = nil
     ) async throws -> MigrationReport {
         try await self.migrate(
@@ -170,7 +170,7 @@ public struct Migrator: Sendable {
     }
 
     private func migrate(
-        _ migrations: [Migration], on connection: Connection, to target: Int64?, dryRun: Bool,
+        _ migrations: [Migration], on connection: PGConnection, to target: Int64?, dryRun: Bool,
         progress: (@Sendable (MigrationEvent) -> Void)?
     ) async throws -> MigrationReport {
         try await self.withSession(on: connection, createHistory: !dryRun, progress: progress) { session in
@@ -232,7 +232,7 @@ public struct Migrator: Sendable {
     ///   ``MigrationError/Kind/refused`` (file missing or changed), or ``MigrationError/Kind/statementFailed``.
     @discardableResult
     public func rollback(
-        steps: Int = 1, on connection: Connection, dryRun: Bool = false,
+        steps: Int = 1, on connection: PGConnection, dryRun: Bool = false,
         progress: (@Sendable (MigrationEvent) -> Void)? = nil
     ) async throws -> MigrationReport {
         guard steps >= 1 else {
@@ -272,7 +272,7 @@ public struct Migrator: Sendable {
     /// - Parameters:
     ///   - connection: a connection to the database whose history is read.
     ///   - target: limit ``MigrationPlan/pending`` to versions up to this one.
-    public func plan(on connection: Connection, to target: Int64? = nil) async throws -> MigrationPlan {
+    public func plan(on connection: PGConnection, to target: Int64? = nil) async throws -> MigrationPlan {
         let migrations = try self.migrations()
         let applied = try await self.history.read(on: connection)
         return MigrationPlanner.plan(
@@ -286,14 +286,14 @@ public struct Migrator: Sendable {
     /// ```swift
     /// for row in try await migrator.status(on: connection) { print(row.version, row.state.rawValue) }
     /// ```
-    public func status(on connection: Connection) async throws -> [MigrationStatus] {
+    public func status(on connection: PGConnection) async throws -> [MigrationStatus] {
         try await self.plan(on: connection).statuses
     }
 
     /// The disagreements between files and history: checksum drift, applied versions missing on disk,
     /// unknown applied versions (newer ones only under ``NewerMigrationsPolicy/refuse``, or when these files are
     /// not a prefix of the history), and (unless allowed) out-of-order files. Empty when all is well. Read-only.
-    public func verify(on connection: Connection) async throws -> [MigrationIssue] {
+    public func verify(on connection: PGConnection) async throws -> [MigrationIssue] {
         try await self.plan(on: connection).issues
     }
 
@@ -304,7 +304,7 @@ public struct Migrator: Sendable {
     /// try await migrator.baseline(version: 20240101000000, on: connection)
     /// ```
     /// - Throws: ``MigrationError`` of kind ``MigrationError/Kind/invalidBaseline``.
-    public func baseline(version: Int64, description: String = "baseline", on connection: Connection) async throws {
+    public func baseline(version: Int64, description: String = "baseline", on connection: PGConnection) async throws {
         guard version > 0 else {
             throw MigrationError(kind: .invalidBaseline, message: "the baseline version must be positive")
         }
@@ -341,7 +341,7 @@ public struct Migrator: Sendable {
     /// - Returns: the repaired (or, for a dry run, repairable) migrations, by version.
     /// - Throws: ``MigrationError`` (a bad file, the lock wait, the history table).
     @discardableResult
-    public func repair(on connection: Connection, dryRun: Bool = false) async throws -> [MigrationRepair] {
+    public func repair(on connection: PGConnection, dryRun: Bool = false) async throws -> [MigrationRepair] {
         let migrations = try self.migrations()
         if dryRun {
             return Self.repairs(migrations, try await self.history.read(on: connection))
@@ -392,7 +392,7 @@ public struct Migrator: Sendable {
     /// the lock and `search_path` stay behind, and a migration would run unserialised, in the wrong schema.
     /// Checked before the lock is taken (so a pooler that switches sessions is caught without leaving the lock
     /// behind) and before each migration.
-    private static func checkSession(_ pid: Int32, on connection: Connection) async throws {
+    private static func checkSession(_ pid: Int32, on connection: PGConnection) async throws {
         let current = try await connection.query("SELECT pg_backend_pid()").first?.decode(Int32.self, at: 0)
         guard current == pid else {
             throw MigrationError(
@@ -406,18 +406,18 @@ public struct Migrator: Sendable {
     /// Takes the migration lock, points `search_path` at the schema and (optionally) creates the history table;
     /// runs `body`; then restores `search_path` and releases the lock on every path.
     private func withSession<R: Sendable>(
-        on connection: Connection, createHistory: Bool, progress: (@Sendable (MigrationEvent) -> Void)?,
+        on connection: PGConnection, createHistory: Bool, progress: (@Sendable (MigrationEvent) -> Void)?,
         _ body: (Session) async throws -> R
     ) async throws -> R {
         if await connection.isInTransaction {
             throw MigrationError(
                 kind: .invalidArgument, message: "the migrator needs a connection that is not inside a transaction")
         }
-        let info: PostgresRows
+        let info: PGRows
         do {
             info = try await connection.query(
                 "SELECT current_database(), current_setting('search_path'), current_setting('server_version_num')::int, pg_backend_pid()")
-        } catch let error as PostgresError {
+        } catch let error as PGError {
             throw MigrationError(kind: .history, message: "cannot read the session settings: \(error.message)",
                 underlying: error)
         }
@@ -461,7 +461,7 @@ public struct Migrator: Sendable {
 
     /// Ends a session on a connection the caller may keep using: its statements run even in a cancelled task
     /// (a lock left held would make every other process's migrator wait until this connection closes).
-    private func endSession(on connection: Connection, lock: MigrationLock, searchPath: String) async {
+    private func endSession(on connection: PGConnection, lock: MigrationLock, searchPath: String) async {
         try? await connection.rollback()
         _ = try? await connection.cleanUp("SELECT set_config('search_path', \(searchPath), false)")
         await lock.release(on: connection)

@@ -147,7 +147,7 @@ final class ObservationDriver<State: Sendable, Element: Sendable>: ObservationDr
         while true {
             do {
                 return try await body()
-            } catch let error as PostgresError where error.isTransient && attempt < 50 {
+            } catch let error as PGError where error.isTransient && attempt < 50 {
                 attempt += 1
                 try await Task.sleep(for: .milliseconds(100))
             }

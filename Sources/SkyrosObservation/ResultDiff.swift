@@ -79,7 +79,7 @@ public struct ResultDiff<T: Entity>: Sendable {
 
     /// The difference from `old` to `new`; rows compare by their encoded stored values (``Entity/columns``, as
     /// the store writes them).
-    package init(from old: [(value: T, encoded: [PostgresValue])], to new: [(value: T, encoded: [PostgresValue])]) {
+    package init(from old: [(value: T, encoded: [PGValue])], to new: [(value: T, encoded: [PGValue])]) {
         let difference = new.map(\.value.id).difference(from: old.map(\.value.id)).inferringMoves()
         for change in difference {
             switch change {
@@ -93,7 +93,7 @@ public struct ResultDiff<T: Entity>: Sendable {
                 if associated == nil { self.inserted.append(Insertion(offset: offset, value: new[offset].value)) }
             }
         }
-        var oldEncoded: [T.ID: [PostgresValue]] = [:]
+        var oldEncoded: [T.ID: [PGValue]] = [:]
         for row in old { oldEncoded[row.value.id] = row.encoded }
         for (offset, row) in new.enumerated() {
             if let before = oldEncoded[row.value.id], before != row.encoded {

@@ -9,17 +9,17 @@ enum LibPQ {
         return String(cString: value)
     }
 
-    /// Builds a ``PostgresError`` from a failed result (or a missing result) on `connection`.
+    /// Builds a ``PGError`` from a failed result (or a missing result) on `connection`.
     ///
     /// Messages are kept as the server and libpq wrote them: neither ever echoes the connection's password
     /// (libpq sends it only in the authentication exchange, and the server never sees it in clear with SCRAM),
     /// so no text is scrubbed, and a word that happens to equal the password stays readable.
-    static func error(result: OpaquePointer?, connection: OpaquePointer?) -> PostgresError {
+    static func error(result: OpaquePointer?, connection: OpaquePointer?) -> PGError {
         if let result, let state = field(result, skyros_diag_sqlstate()) {
             let sqlState = SQLState(state)
             let message = field(result, skyros_diag_message_primary()) ?? "server error"
-            return PostgresError(
-                kind: PostgresError.kind(for: sqlState),
+            return PGError(
+                kind: PGError.kind(for: sqlState),
                 sqlState: sqlState,
                 severity: field(result, skyros_diag_severity_nonlocalized()) ?? field(result, skyros_diag_severity()),
                 message: message,
@@ -41,22 +41,22 @@ enum LibPQ {
         }
         message = message.trimmingCharacters(in: .whitespacesAndNewlines)
         let broken = connection.map { PQstatus($0) == CONNECTION_BAD } ?? true
-        return PostgresError(kind: broken ? .connectionLost : .protocolViolation, message: message)
+        return PGError(kind: broken ? .connectionLost : .protocolViolation, message: message)
     }
 
     /// Copies a result's rows into Swift memory.
-    /// - Throws: ``PostgresError`` of kind `.resultTooLarge` when its values hold more than
-    ///   ``PostgresRows/maximumStorageSize`` bytes.
-    static func rows(_ result: OpaquePointer) throws -> PostgresRows {
+    /// - Throws: ``PGError`` of kind `.resultTooLarge` when its values hold more than
+    ///   ``PGRows/maximumStorageSize`` bytes.
+    static func rows(_ result: OpaquePointer) throws -> PGRows {
         let rowCount = Int(PQntuples(result))
         let columnCount = Int(PQnfields(result))
-        var columns: [PostgresRows.Column] = []
+        var columns: [PGRows.Column] = []
         columns.reserveCapacity(columnCount)
         for c in 0..<columnCount {
             columns.append(
-                PostgresRows.Column(
+                PGRows.Column(
                     name: String(cString: PQfname(result, Int32(c))),
-                    type: PostgresType(rawValue: PQftype(result, Int32(c)))
+                    type: PGType(rawValue: PQftype(result, Int32(c)))
                 ))
         }
         var total = 0
@@ -64,7 +64,7 @@ enum LibPQ {
             for c in 0..<columnCount { total += Int(PQgetlength(result, Int32(r), Int32(c))) }
         }
         // Checked before anything is copied: every offset and length then fits the cells' `Int32`s.
-        try PostgresRows.checkStorageSize(total)
+        try PGRows.checkStorageSize(total)
         var storage = [UInt8]()
         storage.reserveCapacity(total)
         var cells = [Int32](repeating: 0, count: rowCount * columnCount * 2)
@@ -88,20 +88,20 @@ enum LibPQ {
         }
         let tag = PQcmdStatus(result).map { String(cString: $0) } ?? ""
         let affected = PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? rowCount
-        return PostgresRows(
+        return PGRows(
             columns: columns, commandTag: tag, affectedRows: affected, storage: storage, cells: cells,
             rowCount: rowCount)
     }
 
     /// Checks a result and converts it, freeing it in every case.
-    static func consume(_ result: OpaquePointer?, connection: OpaquePointer?) throws -> PostgresRows {
+    static func consume(_ result: OpaquePointer?, connection: OpaquePointer?) throws -> PGRows {
         guard let result else { throw error(result: nil, connection: connection) }
         defer { PQclear(result) }
         switch PQresultStatus(result) {
         case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY, PGRES_SINGLE_TUPLE:
             return try rows(result)
         case PGRES_PIPELINE_ABORTED:
-            throw PostgresError(kind: .pipelineAborted, message: "statement skipped: an earlier statement in the pipeline failed")
+            throw PGError(kind: .pipelineAborted, message: "statement skipped: an earlier statement in the pipeline failed")
         default:
             throw error(result: result, connection: connection)
         }
@@ -113,7 +113,7 @@ enum LibPQ {
     /// Why `query` cannot be sent, found without sending anything: an interpolated value that failed to encode,
     /// a NUL in its text or in a parameter (a C string would end there), or more parameters than the protocol
     /// carries. `nil` when ``withParameters(_:_:)`` and libpq's send functions will accept it.
-    static func unsendableReason(_ query: PostgresQuery) -> String? {
+    static func unsendableReason(_ query: PGQuery) -> String? {
         if let encodingError = query.encodingError { return encodingError }
         if containsNUL(query.sql) { return "statement text contains a NUL (0x00) character" }
         if query.binds.count > maximumParameterCount {
@@ -140,7 +140,7 @@ enum LibPQ {
 
     /// Runs `body` with C parameter arrays for `binds` (text format, declared types).
     static func withParameters<R>(
-        _ binds: [PostgresValue],
+        _ binds: [PGValue],
         _ body: (Int32, UnsafePointer<Oid>?, UnsafePointer<UnsafePointer<CChar>?>?) throws -> R
     ) throws -> R {
         if binds.isEmpty { return try body(0, nil, nil) }
@@ -167,7 +167,7 @@ enum LibPQ {
                 return true
             }
             guard copied else {
-                throw PostgresError(kind: .encoding, message: nulParameterMessage(i))
+                throw PGError(kind: .encoding, message: nulParameterMessage(i))
             }
             buffer.append(0)
         }
@@ -181,9 +181,9 @@ enum LibPQ {
         }
     }
 
-    /// Sets a new connection's session time zone to `zone` (``PostgresConfiguration/sessionTimeZone``) unless
+    /// Sets a new connection's session time zone to `zone` (``PGConfiguration/sessionTimeZone``) unless
     /// the server already reports it (or, for UTC, one of its aliases): one round trip only when needed.
-    /// - Throws: ``PostgresError`` of kind `.invalidConfiguration` when the server refuses the zone, or the
+    /// - Throws: ``PGError`` of kind `.invalidConfiguration` when the server refuses the zone, or the
     ///   error that broke the connection.
     static func setSessionTimeZone(_ zone: String?, on connection: OpaquePointer) throws {
         guard let zone else { return }
@@ -195,12 +195,12 @@ enum LibPQ {
         // `set_config` is `SET TimeZone` (the server reports the change, and PgBouncer tracks it) with the name
         // as a bound parameter.
         do {
-            _ = try withParameters([PostgresValue(type: .text, text: zone)]) { count, types, values in
+            _ = try withParameters([PGValue(type: .text, text: zone)]) { count, types, values in
                 try consume(
                     PQexecParams(connection, "SELECT pg_catalog.set_config('TimeZone', $1, false)", count, types, values, nil, nil, 0),
                     connection: connection)
             }
-        } catch var error as PostgresError {
+        } catch var error as PGError {
             guard PQstatus(connection) == CONNECTION_OK else { throw error }
             error.kind = .invalidConfiguration
             error.message = "cannot set the session time zone (sessionTimeZone): "

@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 
 /// How a connection's thread waits for the server's reply to a statement it sent: it busy-polls the socket
-/// for a short window (``PostgresConfiguration/busyPoll``), then sleeps in `poll(2)`.
+/// for a short window (``PGConfiguration/busyPoll``), then sleeps in `poll(2)`.
 ///
 /// A thread that sleeps for every reply pays a wake-up per round trip, and on an idle core (above all a
 /// virtual CPU that halts when idle) that wake-up can cost as much as the statement itself (`Benchmarks/README.md`
@@ -13,7 +13,7 @@ import Synchronization
 /// statements), where polling would only burn CPU; and at most half the cores poll at once, whatever the
 /// number of connections waiting (the others sleep at once).
 struct ReplyWait: Sendable {
-    /// Connection threads polling right now, process-wide.
+    /// PGConnection threads polling right now, process-wide.
     private static let pollers = Atomic<Int>(0)
     /// The most that ever polled at once (for tests of the bound).
     private static let peakPollers = Atomic<Int>(0)

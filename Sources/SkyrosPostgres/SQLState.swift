@@ -1,11 +1,11 @@
 /// A PostgreSQL SQLSTATE error code, such as `23505` (unique violation).
 ///
 /// Match a whole class with the `~=` operator and a class constant (a code ending in `000`), on either side of
-/// an optional code (as ``PostgresError/sqlState`` is), or in a `switch`:
+/// an optional code (as ``PGError/sqlState`` is), or in a `switch`:
 ///
 /// ```swift
 /// do { try await connection.query("INSERT …") }
-/// catch let error as PostgresError where error.sqlState ~= .integrityConstraintViolation { … }
+/// catch let error as PGError where error.sqlState ~= .integrityConstraintViolation { … }
 ///
 /// switch error.sqlState {
 /// case .uniqueViolation: …                 // this code only

@@ -12,7 +12,7 @@ package struct StatementSpanTarget: Sendable {
     let address: String?
     let port: Int
 
-    package init(_ configuration: PostgresConfiguration) {
+    package init(_ configuration: PGConfiguration) {
         self.namespace = configuration.database ?? configuration.user
         // A socket directory is not a server address.
         self.address = configuration.host.flatMap { $0.hasPrefix("/") ? nil : $0.split(separator: ",").first.map(String.init) }
@@ -50,7 +50,7 @@ package struct StatementSpanTarget: Sendable {
         span.recordError(error)
         span.setStatus(SpanStatus(code: .error))
         guard span.isRecording else { return }
-        if let error = error as? PostgresError {
+        if let error = error as? PGError {
             let code = error.sqlState?.rawValue
             span.updateAttributes { attributes in
                 if let code { attributes["db.response.status_code"] = code }

@@ -2,7 +2,7 @@ import Foundation
 
 /// A serial executor (and task executor) backed by one dedicated OS thread.
 ///
-/// Every ``Connection`` runs on its own `ThreadExecutor`, so blocking libpq calls never occupy a thread of
+/// Every ``PGConnection`` runs on its own `ThreadExecutor`, so blocking libpq calls never occupy a thread of
 /// Swift's cooperative pool. Jobs run in FIFO order; the thread spins briefly before sleeping so a
 /// request/response loop does not pay a full wake-up on every call.
 ///

@@ -20,7 +20,7 @@ struct ChangeSetBuilder: Sendable {
         guard self.generation == self.store.generation, case .row(let first)? = commit.slots.first, !first.kind.hasReadBack
         else { return nil }
         let kind = ObjectIdentifier(type(of: first.kind))
-        var rows: [[PostgresValue]] = []
+        var rows: [[PGValue]] = []
         rows.reserveCapacity(commit.slots.count)
         for (index, slot) in commit.slots.enumerated() {
             guard case .row(let row) = slot, case .inserted = row.state, ObjectIdentifier(type(of: row.kind)) == kind,
@@ -72,7 +72,7 @@ struct ChangeSetBuilder: Sendable {
             }
         }
         var inserts: [PendingRow] = []
-        var insertValues: [[PostgresValue]] = []
+        var insertValues: [[PGValue]] = []
         var allEncoded = true
         func flushInserts() {
             if inserts.count == 1 {

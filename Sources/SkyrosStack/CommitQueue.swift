@@ -75,7 +75,7 @@ final class CommitQueue: Sendable {
         if slots.isEmpty { return nil }
         let ticket = CommitTicket()
         var slotBytes: [Int] = []
-        var slotValues: [[PostgresValue]?] = []
+        var slotValues: [[PGValue]?] = []
         slotBytes.reserveCapacity(slots.count)
         slotValues.reserveCapacity(slots.count)
         var bytes = 0
@@ -142,7 +142,7 @@ final class CommitQueue: Sendable {
     /// Starts a drain task, counted until it ends. `connection`: leased for it already; the task starts on its
     /// thread. Unstructured on purpose: see the type's documentation (started by a writer, on its connection's
     /// thread).
-    private func spawnDrain(on connection: Connection? = nil) {
+    private func spawnDrain(on connection: PGConnection? = nil) {
         self.drains.spawn(on: connection?.taskExecutor) { await untraced { await self.drain(startingOn: connection) } }
     }
 
@@ -163,7 +163,7 @@ final class CommitQueue: Sendable {
     /// Sends queued commits in order until the queue is empty or held. The drain gives its connection back when
     /// another task waits for one (with a pool of one connection, readers would otherwise wait while writes keep
     /// coming), leases again behind it, and carries on.
-    private func drain(startingOn leased: Connection?) async {
+    private func drain(startingOn leased: PGConnection?) async {
         var progress = DrainProgress()
         var leased = leased
         while true {
@@ -341,7 +341,7 @@ final class CommitQueue: Sendable {
             metadata["skyros.row.id"] = "\(row.key.id.text ?? "NULL")"
         }
         switch error {
-        case let error as PostgresError:
+        case let error as PGError:
             if let state = error.sqlState { metadata["skyros.error.sqlstate"] = "\(state.rawValue)" }
             if let constraint = error.constraint { metadata["skyros.error.constraint"] = "\(constraint)" }
             if let table = error.table { metadata["skyros.error.table"] = "\(table)" }

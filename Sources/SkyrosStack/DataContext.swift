@@ -74,7 +74,7 @@ public final class DataContext: Sendable {
     /// ```swift
     /// let recent = try await context.fetch(FetchDescriptor<Book>(sortBy: [SortDescriptor(\.year, order: .reverse)], fetchLimit: 10))
     /// ```
-    /// - Throws: `QueryError` for an untranslatable predicate, `PostgresError`, ``DataStackError``.
+    /// - Throws: `QueryError` for an untranslatable predicate, `PGError`, ``DataStackError``.
     public func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [T] {
         try await self.layeredFetch(descriptor).map(\.value)
     }
@@ -209,7 +209,7 @@ public final class DataContext: Sendable {
     /// The change recording `value` as an update of `original`, and whether any column differs. The row's
     /// encodings travel with it: the commit queue binds them instead of encoding the row again.
     private func update<T: Entity>(
-        _ value: T, encoded encodedValue: [PostgresValue], key: RowKey, original: T, base: BaseVersion
+        _ value: T, encoded encodedValue: [PGValue], key: RowKey, original: T, base: BaseVersion
     ) throws -> (change: PendingRow, changed: Bool) {
         let encoder = try RowEncoder<T>()
         let encoded = (value: encodedValue, original: try encoder.encode(original))
@@ -313,7 +313,7 @@ public final class DataContext: Sendable {
     }
 
     /// Saves through every parent and waits until PostgreSQL committed; throws the commit's error (for
-    /// example `StoreError.versionConflict` or a `PostgresError` `.uniqueViolation`), after which the change
+    /// example `StoreError.versionConflict` or a `PGError` `.uniqueViolation`), after which the change
     /// is reverted from the main context.
     public func saveToStore() async throws {
         var context = self

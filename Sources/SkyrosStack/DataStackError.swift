@@ -1,7 +1,7 @@
 import SkyrosStore
 
 /// An error raised by a `DataStack` or one of its contexts. It names what failed and wraps the
-/// underlying error (a `PostgresError`, `MigrationError`, `SchemaMismatchError`, `StoreError`, …).
+/// underlying error (a `PGError`, `MigrationError`, `SchemaMismatchError`, `StoreError`, …).
 ///
 /// ```swift
 /// do {

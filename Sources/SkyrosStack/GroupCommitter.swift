@@ -131,7 +131,7 @@ struct GroupCommitter: Sendable {
     /// down) while it ran, perhaps after `COMMIT` reached the server. Not a lease that timed out or a connection
     /// that never opened (nothing was sent), nor a deadlock or serialization failure (rolled back).
     static func mayHaveCommitted(_ error: any Error) -> Bool {
-        guard let error = error as? PostgresError else { return false }
+        guard let error = error as? PGError else { return false }
         switch error.kind {
         case .connectionLost, .connectionClosed: return true
         case .poolTimeout, .connectionFailed, .serializationFailure, .deadlock: return false
@@ -141,7 +141,7 @@ struct GroupCommitter: Sendable {
     }
 
     static func isTransient(_ error: any Error) -> Bool {
-        guard let error = error as? PostgresError else { return false }
+        guard let error = error as? PGError else { return false }
         return error.isTransient || error.kind == .connectionClosed || error.kind == .connectionFailed
     }
 }

@@ -25,7 +25,7 @@ package struct PendingRow: Sendable {
     /// For an update, its value's and its original's column values (``RowEncoder``), as `update` encoded them
     /// to find what changed: the commit queue binds and compares these instead of encoding both again. Only
     /// ever for the state they were made with: any new ``state`` drops them.
-    private(set) var encoded: (value: [PostgresValue], original: [PostgresValue])?
+    private(set) var encoded: (value: [PGValue], original: [PGValue])?
 
     init(key: RowKey, kind: any AnyEntityKind, id: any Sendable, state: State) {
         (self.key, self.kind, self.id, self.state) = (key, kind, id, state)
@@ -53,14 +53,14 @@ package struct PendingRow: Sendable {
     /// An update, with its value's and its original's encodings.
     init(
         key: RowKey, kind: any AnyEntityKind, id: any Sendable, updated value: any Entity, original: any Entity,
-        base: BaseVersion, encoded: (value: [PostgresValue], original: [PostgresValue])
+        base: BaseVersion, encoded: (value: [PGValue], original: [PGValue])
     ) {
         self.init(key: key, kind: kind, id: id, state: .updated(value, original: original, base: base))
         self.encoded = encoded
     }
 
     /// An insert or upsert, with its value's encoding (as the door checked it).
-    init(key: RowKey, kind: any AnyEntityKind, id: any Sendable, state: State, encoded: [PostgresValue]) {
+    init(key: RowKey, kind: any AnyEntityKind, id: any Sendable, state: State, encoded: [PGValue]) {
         self.init(key: key, kind: kind, id: id, state: state)
         self.encoded = (encoded, [])
     }
@@ -130,25 +130,25 @@ protocol AnyEntityKind: Sendable {
     /// Appends the operation for `row` (consecutive inserts of one type become one bulk insert by the caller).
     /// `encoded`: the row's values as ``encode(_:)`` made them when it was queued (an insert reuses them).
     func emit(
-        _ row: PendingRow, encoded: [PostgresValue]?, resolve: (RowKey, BaseVersion) -> Int64?, policy: MergePolicy,
+        _ row: PendingRow, encoded: [PGValue]?, resolve: (RowKey, BaseVersion) -> Int64?, policy: MergePolicy,
         into changes: inout ChangeSet
     ) throws
     /// Appends one bulk insert of several inserted rows (`encoded`: their values, when all were encoded).
-    func emitBulkInsert(_ rows: [PendingRow], encoded: [[PostgresValue]]?, into changes: inout ChangeSet)
+    func emitBulkInsert(_ rows: [PendingRow], encoded: [[PGValue]]?, into changes: inout ChangeSet)
     /// The row's column values as they are bound, in declared order; `nil` when it cannot be encoded (the
     /// store then reports the error when it encodes the row itself).
-    func encode(_ value: any Entity) -> [PostgresValue]?
+    func encode(_ value: any Entity) -> [PGValue]?
     /// A plain insert of rows of this entity, encoded already, for a group commit's pipeline.
-    func mergeableInsert(rows: [[PostgresValue]], schema: String?) throws -> MergeableInsert
+    func mergeableInsert(rows: [[PGValue]], schema: String?) throws -> MergeableInsert
     /// Whether the database sets some of the entity's columns (``DatabaseGenerated``), read back by each write.
     var hasReadBack: Bool { get }
     /// The row as stored: `written` (its encoded values) with the values of the columns the database sets as a
     /// write returned them; `nil` when it cannot be decoded.
-    func stored(_ written: [PostgresValue], readBack: [PostgresValue]) -> (any Entity)?
+    func stored(_ written: [PGValue], readBack: [PGValue]) -> (any Entity)?
 }
 
 /// The approximate memory of a row: the encoded size of its column values.
-func approximateSize(of values: [PostgresValue]?) -> Int {
+func approximateSize(of values: [PGValue]?) -> Int {
     guard let values else { return 64 }
     return values.reduce(64) { $0 + 16 + ($1.text?.utf8.count ?? 0) }
 }
@@ -158,19 +158,19 @@ struct EntityKind<T: Entity>: AnyEntityKind {
     var table: String { T.tableName }
     var entityName: String { String(describing: T.self) }
 
-    func mergeableInsert(rows: [[PostgresValue]], schema: String?) throws -> MergeableInsert {
+    func mergeableInsert(rows: [[PGValue]], schema: String?) throws -> MergeableInsert {
         try MergeableInsert(plan: EntityPlan<T>.shared, values: [], encoded: rows, schema: schema)
     }
 
     var hasReadBack: Bool { (try? EntityPlan<T>.shared)?.hasReadBack ?? false }
 
-    func stored(_ written: [PostgresValue], readBack: [PostgresValue]) -> (any Entity)? {
+    func stored(_ written: [PGValue], readBack: [PGValue]) -> (any Entity)? {
         guard let plan = try? EntityPlan<T>.shared else { return nil }
         return try? RowDecoder(plan: plan).decode(values: plan.stored(written, readBack: readBack))
     }
 
     func emit(
-        _ row: PendingRow, encoded: [PostgresValue]?, resolve: (RowKey, BaseVersion) -> Int64?, policy: MergePolicy,
+        _ row: PendingRow, encoded: [PGValue]?, resolve: (RowKey, BaseVersion) -> Int64?, policy: MergePolicy,
         into changes: inout ChangeSet
     ) throws {
         switch row.state {
@@ -195,7 +195,7 @@ struct EntityKind<T: Entity>: AnyEntityKind {
                 changes.update(value, changedColumns: columns, expectedVersion: nil, encoded: encoded)
             case .mergeByProperty:
                 let plan = encoder.plan
-                var originals: [String: PostgresValue] = [:]
+                var originals: [String: PGValue] = [:]
                 for name in columns { if let index = plan.columnIndex[name] { originals[name] = encodedOriginal[index] } }
                 changes.update(
                     value, changedColumns: columns, expectedVersion: expected,
@@ -215,13 +215,13 @@ struct EntityKind<T: Entity>: AnyEntityKind {
         }
     }
 
-    func emitBulkInsert(_ rows: [PendingRow], encoded: [[PostgresValue]]?, into changes: inout ChangeSet) {
+    func emitBulkInsert(_ rows: [PendingRow], encoded: [[PGValue]]?, into changes: inout ChangeSet) {
         // Every row is an inserted `T` (the commit queue groups consecutive inserts by entity type).
         assert(rows.allSatisfy { $0.value is T }, "a bulk insert of \(T.self) holds rows of another entity type")
         changes.bulkInsert(rows.compactMap { $0.value as? T }, encoded: encoded)
     }
 
-    func encode(_ value: any Entity) -> [PostgresValue]? {
+    func encode(_ value: any Entity) -> [PGValue]? {
         guard let value = value as? T else { return nil }
         return try? RowEncoder<T>().encode(value)
     }

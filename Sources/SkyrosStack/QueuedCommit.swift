@@ -17,13 +17,13 @@ package final class QueuedCommit: QueueableCommit, Sendable {
     let slotBytes: [Int]
     /// Each slot's column values, encoded once at enqueue (`nil` for a deletion): the size above, and the
     /// values an insert binds.
-    let slotValues: [[PostgresValue]?]
+    let slotValues: [[PGValue]?]
     /// The writing task's trace, when it had one: the group commit's span goes under it.
     let trace: CommitTrace?
 
     init(
         id: UInt64, slots: [ResolvedSlot], ticket: CommitTicket, commitID: UUID, policy: MergePolicy, bytes: Int,
-        slotBytes: [Int], slotValues: [[PostgresValue]?], trace: CommitTrace? = nil
+        slotBytes: [Int], slotValues: [[PGValue]?], trace: CommitTrace? = nil
     ) {
         self.id = id
         self.slots = slots

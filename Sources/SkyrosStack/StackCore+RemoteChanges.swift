@@ -162,7 +162,7 @@ extension Entity {
     /// This entity's row `id` read through `session` as the store reads it, with its version and its size for
     /// the cache; `nil` when it does not exist or fails to read or decode.
     static func readAgain(
-        id: PostgresValue, from store: any GroupCommitStore, on session: ListenerSession, measure: Bool
+        id: PGValue, from store: any GroupCommitStore, on session: ListenerSession, measure: Bool
     ) -> (value: any Entity, version: Int64, bytes: Int)? {
         guard let row = store.readAgain(Self.self, id: id, on: session) else { return nil }
         return (row.value, row.version, measure ? approximateSize(of: EntityKind<Self>().encode(row.value)) : 0)
@@ -175,7 +175,7 @@ extension Entity {
     /// The new version: the announced one for a version column; for `xmin`, the announcing transaction's id
     /// modulo 2³² (announced rows come only from pipelined group commits, which use no savepoints).
     static func announced(
-        _ values: [PostgresValue], layout: String, version: Int64?, xid: String, measure: Bool
+        _ values: [PGValue], layout: String, version: Int64?, xid: String, measure: Bool
     ) -> (value: any Entity, version: Int64, bytes: Int)? {
         guard let plan = try? EntityPlan<Self>.shared, plan.layout == layout, values.count == plan.columnNames.count
         else { return nil }

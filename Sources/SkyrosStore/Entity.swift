@@ -20,7 +20,7 @@ import SkyrosPostgres
 ///     static let defaultSort = [SortDescriptor(\User.name)]
 /// }
 /// ```
-public protocol Entity: Codable, Sendable, Identifiable where ID: PostgresCodable & Hashable & Sendable {
+public protocol Entity: Codable, Sendable, Identifiable where ID: PGCodable & Hashable & Sendable {
     /// The table's name (unqualified; the store adds its schema).
     static var tableName: String { get }
     /// Every stored property: key path and column name. The primary key column is the one for `\.id`.

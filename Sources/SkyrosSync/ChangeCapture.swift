@@ -78,7 +78,7 @@ package struct ChangeCapture: Sendable {
     /// Reads the installed capture's version, each table's primary key and capture triggers, and the tables
     /// whose rows a `BEFORE` trigger may rewrite. Reads only.
     /// - Throws: ``CaptureError`` when a table has no single-column primary key.
-    package func inspect(tables names: [String], on connection: Connection) async throws -> Inspection {
+    package func inspect(tables names: [String], on connection: PGConnection) async throws -> Inspection {
         let version = try await connection.query(
             "SELECT obj_description(to_regprocedure(\(self.captureFunction + "()")), 'pg_proc')"
         ).first?.decode(String?.self, at: 0)
@@ -150,7 +150,7 @@ package struct ChangeCapture: Sendable {
     /// - Returns: the inspection, as the installation left it.
     /// - Throws: ``CaptureError`` naming the table and carrying the SQL a DBA must run when this role may not
     ///   create the triggers or functions (nothing is changed then), or the server's error.
-    package func install(tables names: [String], lock: (schema: String, table: String), on connection: Connection) async throws -> Inspection {
+    package func install(tables names: [String], lock: (schema: String, table: String), on connection: PGConnection) async throws -> Inspection {
         let before = try await self.inspect(tables: names, on: connection)
         if before.isCurrent { return before }
         var failedTable: String?
@@ -158,9 +158,9 @@ package struct ChangeCapture: Sendable {
         do {
             try await connection.withTransaction { connection in
                 _ = try await connection.query(
-                    PostgresQuery(
+                    PGQuery(
                         unsafeSQL: "SELECT pg_advisory_xact_lock(\(Self.lockKeySQL))",
-                        binds: [PostgresValue(type: .text, text: lock.schema), PostgresValue(type: .text, text: lock.table)]))
+                        binds: [PGValue(type: .text, text: lock.schema), PGValue(type: .text, text: lock.table)]))
                 try await self.log.create(on: connection)
                 // Read again under the lock: another process may have installed it meanwhile.
                 let current = try await self.inspect(tables: names, on: connection)
@@ -177,7 +177,7 @@ package struct ChangeCapture: Sendable {
                 failedTable = nil
                 installed = current
             }
-        } catch let error as PostgresError where error.sqlState == SQLState("42501") {
+        } catch let error as PGError where error.sqlState == SQLState("42501") {
             let table = failedTable.map { "table \(self.qualified($0))" } ?? "schema \(self.log.schema ?? "current_schema()")"
             throw CaptureError(
                 message: """

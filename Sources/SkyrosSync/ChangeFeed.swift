@@ -45,7 +45,7 @@ package enum ChangeFeedDelivery: Sendable {
 package final class ChangeFeed: Sendable {
     private struct State: Sendable {
         var cursor = ChangeCursor()
-        var listener: PostgresListener?
+        var listener: PGListener?
         /// When to read the log (hints since the last read, horizon and trailing reads).
         var scheduler: ChangeFeedScheduler
         /// Hints on the log's channel handed to the event loop and not yet handled there: while there are any,
@@ -65,9 +65,9 @@ package final class ChangeFeed: Sendable {
 
     package let log: ChangeLog
     package let origin: UUID
-    private let pool: ConnectionPool
+    private let pool: PGConnectionPool
     private let configuration: ChangeFeedConfiguration
-    private let listenerConfiguration: PostgresConfiguration
+    private let listenerConfiguration: PGConfiguration
     private let logger: Logger
     /// Applies a delivery to the stack, on the thread that calls it (the listener's, or the event loop's).
     private let deliver: @Sendable (ChangeFeedDelivery) -> Void
@@ -82,7 +82,7 @@ package final class ChangeFeed: Sendable {
     private let reader = ReadGate()
 
     package init(
-        log: ChangeLog, origin: UUID, pool: ConnectionPool, session: PostgresConfiguration,
+        log: ChangeLog, origin: UUID, pool: PGConnectionPool, session: PGConfiguration,
         configuration: ChangeFeedConfiguration, logger: Logger, readAgain: ReadAgain? = nil,
         deliver: @escaping @Sendable (ChangeFeedDelivery) -> Void
     ) {
@@ -121,7 +121,7 @@ package final class ChangeFeed: Sendable {
         let probeChannel = "skyros_probe_\(self.origin.uuidString.lowercased())"
         let channel = self.log.channel
         let (probes, probeArrived) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let handles: @Sendable (PostgresNotification, ListenerSession) -> Bool = { [weak self] note, session in
+        let handles: @Sendable (PGNotification, ListenerSession) -> Bool = { [weak self] note, session in
             if note.channel == probeChannel {
                 probeArrived.yield()
                 return true
@@ -131,7 +131,7 @@ package final class ChangeFeed: Sendable {
             self.state.withLock { $0.forwardedHints += 1 }
             return false
         }
-        let listener = try await PostgresListener.start(
+        let listener = try await PGListener.start(
             configuration: self.listenerConfiguration, channels: [channel, probeChannel], logger: self.logger,
             handles: handles)
         self.state.withLock { $0.listener = listener }
@@ -158,7 +158,7 @@ package final class ChangeFeed: Sendable {
     }
 
     /// Handles what the listener yields (in order): forwarded hints, and reconnects (the log is read to catch up).
-    private func handleEvents(of listener: PostgresListener) async {
+    private func handleEvents(of listener: PGListener) async {
         for await event in listener.events {
             switch event {
             case .listening: continue

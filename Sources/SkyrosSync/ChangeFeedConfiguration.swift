@@ -9,14 +9,14 @@ import SkyrosStack
 /// var configuration = DataStackConfiguration(store: .postgres(pooledURL, schema: "app"))
 /// configuration.changeFeed.retention = .seconds(600)      // keep ten minutes of entries for catch-up
 /// // Behind PgBouncer in transaction mode, LISTEN (and the migrations' lock) need a direct session:
-/// configuration.directConnection = try PostgresConfiguration(url: directURL)
+/// configuration.directConnection = try PGConfiguration(url: directURL)
 /// ```
 public struct ChangeFeedConfiguration: Sendable {
     /// Whether the stack writes the change log and listens (default `true`; PostgreSQL stores only).
     public var isEnabled: Bool
     /// The connection used for `LISTEN`; `nil` uses `DataStackConfiguration/directConnection`, else the
     /// store's. Give a direct URL when the store's goes through a transaction-pooling proxy such as PgBouncer.
-    public var listener: PostgresConfiguration?
+    public var listener: PGConfiguration?
     /// The listener's `application_name`; `nil` gives `skyros-listener-<stack origin>`.
     public var applicationName: String?
     /// Log entries older than this are pruned (by any stack of the schema). Entries of transactions that a
@@ -53,7 +53,7 @@ public struct ChangeFeedConfiguration: Sendable {
 
     /// Creates a configuration; every parameter has a default.
     public init(
-        isEnabled: Bool = true, listener: PostgresConfiguration? = nil, applicationName: String? = nil,
+        isEnabled: Bool = true, listener: PGConfiguration? = nil, applicationName: String? = nil,
         retention: Duration = .seconds(3600), maximumEntries: Int = 100_000, pruneInterval: Duration = .seconds(60),
         observerCoalescing: Duration = .zero, includesRowsInHints: Bool = false
     ) {

@@ -61,13 +61,13 @@ package struct ChangeLog: Sendable {
     private var stateTable: String { self.qualified(Self.stateTableName) }
 
     /// Creates the log tables unless they exist (serialised by an advisory lock: several processes start at once).
-    func createIfNeeded(on connection: Connection) async throws {
+    func createIfNeeded(on connection: PGConnection) async throws {
         try await connection.withTransaction { try await self.create(on: $0) }
     }
 
     /// Creates the log tables unless they exist, inside the caller's transaction, and upgrades what earlier
     /// versions made.
-    func create(on connection: Connection) async throws {
+    func create(on connection: PGConnection) async throws {
         _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(self.logTable)))")
         // `CREATE INDEX IF NOT EXISTS` needs to own the table even when the index exists: a log a DBA created
         // (see ``ChangeCapture/installSQL(_:)``) is left as it is.
@@ -107,7 +107,7 @@ package struct ChangeLog: Sendable {
 
     /// Adds the columns that state tables made by earlier versions lack (the log's identity, the hint keys), only
     /// when one is missing: `ALTER TABLE` locks the table, which every commit reads.
-    private func upgradeStateTable(on connection: Connection) async throws {
+    private func upgradeStateTable(on connection: PGConnection) async throws {
         let present = try await connection.query("""
             SELECT a.attname::text FROM pg_attribute AS a
             WHERE a.attrelid = to_regclass(\(self.stateTable)) AND a.attnum > 0 AND NOT a.attisdropped
@@ -127,7 +127,7 @@ package struct ChangeLog: Sendable {
     /// process of an earlier version still writes `jsonb` into the text column (an assignment cast) during a
     /// rolling upgrade.
     /// lz4 is skipped where the server was built without it (and before PostgreSQL 14).
-    private func upgradeChangesColumn(on connection: Connection) async throws {
+    private func upgradeChangesColumn(on connection: PGConnection) async throws {
         let column = try await connection.query("""
             SELECT format_type(a.atttypid, NULL), coalesce(to_jsonb(a) ->> 'attcompression', 'l')
             FROM pg_attribute AS a WHERE a.attrelid = to_regclass(\(self.logTable)) AND a.attname = 'changes'
@@ -141,7 +141,7 @@ package struct ChangeLog: Sendable {
             do {
                 _ = try await connection.execute(script: "ALTER TABLE \(self.logTable) ALTER COLUMN changes SET COMPRESSION lz4")
                 _ = try await connection.execute(script: "RELEASE SAVEPOINT skyros_compression")
-            } catch let error as PostgresError where error.sqlState == .featureNotSupported || error.sqlState == SQLState("42501") {
+            } catch let error as PGError where error.sqlState == .featureNotSupported || error.sqlState == SQLState("42501") {
                 // Built without lz4, or the log belongs to another role (a DBA installed it): pglz stays.
                 _ = try await connection.execute(script: "ROLLBACK TO SAVEPOINT skyros_compression; RELEASE SAVEPOINT skyros_compression")
             }
@@ -156,7 +156,7 @@ package struct ChangeLog: Sendable {
     /// ``announcedRowsHintLimit`` bytes: other stacks then refresh their cached copy instead of reading the row
     /// again. `nil` when `changes` is empty.
     /// - Parameter origin: the writing stack's id, as lowercase text.
-    package func originStatement(_ changes: [RowChange], origin: String, includingRows: Bool = false) -> PostgresQuery? {
+    package func originStatement(_ changes: [RowChange], origin: String, includingRows: Bool = false) -> PGQuery? {
         if changes.isEmpty { return nil }
         var announced = ""
         if includingRows {
@@ -166,11 +166,11 @@ package struct ChangeLog: Sendable {
                 if withRows.utf8.count <= Self.announcedRowsHintLimit { announced = withRows }
             }
         }
-        return PostgresQuery(
+        return PGQuery(
             unsafeSQL: Self.originSQL,
             binds: [
-                PostgresValue(type: .text, text: origin), PostgresValue(type: .text, text: String(changes.count)),
-                PostgresValue(type: .text, text: announced),
+                PGValue(type: .text, text: origin), PGValue(type: .text, text: String(changes.count)),
+                PGValue(type: .text, text: announced),
             ])
     }
 
@@ -183,7 +183,7 @@ package struct ChangeLog: Sendable {
     /// - Parameter origin: the writing stack's id, as lowercase text (as ``recordStatement(_:origin:includingRows:)``).
     /// - Returns: the entry's position, or `nil` when `changes` is empty (nothing is written or sent).
     @discardableResult
-    package func record(_ changes: [RowChange], origin: String, on connection: Connection) async throws -> Int64? {
+    package func record(_ changes: [RowChange], origin: String, on connection: PGConnection) async throws -> Int64? {
         guard let statement = self.recordStatement(changes, origin: origin) else { return nil }
         return try await connection.query(statement).first?.decode(Int64.self, at: 0)
     }
@@ -203,21 +203,21 @@ package struct ChangeLog: Sendable {
     /// (``RowChange/row``) travel with it in the hint, up to ``announcedRowsHintLimit`` bytes: other stacks
     /// then refresh their cached copy instead of reading the row again.
     /// - Parameter origin: the writing stack's id, as lowercase text.
-    package func recordStatement(_ changes: [RowChange], origin: String, includingRows: Bool = false) -> PostgresQuery? {
+    package func recordStatement(_ changes: [RowChange], origin: String, includingRows: Bool = false) -> PGQuery? {
         if changes.isEmpty { return nil }
         let payload = LoggedRowChange.json(changes)
         // Bound without a type, so the server reads it as the column's: `text` since the column was converted
         // (``upgradeChangesColumn(on:)``), `jsonb` in a log an earlier version created (after a store rebuild).
-        let stored = PostgresValue(type: .unspecified, text: payload)
-        let binds = [PostgresValue(type: .text, text: origin), stored, PostgresValue(type: .text, text: self.channel)]
+        let stored = PGValue(type: .unspecified, text: payload)
+        let binds = [PGValue(type: .text, text: origin), stored, PGValue(type: .text, text: self.channel)]
         var hinted: String?
         if includingRows, Self.mayFitWithRows(changes, payload: payload) {
             let withRows = LoggedRowChange.json(changes, rows: true)
             if withRows.utf8.count <= Self.announcedRowsHintLimit { hinted = withRows }
         }
         if hinted == nil, payload.utf8.count <= Self.inlineHintLimit { hinted = payload }
-        guard let hinted else { return PostgresQuery(unsafeSQL: self.recordSQL, binds: binds) }
-        return PostgresQuery(unsafeSQL: self.recordWithEntrySQL, binds: binds + [PostgresValue(type: .text, text: hinted)])
+        guard let hinted else { return PGQuery(unsafeSQL: self.recordSQL, binds: binds) }
+        return PGQuery(unsafeSQL: self.recordWithEntrySQL, binds: binds + [PGValue(type: .text, text: hinted)])
     }
 
     /// Whether `changes` with their rows may fit in ``announcedRowsHintLimit`` bytes of JSON (a lower bound
@@ -290,7 +290,7 @@ package struct ChangeLog: Sendable {
     /// the pruning watermark, and the log's identity (a new one after the schema was destroyed and the log
     /// created again). One statement, so one snapshot and one round trip.
     /// - Parameter excluding: an origin whose entries are left out (a stack's own: it skips them anyway).
-    func read(after window: ChangeCursor.Window?, excluding origin: UUID? = nil, on connection: Connection) async throws
+    func read(after window: ChangeCursor.Window?, excluding origin: UUID? = nil, on connection: PGConnection) async throws
         -> (entries: [ChangeLogEntry], snapshot: ReadSnapshot, prunedThrough: String, logID: UUID, hintKey: HintKey?)
     {
         // The head row (kind 0) first, then the entries; a join would make the planner guess the state table's
@@ -306,13 +306,13 @@ package struct ChangeLog: Sendable {
             FROM \(unsafeRaw: self.stateTable) AS s, pg_current_snapshot() AS snap
             UNION ALL
             SELECT 1, NULL, NULL, position, xid::text, origin, changes::text, NULL FROM \(unsafeRaw: self.logTable)
-            WHERE (xid >= coalesce(\(try PostgresValue(window?.from))::xid8, pg_snapshot_xmin(pg_current_snapshot()))
+            WHERE (xid >= coalesce(\(try PGValue(window?.from))::xid8, pg_snapshot_xmin(pg_current_snapshot()))
                    OR xid = ANY(\(running)::text::xid8[]))
-              AND origin IS DISTINCT FROM \(try PostgresValue(origin))::uuid
+              AND origin IS DISTINCT FROM \(try PGValue(origin))::uuid
             ORDER BY kind, position
             """)
         guard let first = rows.first, try first.decode(Int.self, at: 0) == 0 else {
-            throw PostgresError(kind: .undefinedTable, message: "the change log state row of \(self.logTable) is missing")
+            throw PGError(kind: .undefinedTable, message: "the change log state row of \(self.logTable) is missing")
         }
         let inProgress = try first.decode(String.self, at: 7)
         let snapshot = ReadSnapshot(
@@ -343,7 +343,7 @@ package struct ChangeLog: Sendable {
     /// as PostgreSQL's own vacuum keeps row versions.
     /// - Returns: the number of entries deleted.
     @discardableResult
-    func prune(olderThan age: Duration, keepingAtMost maxEntries: Int, on connection: Connection) async throws -> Int {
+    func prune(olderThan age: Duration, keepingAtMost maxEntries: Int, on connection: PGConnection) async throws -> Int {
         let seconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
         let rows = try await connection.query("""
             WITH doomed AS (

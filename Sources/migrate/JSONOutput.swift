@@ -113,7 +113,7 @@ enum JSONOutput {
                     "message": issue.message,
                 ]
             }
-        } else if let error = error as? PostgresError {
+        } else if let error = error as? PGError {
             detail["kind"] = "\(error.kind)"
             detail["message"] = error.message
             detail["sqlState"] = self.nullable(error.sqlState?.rawValue)

@@ -57,7 +57,7 @@ struct Migrate: AsyncParsableCommand {
         } catch let error as MigrationError {
             Output.error("\(error)")
             fail(error, 1)
-        } catch let error as PostgresError {
+        } catch let error as PGError {
             if error.kind == .invalidConfiguration {
                 Output.error("invalid database URL: \(error.message)")
                 fail(error, 2)

@@ -48,11 +48,11 @@ struct ConnectionOptions: ParsableArguments {
     }
 
     /// The connection settings; the password never appears in errors.
-    func postgresConfiguration() throws -> PostgresConfiguration {
+    func postgresConfiguration() throws -> PGConfiguration {
         guard let url = self.databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
             throw ValidationError("no database: pass --database-url or set DATABASE_URL")
         }
-        var configuration = try PostgresConfiguration(url: url)
+        var configuration = try PGConfiguration(url: url)
         if configuration["application_name"] == "skyros" { configuration["application_name"] = "skyros-migrate" }
         // Without it libpq waits for the operating system's TCP timeout (minutes) on an unreachable host.
         if configuration["connect_timeout"] == nil { configuration["connect_timeout"] = String(self.connectTimeout) }
@@ -60,7 +60,7 @@ struct ConnectionOptions: ParsableArguments {
     }
 
     /// Opens a direct connection (waiting for the server when `--wait` was given), runs `body`, and closes it.
-    func withConnection<R>(_ body: (Connection) async throws -> R) async throws -> R {
+    func withConnection<R>(_ body: (PGConnection) async throws -> R) async throws -> R {
         let connection = try await self.connect()
         do {
             let result = try await body(connection)
@@ -75,9 +75,9 @@ struct ConnectionOptions: ParsableArguments {
     /// Connects; with `--wait`, retries what a starting server answers (refused, starting up, shutting down)
     /// with a growing pause (0.25 s doubling to 2 s) until the deadline. A wrong password, database or URL fails
     /// at once: waiting would not change it.
-    private func connect() async throws -> Connection {
+    private func connect() async throws -> PGConnection {
         let configuration = try self.postgresConfiguration()
-        guard let wait = self.wait, wait > 0 else { return try await Connection.connect(to: configuration) }
+        guard let wait = self.wait, wait > 0 else { return try await PGConnection.connect(to: configuration) }
         let clock = ContinuousClock()
         let start = clock.now
         let deadline = start + .milliseconds(Int64(wait * 1000))
@@ -86,12 +86,12 @@ struct ConnectionOptions: ParsableArguments {
         while true {
             attempt += 1
             do {
-                let connection = try await Connection.connect(to: configuration)
+                let connection = try await PGConnection.connect(to: configuration)
                 if attempt > 1 {
                     Output.note("the database accepts connections (attempt \(attempt), after \(Output.format(clock.now - start)))")
                 }
                 return connection
-            } catch let error as PostgresError where Self.isWorthWaiting(error) {
+            } catch let error as PGError where Self.isWorthWaiting(error) {
                 let now = clock.now
                 guard now < deadline else {
                     Output.note("gave up waiting for the database after \(attempt) attempt(s) in \(Output.format(now - start))")
@@ -107,7 +107,7 @@ struct ConnectionOptions: ParsableArguments {
         }
     }
 
-    private static func isWorthWaiting(_ error: PostgresError) -> Bool {
+    private static func isWorthWaiting(_ error: PGError) -> Bool {
         error.kind != .invalidConfiguration && error.kind != .authenticationFailed && error.kind != .databaseNotFound
     }
 

@@ -44,7 +44,7 @@ struct Book: Entity, ColumnKeyStrategyProviding {
 func run() async throws {
     let configuration: DataStackConfiguration
     if let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty {
-        let postgres = try PostgresConfiguration(url: url)
+        let postgres = try PGConfiguration(url: url)
         configuration = DataStackConfiguration(
             store: .postgres(postgres), migrations: .directory(path: "migrations"), entities: [Author.self, Book.self])
         print("Store: PostgreSQL (\(postgres)); applying migrations/ first")

@@ -31,7 +31,7 @@ enum CaptureCommands {
     private static func node(_ options: Options) async throws -> Int32 {
         guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else { throw NodeError("DATABASE_URL is not set") }
         var configuration = DataStackConfiguration(
-            store: .postgres(try PostgresConfiguration(url: url), schema: options["schema"]),
+            store: .postgres(try PGConfiguration(url: url), schema: options["schema"]),
             entities: [CaptureAuthor.self, CaptureBook.self, CaptureAudit.self])
         configuration.pool.leaseTimeout = .seconds(30)
         let stack = try await DataStack.start(configuration)

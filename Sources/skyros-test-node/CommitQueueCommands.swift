@@ -44,10 +44,10 @@ enum CommitQueueCommands {
         guard arguments.count == 2, let count = Int(arguments[1]),
             let url = ProcessInfo.processInfo.environment["DATABASE_URL"]
         else {
-            throw PostgresError(kind: .invalidConfiguration, message: "usage: <command> <schema> <count> with DATABASE_URL set")
+            throw PGError(kind: .invalidConfiguration, message: "usage: <command> <schema> <count> with DATABASE_URL set")
         }
         let stack = try await DataStack.start(DataStackConfiguration(
-            store: .postgres(try PostgresConfiguration(url: url), schema: arguments[0]), entities: [Item.self, Part.self]))
+            store: .postgres(try PGConfiguration(url: url), schema: arguments[0]), entities: [Item.self, Part.self]))
         return (stack, count)
     }
 
@@ -57,9 +57,9 @@ enum CommitQueueCommands {
     /// still ran would run into the process's teardown.
     private static func writeShutdownExit(_ arguments: [String]) async throws -> Int32 {
         guard arguments.count == 3, let id = Int(arguments[1]), let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
-            throw PostgresError(kind: .invalidConfiguration, message: "usage: write-shutdown-exit <schema> <id> <application name>")
+            throw PGError(kind: .invalidConfiguration, message: "usage: write-shutdown-exit <schema> <id> <application name>")
         }
-        var postgres = try PostgresConfiguration(url: url)
+        var postgres = try PGConfiguration(url: url)
         postgres["application_name"] = arguments[2]
         var configuration = DataStackConfiguration(store: .postgres(postgres, schema: arguments[0]), entities: [Item.self, Part.self])
         configuration.changeFeed.applicationName = arguments[2]

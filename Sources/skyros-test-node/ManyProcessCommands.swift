@@ -139,7 +139,7 @@ enum ManyProcessCommands {
     private static func stack(_ options: Options) async throws -> DataStack {
         guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else { throw NodeError("DATABASE_URL is not set") }
         var configuration = DataStackConfiguration(
-            store: .postgres(try PostgresConfiguration(url: url), schema: options["schema"]),
+            store: .postgres(try PGConfiguration(url: url), schema: options["schema"]),
             entities: [MPItem.self, MPDone.self])
         configuration.pool.leaseTimeout = .seconds(30)
         // Even-numbered writers put updated rows in their hints, odd ones do not (both kinds meet, as during a

@@ -12,7 +12,7 @@ import Testing
 struct MigratorTests {
     /// Runs `body` with a fresh schema name, a directory holding the example migrations and a connection.
     func withFixture(
-        _ body: (String, TemporaryDirectory, Connection) async throws -> Void
+        _ body: (String, TemporaryDirectory, PGConnection) async throws -> Void
     ) async throws {
         let schema = TestServer.uniqueSchema()
         let directory = try TemporaryDirectory()

@@ -8,7 +8,7 @@ extension TestServer {
     static func uniqueSchema(_ prefix: String = "mig") -> String { self.uniqueSchemaName(prefix) }
 
     /// The first column of the first row of `sql`, decoded as `T`.
-    static func scalar<T: PostgresDecodable>(_ type: T.Type, _ query: PostgresQuery) async throws -> T {
+    static func scalar<T: PGDecodable>(_ type: T.Type, _ query: PGQuery) async throws -> T {
         let connection = try await self.connect()
         do {
             let rows = try await connection.query(query)

@@ -33,25 +33,25 @@ struct ClosedConnectionTests {
         await eventually { connection.threadHasExited }
         for round in 0..<3 {
             #expect(try await withinDeadline("isClosed (\(round))") { await connection.isClosed } == true)
-            let query = try await withinDeadline("query (\(round))") { () -> PostgresError? in
+            let query = try await withinDeadline("query (\(round))") { () -> PGError? in
                 do {
                     _ = try await connection.query("SELECT \(1)")
                     return nil
-                } catch let error as PostgresError { return error }
+                } catch let error as PGError { return error }
             }
             #expect(query??.kind == .connectionClosed)
-            let script = try await withinDeadline("execute (\(round))") { () -> PostgresError? in
+            let script = try await withinDeadline("execute (\(round))") { () -> PGError? in
                 do {
                     _ = try await connection.execute(script: "SELECT 1")
                     return nil
-                } catch let error as PostgresError { return error }
+                } catch let error as PGError { return error }
             }
             #expect(script??.kind == .connectionClosed)
-            let pipeline = try await withinDeadline("pipeline (\(round))") { () -> PostgresError? in
+            let pipeline = try await withinDeadline("pipeline (\(round))") { () -> PGError? in
                 do {
                     _ = try await connection.pipeline(["SELECT \(1)"])
                     return nil
-                } catch let error as PostgresError { return error }
+                } catch let error as PGError { return error }
             }
             #expect(pipeline??.kind == .connectionClosed)
             #expect(try await withinDeadline("isHealthy (\(round))") { await connection.isHealthy() } == false)

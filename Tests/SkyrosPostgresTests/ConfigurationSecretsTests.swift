@@ -8,8 +8,8 @@ import Testing
 @Suite("Configuration secrets")
 struct ConfigurationSecretsTests {
     @Test func everyPasswordKeywordIsMaskedInTheDescription() throws {
-        let fromURL = try PostgresConfiguration(url: "postgres://app:pw-one@db:5432/app?sslpassword=key-pass-two&sslmode=require")
-        let fromConninfo = try PostgresConfiguration(
+        let fromURL = try PGConfiguration(url: "postgres://app:pw-one@db:5432/app?sslpassword=key-pass-two&sslmode=require")
+        let fromConninfo = try PGConfiguration(
             conninfo: "host=db user=app password='pw one' sslpassword = 'key pass two' dbname=app")
         for config in [fromURL, fromConninfo] {
             let description = config.description
@@ -25,7 +25,7 @@ struct ConfigurationSecretsTests {
 
     /// Only the password fields are masked: a value that happens to equal the password shows as it is.
     @Test func onlyThePasswordFieldsAreMasked() throws {
-        let config = try PostgresConfiguration(url: "postgres://skyros:skyros@db:5432/skyros?application_name=skyros")
+        let config = try PGConfiguration(url: "postgres://skyros:skyros@db:5432/skyros?application_name=skyros")
         #expect(config.description.contains("user=skyros"), "\(config.description)")
         #expect(config.description.contains("dbname=skyros"), "\(config.description)")
         #expect(config.description.contains("password=********"), "\(config.description)")
@@ -37,7 +37,7 @@ struct ConfigurationSecretsTests {
         var config = try TestServer.configuration
         let secret = "Key-Pass-\(UUID().uuidString.prefix(8))"
         config["sslpassword"] = secret
-        let connection = try await Connection.connect(to: config)
+        let connection = try await PGConnection.connect(to: config)
         await connection.close()
         #expect(!config.description.contains(secret))
         #expect(!String(reflecting: config).contains(secret))
@@ -68,13 +68,13 @@ struct UnencodedPasswordTests {
         let (input, fragments) = Self.cases[index]
         var shown: [String] = []
         do {
-            let config = try PostgresConfiguration(conninfo: input)
+            let config = try PGConfiguration(conninfo: input)
             shown.append(config.description)
             shown.append(String(reflecting: config))
             do {
                 var quick = config
                 quick["connect_timeout"] = "2"
-                let connection = try await Connection.connect(to: quick)
+                let connection = try await PGConnection.connect(to: quick)
                 await connection.close()
             } catch {
                 shown += ["\(error)", String(reflecting: error)]
@@ -92,7 +92,7 @@ struct UnencodedPasswordTests {
     /// A password libpq parsed whole (here one with an unencoded `:`) adds no pieces: nothing else is redacted.
     @Test func aPasswordParsedWholeRedactsNothingElse() throws {
         for url in ["postgres://app:a:b%2F@db:5432/app", "postgres://app:a:b@db:5432/app?sslpassword=k%2F"] {
-            let config = try PostgresConfiguration(url: url)
+            let config = try PGConfiguration(url: url)
             #expect(config.description.contains("application_name=skyros"), "\(config.description)")
             #expect(config.description.contains("host=db"), "\(config.description)")
             #expect(config.description.contains("dbname=app"), "\(config.description)")
@@ -100,7 +100,7 @@ struct UnencodedPasswordTests {
     }
 
     @Test func aPercentEncodedPasswordStillWorks() async throws {
-        let config = try PostgresConfiguration(url: "postgres://app:s3cr3t%2F2024%40x@db:5432/app")
+        let config = try PGConfiguration(url: "postgres://app:s3cr3t%2F2024%40x@db:5432/app")
         #expect(config["password"] == "s3cr3t/2024@x")
         #expect(config.host == "db")
         #expect(config.port == 5432)
@@ -109,7 +109,7 @@ struct UnencodedPasswordTests {
         #expect(config.description.contains("dbname=app"))
         #expect(!config.description.contains("s3cr3t"))
         // And connecting with a percent-encoded URL to the test server still works.
-        let connection = try await Connection.connect(to: TestServer.configuration)
+        let connection = try await PGConnection.connect(to: TestServer.configuration)
         await connection.close()
     }
 }
@@ -120,7 +120,7 @@ struct UnencodedPasswordTests {
 struct UnscrubbedMessageTests {
     /// `TestServer.configuration` with another user and password (the server rejects them the same way whether
     /// or not the role exists).
-    static func configuration(user: String, password: String) throws -> PostgresConfiguration {
+    static func configuration(user: String, password: String) throws -> PGConfiguration {
         var config = try TestServer.configuration
         config["user"] = user
         config["password"] = password
@@ -129,7 +129,7 @@ struct UnscrubbedMessageTests {
 
     @Test func aWrongPasswordEqualToTheUserNameLeavesTheUserNamed() async throws {
         let config = try Self.configuration(user: "skyros", password: "skyros")
-        let error = await #expect(throws: PostgresError.self) { _ = try await Connection.connect(to: config) }
+        let error = await #expect(throws: PGError.self) { _ = try await PGConnection.connect(to: config) }
         let text = error.map { "\($0) \(String(reflecting: $0))" } ?? ""
         #expect(error?.kind == .authenticationFailed, "\(text)")
         #expect(text.contains("for user \"skyros\""), "\(text)")
@@ -139,7 +139,7 @@ struct UnscrubbedMessageTests {
 
     @Test func aPasswordThatIsACommonWordLeavesTheWordElsewhere() async throws {
         let config = try Self.configuration(user: "skyros_nobody", password: "server")
-        let error = await #expect(throws: PostgresError.self) { _ = try await Connection.connect(to: config) }
+        let error = await #expect(throws: PGError.self) { _ = try await PGConnection.connect(to: config) }
         let text = error.map { "\($0) \(String(reflecting: $0))" } ?? ""
         #expect(error?.kind == .authenticationFailed, "\(text)")
         #expect(text.contains("connection to server at"), "\(text)")

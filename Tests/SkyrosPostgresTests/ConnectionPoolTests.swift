@@ -3,11 +3,11 @@ import SkyrosPostgres
 import SkyrosTestSupport
 import Testing
 
-@Suite("ConnectionPool")
+@Suite("PGConnectionPool")
 struct ConnectionPoolTests {
     @Test func twoHundredTasksThroughEightConnections() async throws {
         // A generous lease timeout: this checks sharing, not speed (a loaded machine takes seconds here).
-        let pool = ConnectionPool(
+        let pool = PGConnectionPool(
             configuration: .init(maximumConnections: 8, leaseTimeout: .seconds(120)), postgres: try TestServer.configuration)
         let sum = try await withThrowingTaskGroup(of: Int.self) { group in
             for i in 0..<200 {
@@ -29,7 +29,7 @@ struct ConnectionPoolTests {
     }
 
     @Test func exhaustedPoolFailsWithLeaseTimeout() async throws {
-        let pool = ConnectionPool(
+        let pool = PGConnectionPool(
             configuration: .init(maximumConnections: 2, leaseTimeout: .milliseconds(300)),
             postgres: try TestServer.configuration)
         let first = try await pool.lease()
@@ -37,7 +37,7 @@ struct ConnectionPoolTests {
         #expect(pool.statistics.inUse == 2)
         let clock = ContinuousClock()
         let start = clock.now
-        let error = await #expect(throws: PostgresError.self) { try await pool.withConnection { _ in } }
+        let error = await #expect(throws: PGError.self) { try await pool.withConnection { _ in } }
         #expect(error?.kind == .poolTimeout)
         #expect(error?.message.contains("no connection became available") == true)
         // Not a hang (a bound, not a timing: under ThreadSanitizer beside the parallel suite this took 5.7 s).
@@ -50,18 +50,18 @@ struct ConnectionPoolTests {
         #expect(try await waiter.value == 1)
         await pool.release(second)
         await pool.shutdown()
-        await #expect(throws: PostgresError.self) { try await pool.withConnection { _ in } }
+        await #expect(throws: PGError.self) { try await pool.withConnection { _ in } }
     }
 
     @Test func cancellingAWaitingLeaseFailsWithQueryCancelled() async throws {
-        let pool = ConnectionPool(
+        let pool = PGConnectionPool(
             configuration: .init(maximumConnections: 1, leaseTimeout: .seconds(120)), postgres: try TestServer.configuration)
         let held = try await pool.lease()
         let waiter = Task { try await pool.withConnection { _ in } }
         #expect(await eventually { pool.statistics.waiting == 1 })
         waiter.cancel()
         // Long before the lease timeout: the cancellation ends the wait.
-        let error = await #expect(throws: PostgresError.self) { try await waiter.value }
+        let error = await #expect(throws: PGError.self) { try await waiter.value }
         #expect(error?.kind == .queryCancelled)
         #expect(pool.statistics.waiting == 0)
         #expect(pool.statistics.leaseTimeouts == 0)
@@ -76,7 +76,7 @@ struct ConnectionPoolTests {
         // The timeout is long enough for three waiters to queue on a loaded machine (ThreadSanitizer,
         // parallel suites); the check below then outlasts it, so a timer left armed would fire.
         let leaseTimeout = Duration.seconds(5)
-        let pool = ConnectionPool(configuration: .init(maximumConnections: 1, leaseTimeout: leaseTimeout), postgres: try TestServer.configuration)
+        let pool = PGConnectionPool(configuration: .init(maximumConnections: 1, leaseTimeout: leaseTimeout), postgres: try TestServer.configuration)
         let held = try await pool.lease()
         let firstQueued = ContinuousClock.now
         for i in 0..<3 {
@@ -96,7 +96,7 @@ struct ConnectionPoolTests {
 
     @Test func transactionCommitsOrRollsBack() async throws {
         try await TestServer.withSchema { schema in
-            let pool = ConnectionPool(configuration: .init(maximumConnections: 2), postgres: try TestServer.configuration)
+            let pool = PGConnectionPool(configuration: .init(maximumConnections: 2), postgres: try TestServer.configuration)
             try await pool.withConnection { try await $0.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).t (n int)") }
             struct Boom: Error {}
             await #expect(throws: Boom.self) {
@@ -112,7 +112,7 @@ struct ConnectionPoolTests {
     }
 
     @Test func droppedIdleConnectionIsReplacedTransparently() async throws {
-        let pool = ConnectionPool(configuration: .init(maximumConnections: 1), postgres: try TestServer.configuration)
+        let pool = PGConnectionPool(configuration: .init(maximumConnections: 1), postgres: try TestServer.configuration)
         let pid = try await pool.withConnection { await $0.backendPID }
         let admin = try await TestServer.connect()
         try await admin.query("SELECT pg_terminate_backend(\(pid))")
@@ -131,7 +131,7 @@ struct ConnectionPoolTests {
     /// An idle connection leased at once (the commit queue's drain starts on its thread) is checked before use:
     /// a dropped one is discarded and another leased; with none idle there is nothing to lease at once.
     @Test func anIdleConnectionLeasedAtOnceIsCheckedAndReturned() async throws {
-        let pool = ConnectionPool(configuration: .init(maximumConnections: 2), postgres: try TestServer.configuration)
+        let pool = PGConnectionPool(configuration: .init(maximumConnections: 2), postgres: try TestServer.configuration)
         #expect(pool.leaseIdleNow() == nil, "nothing is idle before the first lease")
         let pid = try await pool.withConnection { await $0.backendPID }
         let leased = try #require(pool.leaseIdleNow())
@@ -157,12 +157,12 @@ struct ConnectionPoolTests {
     }
 
     @Test func idleConnectionsAboveMinimumAreClosedByRun() async throws {
-        let pool = ConnectionPool(
+        let pool = PGConnectionPool(
             configuration: .init(minimumConnections: 1, maximumConnections: 4, idleTimeout: .milliseconds(100), healthCheckInterval: .milliseconds(50)),
             postgres: try TestServer.configuration)
         // Count open connections, not idle ones: run()'s health check leases an idle connection for a moment
         // every 50 ms, and under load a poll can keep landing inside that window.
-        func open(_ statistics: ConnectionPool.Statistics) -> Int { statistics.opened - statistics.closed }
+        func open(_ statistics: PGConnectionPool.Statistics) -> Int { statistics.opened - statistics.closed }
         let runner = Task { try await pool.run() }
         await eventually(within: .seconds(30), "run() opens the minimum") { open(pool.statistics) == 1 }
         try await holdAtOnce(4, connectionsOf: pool)
@@ -181,7 +181,7 @@ extension ConnectionPoolTests {
     /// back among the idle ones (where nothing would ever close it). The check is held up deterministically: the
     /// connection's thread is busy with a statement waiting for an advisory lock the test holds.
     @Test(.timeLimit(.minutes(1))) func aHealthCheckThatEndsAfterShutdownClosesTheConnection() async throws {
-        let pool = ConnectionPool(
+        let pool = PGConnectionPool(
             configuration: .init(maximumConnections: 1, healthCheckInterval: .zero), postgres: try TestServer.configuration)
         let connection = try await pool.withConnection { $0 }
         #expect(pool.statistics.idle == 1)

@@ -63,17 +63,17 @@ struct ConnectionTests {
                     #expect(try await cached() == 1, "the stale statement is deallocated")
 
                     try await admin.execute(script: "ALTER TABLE \(table) ALTER COLUMN n TYPE int2")
-                    let inTransaction = await #expect(throws: PostgresError.self) {
+                    let inTransaction = await #expect(throws: PGError.self) {
                         try await connection.withTransaction { _ in try await read() }
                     }
                     #expect(inTransaction?.sqlState == .featureNotSupported)
                     #expect(try await read() == 10)
                     #expect(try await cached() == 1, "the statement that failed in the transaction is deallocated after it")
 
-                    let bump = PostgresQuery("UPDATE \(qualified: [schema, "t"]) SET n = n + \(1) WHERE id = 1 RETURNING n")
+                    let bump = PGQuery("UPDATE \(qualified: [schema, "t"]) SET n = n + \(1) WHERE id = 1 RETURNING n")
                     #expect(try await connection.pipeline([bump])[0][0].decode(Int.self, at: 0) == 11)
                     try await admin.execute(script: "ALTER TABLE \(table) ALTER COLUMN n TYPE int4")
-                    let inPipeline = await #expect(throws: PostgresError.self) { try await connection.pipeline([bump]) }
+                    let inPipeline = await #expect(throws: PGError.self) { try await connection.pipeline([bump]) }
                     #expect(inPipeline?.sqlState == .featureNotSupported)
                     #expect(inPipeline?.statementIndex == 0)
                     #expect(try await connection.pipeline([bump])[0][0].decode(Int.self, at: 0) == 12)
@@ -89,7 +89,7 @@ struct ConnectionTests {
             let connection = try await TestServer.connect()
             try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).users (id int PRIMARY KEY, email text CONSTRAINT users_email_key UNIQUE)")
             try await connection.query("INSERT INTO \(qualified: [schema, "users"]) VALUES (1, \("a@x"))")
-            let duplicate = await #expect(throws: PostgresError.self) {
+            let duplicate = await #expect(throws: PGError.self) {
                 try await connection.query("INSERT INTO \(qualified: [schema, "users"]) VALUES (2, \("a@x"))")
             }
             #expect(duplicate?.kind == .uniqueViolation)
@@ -100,10 +100,10 @@ struct ConnectionTests {
             #expect(duplicate?.detail?.contains("already exists") == true)
             #expect(duplicate.map { SQLState.integrityConstraintViolation ~= $0.sqlState } == true)
 
-            let syntax = await #expect(throws: PostgresError.self) { try await connection.query("SELEC 1") }
+            let syntax = await #expect(throws: PGError.self) { try await connection.query("SELEC 1") }
             #expect(syntax?.kind == .syntaxError)
             #expect(syntax?.position == 1)
-            let missing = await #expect(throws: PostgresError.self) { try await connection.query("SELECT * FROM no_such_table") }
+            let missing = await #expect(throws: PGError.self) { try await connection.query("SELECT * FROM no_such_table") }
             #expect(missing?.kind == .undefinedTable)
             // Still usable after errors.
             #expect(try await connection.query("SELECT 2")[0].decode(Int.self, at: 0) == 2)
@@ -149,8 +149,8 @@ struct ConnectionTests {
         let elapsed = clock.now - start
         // Well before the 10 s sleep ends (a bound, not a timing: on a loaded machine this took 1.05 s).
         #expect(elapsed < .seconds(5), "cancellation took \(elapsed)")
-        #expect(throws: PostgresError.self) { try result.get() }
-        if case .failure(let error as PostgresError) = result { #expect(error.kind == .queryCancelled) }
+        #expect(throws: PGError.self) { try result.get() }
+        if case .failure(let error as PGError) = result { #expect(error.kind == .queryCancelled) }
         #expect(try await connection.query("SELECT 7")[0].decode(Int.self, at: 0) == 7)
         await connection.close()
         await observer.close()
@@ -160,7 +160,7 @@ struct ConnectionTests {
         try await TestServer.withSchema { schema in
             let connection = try await TestServer.connect()
             try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int PRIMARY KEY, xid8 xid8 DEFAULT pg_current_xact_id())")
-            var batch: [PostgresQuery] = ["BEGIN"]
+            var batch: [PGQuery] = ["BEGIN"]
             batch += (0..<10_000).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
             batch.append("COMMIT")
             let results = try await connection.pipeline(batch)
@@ -177,9 +177,9 @@ struct ConnectionTests {
         try await TestServer.withSchema { schema in
             let connection = try await TestServer.connect()
             try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int PRIMARY KEY)")
-            var batch: [PostgresQuery] = (0..<100).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
+            var batch: [PGQuery] = (0..<100).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
             batch[57] = "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(3))"  // duplicate key
-            let error = await #expect(throws: PostgresError.self) { try await connection.pipeline(batch) }
+            let error = await #expect(throws: PGError.self) { try await connection.pipeline(batch) }
             #expect(error?.kind == .uniqueViolation)
             #expect(error?.statementIndex == 57)
             let count = try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0)
@@ -199,9 +199,9 @@ struct ConnectionTests {
             let connection = try await TestServer.connect()
             try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int PRIMARY KEY)")
             for (count, failing) in [(600, 10), (3_000, 10), (10_000, 10), (3_000, 1_000), (3_000, 2_995)] {
-                var batch: [PostgresQuery] = (0..<count).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
+                var batch: [PGQuery] = (0..<count).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
                 batch[failing] = "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(0))"  // duplicate key
-                let error = await #expect(throws: PostgresError.self) { try await connection.pipeline(batch) }
+                let error = await #expect(throws: PGError.self) { try await connection.pipeline(batch) }
                 #expect(error?.kind == .uniqueViolation)
                 #expect(error?.statementIndex == failing, "\(count) statements, failing at \(failing)")
                 let stored = try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0)
@@ -209,7 +209,7 @@ struct ConnectionTests {
                 #expect(await !connection.isInTransaction)
             }
             // The connection left pipeline mode cleanly, and a long pipeline still commits whole.
-            let batch: [PostgresQuery] = (0..<3_000).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
+            let batch: [PGQuery] = (0..<3_000).map { i in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(i))" }
             #expect(try await connection.pipeline(batch).count == 3_000)
             #expect(try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0) == 3_000)
             await connection.close()
@@ -220,7 +220,7 @@ struct ConnectionTests {
     /// instead of waiting for a sync that can never come (libpq has nothing more to report, and is not busy).
     @Test(.timeLimit(.minutes(1))) func aPipelineWhoseConnectionDropsFailsWithTheLoss() async throws {
         let connection = try await TestServer.connect()
-        let error = await #expect(throws: PostgresError.self) {
+        let error = await #expect(throws: PGError.self) {
             try await connection.pipeline(["SELECT \(1)", "SELECT pg_terminate_backend(pg_backend_pid())", "SELECT \(2)"])
         }
         #expect(error?.isTransient == true, "\(String(describing: error))")
@@ -236,9 +236,9 @@ struct ConnectionTests {
                 CREATE TABLE \(quoteIdentifier(schema)).items (
                     n int, CONSTRAINT items_n_once UNIQUE (n) DEFERRABLE INITIALLY DEFERRED)
                 """)
-            let insert = { (n: Int) -> PostgresQuery in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(n))" }
+            let insert = { (n: Int) -> PGQuery in "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(n))" }
             for _ in 0..<2 {  // the second time with the statement prepared
-                let error = await #expect(throws: PostgresError.self) {
+                let error = await #expect(throws: PGError.self) {
                     try await connection.pipeline([insert(1), insert(2), insert(1)])
                 }
                 #expect(error?.kind == .uniqueViolation)
@@ -258,7 +258,7 @@ struct ConnectionTests {
         try await TestServer.withSchema { schema in
             let connection = try await TestServer.connect()
             try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (n int8 PRIMARY KEY, label text)")
-            func insert(_ n: Int) -> PostgresQuery { "INSERT INTO \(qualified: [schema, "items"]) (n, label) VALUES (\(n), \("row \(n)"))" }
+            func insert(_ n: Int) -> PGQuery { "INSERT INTO \(qualified: [schema, "items"]) (n, label) VALUES (\(n), \("row \(n)"))" }
             func preparedCount() async throws -> Int {
                 try await connection.query("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO%'")[0].decode(Int.self, at: 0)
             }
@@ -268,18 +268,18 @@ struct ConnectionTests {
             #expect(try first[20][0].decode(Int.self, at: 0) == 42)
             #expect(try await preparedCount() == 1)
             // A pipeline that fails after preparing keeps the statement usable; the failure names the statement.
-            let duplicate = await #expect(throws: PostgresError.self) {
+            let duplicate = await #expect(throws: PGError.self) {
                 try await connection.pipeline([insert(100), insert(5), insert(101)])
             }
             #expect(duplicate?.kind == .uniqueViolation)
             #expect(duplicate?.statementIndex == 1)
             // A new statement that does not parse fails with its own index, and nothing is cached for it.
-            let syntax = await #expect(throws: PostgresError.self) {
+            let syntax = await #expect(throws: PGError.self) {
                 try await connection.pipeline([insert(200), "INSERT INTO nowhere_at_all VALUES (\(1))", insert(201)])
             }
             #expect(syntax?.kind == .undefinedTable)
             #expect(syntax?.statementIndex == 1)
-            let again = await #expect(throws: PostgresError.self) {
+            let again = await #expect(throws: PGError.self) {
                 try await connection.pipeline(["INSERT INTO nowhere_at_all VALUES (\(1))"])
             }
             #expect(again?.statementIndex == 0)
@@ -294,7 +294,7 @@ struct ConnectionTests {
             await connection.close()
 
             // Without prepared statements (PgBouncer in transaction mode) pipelines prepare nothing.
-            let unprepared = try await Connection.connect(to: TestServer.configuration, usePreparedStatements: false)
+            let unprepared = try await PGConnection.connect(to: TestServer.configuration, usePreparedStatements: false)
             try await unprepared.pipeline([insert(400), insert(401)])
             #expect(try await unprepared.query("SELECT count(*) FROM pg_prepared_statements")[0].decode(Int.self, at: 0) == 0)
             await unprepared.close()
@@ -306,11 +306,11 @@ struct ConnectionTests {
             let connection = try await TestServer.connect()
             try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).docs (id int, body text, blob bytea, at timestamptz)")
             let tricky = "tab\there\nnew line \\ back \\N not null"
-            var rows: [[PostgresValue]] = []
+            var rows: [[PGValue]] = []
             for i in 0..<5_000 {
                 rows.append([
-                    try PostgresValue(i), i == 1 ? .null : try PostgresValue(i == 0 ? tricky : "row \(i)"),
-                    try PostgresValue(Data([0, UInt8(i % 256)])), try PostgresValue(Date(timeIntervalSince1970: Double(i))),
+                    try PGValue(i), i == 1 ? .null : try PGValue(i == 0 ? tricky : "row \(i)"),
+                    try PGValue(Data([0, UInt8(i % 256)])), try PGValue(Date(timeIntervalSince1970: Double(i))),
                 ])
             }
             let copied = try await connection.copyFrom(table: [schema, "docs"], columns: ["id", "body", "blob", "at"], rows: rows)
@@ -319,8 +319,8 @@ struct ConnectionTests {
             #expect(try first[0].decode(String.self, at: 0) == tricky)
             #expect(try first[1].decode(String?.self, at: 0) == nil)
             #expect(try first[0].decode(Data.self, at: 1) == Data([0, 0]))
-            let bad = await #expect(throws: PostgresError.self) {
-                try await connection.copyFrom(table: [schema, "docs"], columns: ["id"], rows: [[try PostgresValue("not a number")]])
+            let bad = await #expect(throws: PGError.self) {
+                try await connection.copyFrom(table: [schema, "docs"], columns: ["id"], rows: [[try PGValue("not a number")]])
             }
             #expect(bad?.sqlState == .invalidTextRepresentation)
             #expect(try await connection.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
@@ -332,7 +332,7 @@ struct ConnectionTests {
     func repliesAreTheSameWhateverTheBusyPollWindow(_ window: Duration) async throws {
         var configuration = try TestServer.configuration
         configuration.busyPoll = window
-        let connection = try await Connection.connect(to: configuration)
+        let connection = try await PGConnection.connect(to: configuration)
         for i in 0..<200 {
             #expect(try await connection.query("SELECT \(i)::int8 * 2")[0].decode(Int.self, at: 0) == i * 2)
         }
@@ -342,7 +342,7 @@ struct ConnectionTests {
         #expect(try script[0].decode(Int.self, at: 0) == 2)
         let results = try await connection.pipeline((0..<300).map { "SELECT \($0)::int8" })
         #expect(try results.map { try $0[0].decode(Int.self, at: 0) } == Array(0..<300))
-        let syntax = await #expect(throws: PostgresError.self) { try await connection.query("SELEC \(1)") }
+        let syntax = await #expect(throws: PGError.self) { try await connection.query("SELEC \(1)") }
         #expect(syntax?.kind == .syntaxError)
         #expect(try await connection.query("SELECT 9")[0].decode(Int.self, at: 0) == 9)
         await connection.close()
@@ -351,7 +351,7 @@ struct ConnectionTests {
     @Test func busyPollingSwitchesOffWhileRepliesAreSlowAndBackOnWhenFast() async throws {
         var configuration = try TestServer.configuration
         configuration.busyPoll = .microseconds(100)
-        let connection = try await Connection.connect(to: configuration)
+        let connection = try await PGConnection.connect(to: configuration)
         #expect(await connection.busyPollsNextReply)
         // 20 ms is far beyond twice the window: the next wait sleeps at once.
         try await connection.query("SELECT pg_sleep(0.02)")
@@ -365,7 +365,7 @@ struct ConnectionTests {
         #expect(await connection.busyPollsNextReply == false)
         var off = configuration
         off.busyPoll = .zero
-        let never = try await Connection.connect(to: off)
+        let never = try await PGConnection.connect(to: off)
         try await never.query("SELECT 1")
         #expect(await never.busyPollsNextReply == false)
         await connection.close()
@@ -376,8 +376,8 @@ struct ConnectionTests {
         var polling = try TestServer.configuration
         polling.busyPoll = .milliseconds(20)   // every 2 ms reply below is polled for, if allowed
         let configuration = polling
-        let connections = try await withThrowingTaskGroup(of: Connection.self) { group in
-            for _ in 0..<8 { group.addTask { try await Connection.connect(to: configuration) } }
+        let connections = try await withThrowingTaskGroup(of: PGConnection.self) { group in
+            for _ in 0..<8 { group.addTask { try await PGConnection.connect(to: configuration) } }
             return try await group.reduce(into: []) { $0.append($1) }
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -388,7 +388,7 @@ struct ConnectionTests {
             }
             try await group.waitForAll()
         }
-        let pollers = Connection.busyPollers
+        let pollers = PGConnection.busyPollers
         #expect(pollers.peak >= 1)
         #expect(pollers.peak <= pollers.limit, "\(pollers)")
         #expect(pollers.limit == max(1, ProcessInfo.processInfo.activeProcessorCount / 2))
@@ -399,7 +399,7 @@ struct ConnectionTests {
         try await TestServer.withSchema { schema in
             let connection = try await TestServer.connect()
             try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).t (n int)")
-            let copyIn = await #expect(throws: PostgresError.self) {
+            let copyIn = await #expect(throws: PGError.self) {
                 try await connection.query("COPY \(qualified: [schema, "t"]) FROM STDIN")
             }
             #expect(copyIn?.message.contains("copyFrom") == true)
@@ -417,19 +417,19 @@ struct ConnectionTests {
         let base = try TestServer.configuration
         let secret = "s3cr3t-Pa55word-%41"
 
-        let malformed = #expect(throws: PostgresError.self) {
-            _ = try PostgresConfiguration(url: "postgres://user:\(secret)@host:notaport/db")
+        let malformed = #expect(throws: PGError.self) {
+            _ = try PGConfiguration(url: "postgres://user:\(secret)@host:notaport/db")
         }
         #expect(malformed?.kind == .invalidConfiguration)
         #expect(malformed.map { "\($0)".contains("s3cr3t") } == false)
-        let badEscape = #expect(throws: PostgresError.self) {
-            _ = try PostgresConfiguration(url: "postgres://user:bad%zzsecret@host/db")
+        let badEscape = #expect(throws: PGError.self) {
+            _ = try PGConfiguration(url: "postgres://user:bad%zzsecret@host/db")
         }
         #expect(badEscape.map { "\($0) \($0.debugDescription)".contains("zzsecret") } == false)
 
         var wrongPassword = base
         wrongPassword["password"] = secret
-        let auth = await #expect(throws: PostgresError.self) { _ = try await Connection.connect(to: wrongPassword) }
+        let auth = await #expect(throws: PGError.self) { _ = try await PGConnection.connect(to: wrongPassword) }
         #expect(auth?.kind == .authenticationFailed)
         #expect(auth.map { "\($0) \($0.debugDescription)".contains(secret) } == false)
         #expect(!wrongPassword.description.contains(secret))
@@ -438,12 +438,12 @@ struct ConnectionTests {
         unreachable["host"] = "127.0.0.1"
         unreachable["port"] = "1"
         unreachable["password"] = secret
-        let refused = await #expect(throws: PostgresError.self) { _ = try await Connection.connect(to: unreachable) }
+        let refused = await #expect(throws: PGError.self) { _ = try await PGConnection.connect(to: unreachable) }
         #expect(refused?.kind == .connectionFailed)
         #expect(refused.map { "\($0) \($0.debugDescription)".contains(secret) } == false)
 
-        let missing = await #expect(throws: PostgresError.self) {
-            _ = try await Connection.connect(to: base.withDatabase("no_such_db_\(UUID().uuidString.prefix(6))"))
+        let missing = await #expect(throws: PGError.self) {
+            _ = try await PGConnection.connect(to: base.withDatabase("no_such_db_\(UUID().uuidString.prefix(6))"))
         }
         #expect(missing?.kind == .databaseNotFound)
     }
@@ -451,10 +451,10 @@ struct ConnectionTests {
     @Test func keywordConninfoPassesLibpqOptions() async throws {
         let base = try TestServer.configuration
         let conninfo = "host=\(base.host!) port=\(base.port!) user=\(base.user!) password='\(base["password"] ?? "")' dbname=\(base.database!) application_name=skyros_conninfo_test connect_timeout=5 target_session_attrs=read-write"
-        let config = try PostgresConfiguration(conninfo: conninfo)
+        let config = try PGConfiguration(conninfo: conninfo)
         #expect(config["target_session_attrs"] == "read-write")
         #expect(!config.description.contains(base["password"] ?? "\u{1}"))
-        let connection = try await Connection.connect(to: config)
+        let connection = try await PGConnection.connect(to: config)
         let name = try await connection.query("SELECT current_setting('application_name')")[0].decode(String.self, at: 0)
         #expect(name == "skyros_conninfo_test")
         await connection.close()

@@ -8,7 +8,7 @@ import Testing
 @Suite("Dates at the edges of PostgreSQL's ranges")
 struct DateCodingTests {
     /// Seconds from 1970 of midnight UTC on `date`, as the server computes them.
-    func serverSeconds(of date: String, on connection: Connection) async throws -> Double {
+    func serverSeconds(of date: String, on connection: PGConnection) async throws -> Double {
         let days = try await connection.query("SELECT \(date)::date - '1970-01-01'::date")[0].decode(Int.self, at: 0)
         return Double(days) * 86_400
     }
@@ -54,11 +54,11 @@ struct DateCodingTests {
             Date(timeIntervalSince1970: -210_866_803_201),  // a second before 4714-11-24 BC
         ]
         for date in unsendable {
-            let error = #expect(throws: PostgresError.self, "\(date.timeIntervalSince1970)") { _ = try date.postgresText() }
+            let error = #expect(throws: PGError.self, "\(date.timeIntervalSince1970)") { _ = try date.postgresText() }
             #expect(error?.kind == .encoding)
         }
         try await TestServer.withConnection { connection in
-            let error = await #expect(throws: PostgresError.self) {
+            let error = await #expect(throws: PGError.self) {
                 try await connection.query("SELECT \(Date(timeIntervalSince1970: 1e17))::timestamptz")
             }
             #expect(error?.kind == .encoding)
@@ -73,7 +73,7 @@ struct DateCodingTests {
 
     @Test func textThatIsNotADateIsADecodingError() {
         for text in ["2024-13", "abc", "2024-01-01 10:00", "999999999-12-31 junk"] {
-            let error = #expect(throws: PostgresError.self) { _ = try Date(postgresText: ArraySlice(text.utf8), type: .date) }
+            let error = #expect(throws: PGError.self) { _ = try Date(postgresText: ArraySlice(text.utf8), type: .date) }
             #expect(error?.kind == .decoding)
         }
     }

@@ -17,8 +17,8 @@ struct DiscardedStatementTests {
                 func read(_ n: Int) async throws -> Int {
                     try await connection.query("SELECT \(n)::int8 + 1")[0].decode(Int.self, at: 0)
                 }
-                func insert(_ n: Int) -> PostgresQuery { "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(n))" }
-                func other(_ n: Int) -> PostgresQuery { "SELECT \(n)::int8 * 2" }
+                func insert(_ n: Int) -> PGQuery { "INSERT INTO \(qualified: [schema, "items"]) (n) VALUES (\(n))" }
+                func other(_ n: Int) -> PGQuery { "SELECT \(n)::int8 * 2" }
                 #expect(try await read(1) == 2)
                 #expect(try await read(2) == 3)
                 try await connection.pipeline([insert(1), other(1), insert(2)])
@@ -40,7 +40,7 @@ struct DiscardedStatementTests {
 
                 // In a transaction the failure stands (the transaction is aborted); the next use prepares again.
                 try await connection.execute(script: reset)
-                let inTransaction = await #expect(throws: PostgresError.self) {
+                let inTransaction = await #expect(throws: PGError.self) {
                     try await connection.withTransaction { _ in try await read(5) }
                 }
                 #expect(inTransaction?.sqlState == SQLState("26000"))
@@ -52,7 +52,7 @@ struct DiscardedStatementTests {
 
     /// Through a pool of one connection, as in the report.
     @Test(.timeLimit(.minutes(1))) func throughAPoolOfOne() async throws {
-        let pool = ConnectionPool(configuration: .init(maximumConnections: 1), postgres: try TestServer.configuration)
+        let pool = PGConnectionPool(configuration: .init(maximumConnections: 1), postgres: try TestServer.configuration)
         for i in 0..<2 {
             #expect(try await pool.withConnection { try await $0.query("SELECT \(i)::int8")[0].decode(Int.self, at: 0) } == i)
         }
@@ -70,7 +70,7 @@ extension DiscardedStatementTests {
     @Test(.timeLimit(.minutes(1))) func theListenersSessionPreparesAgain() async throws {
         let channel = "skyros_test_\(UUID().uuidString.prefix(8).lowercased())"
         let outcomes = Locked<[String]>([])
-        let listener = try await PostgresListener.start(
+        let listener = try await PGListener.start(
             configuration: try TestServer.configuration, channels: [channel], logger: Logger(label: "test"),
             handles: { note, session in
                 let outcome: String

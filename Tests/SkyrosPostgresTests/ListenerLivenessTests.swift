@@ -8,13 +8,13 @@ import Testing
 /// unnoticed for hours: its connection gets TCP keepalives (and on Linux `tcp_user_timeout`) unless the
 /// configuration sets them, and after a silence it sends an empty statement and reconnects when no reply
 /// comes in time.
-@Suite("PostgresListener: a dead peer is noticed")
+@Suite("PGListener: a dead peer is noticed")
 struct ListenerLivenessTests {
     /// The options libpq uses for the listener's live connection, read on its thread by a handler.
-    private func liveOptions(_ configuration: PostgresConfiguration) async throws -> [String: String] {
+    private func liveOptions(_ configuration: PGConfiguration) async throws -> [String: String] {
         let channel = "skyros_test_\(UUID().uuidString.prefix(8).lowercased())"
         let options = Locked<[String: String]?>(nil)
-        let listener = try await PostgresListener.start(
+        let listener = try await PGListener.start(
             configuration: configuration, channels: [channel], logger: Logger(label: "test"),
             handles: { _, session in
                 options.withLock { $0 = session.connectionOptions }
@@ -53,10 +53,10 @@ struct ListenerLivenessTests {
         let application = "skyros_live_\(UUID().uuidString.prefix(8).lowercased())"
         var configuration = try TestServer.configuration
         configuration["application_name"] = application
-        let listener = try await PostgresListener.start(
+        let listener = try await PGListener.start(
             configuration: configuration, channels: [channel], logger: Logger(label: "test"),
             idleCheck: .init(after: .milliseconds(200), replyTimeout: .seconds(1)), handles: nil)
-        let seen = Locked<[PostgresListener.Event]>([])
+        let seen = Locked<[PGListener.Event]>([])
         let consumer = Task { for await event in listener.events { seen.withLock { $0.append(event) } } }
         func reconnects() -> Int { seen.withLock { $0.filter { $0 == .reconnected }.count } }
         try await TestServer.withConnection { admin in

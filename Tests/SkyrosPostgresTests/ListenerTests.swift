@@ -4,11 +4,11 @@ import SkyrosPostgres
 import SkyrosTestSupport
 import Testing
 
-@Suite("PostgresListener")
+@Suite("PGListener")
 struct ListenerTests {
     @Test func notificationsArriveInOrderAndSurviveATerminatedBackend() async throws {
         let channel = "skyros_test_\(UUID().uuidString.prefix(8).lowercased())"
-        let listener = try await PostgresListener.start(configuration: try TestServer.configuration, channels: [channel])
+        let listener = try await PGListener.start(configuration: try TestServer.configuration, channels: [channel])
         var events = listener.events.makeAsyncIterator()
         #expect(await events.next() == .listening)
 
@@ -49,7 +49,7 @@ struct ListenerTests {
     @Test func notificationsADropFilterRejectsAreNeverYielded() async throws {
         let channel = "skyros_test_\(UUID().uuidString.prefix(8).lowercased())"
         let seen = Locked<[String]>([])
-        let listener = try await PostgresListener.start(
+        let listener = try await PGListener.start(
             configuration: try TestServer.configuration, channels: [channel], logger: Logger(label: "test"),
             handles: { note, _ in
                 seen.withLock { $0.append(note.payload) }
@@ -77,7 +77,7 @@ struct ListenerTests {
     @Test func theSessionCountsTheNotificationsWaitingBehindTheCurrentOne() async throws {
         let channel = "skyros_test_\(UUID().uuidString.prefix(8).lowercased())"
         let backlogs = Locked<[String: Int]>([:])
-        let listener = try await PostgresListener.start(
+        let listener = try await PGListener.start(
             configuration: try TestServer.configuration, channels: [channel], logger: Logger(label: "test"),
             handles: { note, session in
                 backlogs.withLock { $0[note.payload] = session.backlog }
@@ -106,15 +106,15 @@ struct ListenerTests {
             let channel = "skyros_test_\(UUID().uuidString.prefix(8).lowercased())"
             let table = "\(quoteIdentifier(schema)).locked"
             let outcomes = Locked<[String: String]>([:])
-            let listener = try await PostgresListener.start(
+            let listener = try await PGListener.start(
                 configuration: try TestServer.configuration, channels: [channel], logger: Logger(label: "test"),
                 handles: { note, session in
                     let started = ContinuousClock.now
                     let outcome: String
                     do {
-                        _ = try session.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table) WHERE id = $1", binds: [PostgresValue(1)]))
+                        _ = try session.query(PGQuery(unsafeSQL: "SELECT count(*) FROM \(table) WHERE id = $1", binds: [PGValue(1)]))
                         outcome = "read"
-                    } catch let error as PostgresError {
+                    } catch let error as PGError {
                         outcome = "\(error.sqlState?.rawValue ?? "-") after \(ContinuousClock.now - started < .seconds(1) ? "under" : "over") 1 s"
                     } catch {
                         outcome = "\(error)"
@@ -156,11 +156,11 @@ struct ListenerTests {
         let read = Locked<[String: String]>([:])
         let failures = Locked<[String]>([])
         let prepared = Locked<Int?>(nil)
-        let listener = try await PostgresListener.start(
+        let listener = try await PGListener.start(
             configuration: try TestServer.configuration, channels: [channel], logger: Logger(label: "test"),
             handles: { note, session in
                 do {
-                    let rows = try session.query(PostgresQuery(unsafeSQL: "SELECT n FROM \(table) WHERE id = $1", binds: [PostgresValue(1)]))
+                    let rows = try session.query(PGQuery(unsafeSQL: "SELECT n FROM \(table) WHERE id = $1", binds: [PGValue(1)]))
                     let value = rows.first.flatMap { try? $0.decode(String.self, at: 0) }
                     if value == nil { failures.withLock { $0.append("\(note.payload): \(rows.count) rows, \(rows.commandTag)") } }
                     read.withLock { $0[note.payload] = value }
@@ -170,10 +170,10 @@ struct ListenerTests {
                 // A second statement, prepared before the first is prepared again, and a third after: each
                 // keeps a name of its own.
                 if note.payload == "1" {
-                    _ = try? session.query(PostgresQuery(unsafeSQL: "SELECT $1::int8 + 1", binds: [PostgresValue(1)]))
+                    _ = try? session.query(PGQuery(unsafeSQL: "SELECT $1::int8 + 1", binds: [PGValue(1)]))
                 }
                 if note.payload == "done" {
-                    let doubled = try? session.query(PostgresQuery(unsafeSQL: "SELECT $1::int8 * 2", binds: [PostgresValue(21)]))
+                    let doubled = try? session.query(PGQuery(unsafeSQL: "SELECT $1::int8 * 2", binds: [PGValue(21)]))
                         .first?.decode(Int.self, at: 0)
                     let count = try? session.query("SELECT count(*) FROM pg_prepared_statements").first?.decode(Int.self, at: 0)
                     prepared.withLock { $0 = count.map { $0 * 100 + (doubled ?? -1) } }

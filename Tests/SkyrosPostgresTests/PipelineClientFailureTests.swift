@@ -11,18 +11,18 @@ struct PipelineClientFailureTests {
         try await TestServer.withSchema { schema in
             try await TestServer.withConnection { connection in
                 try await connection.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).items (label text)")
-                let first: PostgresQuery = "INSERT INTO \(qualified: [schema, "items"]) (label) VALUES (\("first"))"
+                let first: PGQuery = "INSERT INTO \(qualified: [schema, "items"]) (label) VALUES (\("first"))"
                 let table = "\(quoteIdentifier(schema)).items"
-                let withNUL = PostgresQuery(
-                    unsafeSQL: "INSERT INTO \(table) (label) VALUES ($1)", binds: [PostgresValue(type: .text, text: "a\u{0}b")])
-                let tooManyBinds = PostgresQuery(
+                let withNUL = PGQuery(
+                    unsafeSQL: "INSERT INTO \(table) (label) VALUES ($1)", binds: [PGValue(type: .text, text: "a\u{0}b")])
+                let tooManyBinds = PGQuery(
                     unsafeSQL: "INSERT INTO \(table) (label) VALUES ($1)",
-                    binds: Array(repeating: PostgresValue(type: .text, text: "x"), count: 70_000))
-                let withNULInText = PostgresQuery(unsafeSQL: "INSERT INTO \(table) (label) VALUES ('a\u{0}b')")
+                    binds: Array(repeating: PGValue(type: .text, text: "x"), count: 70_000))
+                let withNULInText = PGQuery(unsafeSQL: "INSERT INTO \(table) (label) VALUES ('a\u{0}b')")
                 for (name, failing) in [("NUL in a bind", withNUL), ("70,000 binds", tooManyBinds), ("NUL in the text", withNULInText)] {
                     // Twice: the second time `first` is a prepared statement.
                     for _ in 0..<2 {
-                        let error = await #expect(throws: PostgresError.self, "\(name)") {
+                        let error = await #expect(throws: PGError.self, "\(name)") {
                             try await connection.pipeline([first, failing])
                         }
                         #expect(error?.kind == .encoding, "\(name): \(String(describing: error))")
@@ -35,12 +35,12 @@ struct PipelineClientFailureTests {
                 }
                 // Should sending still fail part way (here: unchecked), what was sent does not commit: the pipeline
                 // fails as if the statement had failed on the server.
-                let begin: PostgresQuery = "BEGIN"
+                let begin: PGQuery = "BEGIN"
                 func count() async throws -> Int {
                     try await connection.query("SELECT count(*) FROM \(qualified: [schema, "items"])")[0].decode(Int.self, at: 0)
                 }
                 for (name, failing) in [("NUL in a bind", withNUL), ("70,000 binds", tooManyBinds)] {
-                    let implicit = await #expect(throws: PostgresError.self, "\(name)") {
+                    let implicit = await #expect(throws: PGError.self, "\(name)") {
                         try await connection.pipelineWithoutChecking([first, first, failing, first])
                     }
                     #expect(implicit?.kind == .encoding || implicit?.kind == .protocolViolation, "\(name)")
@@ -49,7 +49,7 @@ struct PipelineClientFailureTests {
                     #expect(await !connection.isInTransaction, "\(name): the implicit transaction was rolled back")
 
                     // A transaction the pipeline began is left failed (as after a server error): nothing commits.
-                    let own = await #expect(throws: PostgresError.self, "\(name)") {
+                    let own = await #expect(throws: PGError.self, "\(name)") {
                         try await connection.pipelineWithoutChecking([begin, first, failing, "COMMIT"])
                     }
                     #expect(own?.statementIndex == 2, "\(name)")
@@ -60,11 +60,11 @@ struct PipelineClientFailureTests {
                     // A transaction begun before the pipeline stays open, failed: the caller's COMMIT rolls back.
                     try await connection.execute(script: "BEGIN")
                     try await connection.query("INSERT INTO \(qualified: [schema, "items"]) (label) VALUES (\("before"))")
-                    await #expect(throws: PostgresError.self, "\(name)") {
+                    await #expect(throws: PGError.self, "\(name)") {
                         try await connection.pipelineWithoutChecking([first, failing])
                     }
                     #expect(await connection.isInTransaction, "\(name): the caller's transaction was not ended")
-                    await #expect(throws: PostgresError.self, "\(name): statements after it do not run outside it") {
+                    await #expect(throws: PGError.self, "\(name): statements after it do not run outside it") {
                         try await connection.query("INSERT INTO \(qualified: [schema, "items"]) (label) VALUES (\("after"))")
                     }
                     try await connection.execute(script: "COMMIT")

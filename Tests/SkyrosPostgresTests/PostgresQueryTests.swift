@@ -3,14 +3,14 @@ import SkyrosPostgres
 import SkyrosTestSupport
 import Testing
 
-/// `PostgresQuery.append` renumbers the appended query's `$n` parameters, and only where PostgreSQL reads a
+/// `PGQuery.append` renumbers the appended query's `$n` parameters, and only where PostgreSQL reads a
 /// parameter: never inside strings, quoted identifiers, comments or dollar quotes.
-@Suite("PostgresQuery.append renumbers parameters")
+@Suite("PGQuery.append renumbers parameters")
 struct PostgresQueryTests {
     /// `sql` appended to a query that already has one parameter.
     func appended(_ sql: String) -> String {
-        var query = PostgresQuery(unsafeSQL: "SELECT $1", binds: [.null])
-        query.append(PostgresQuery(unsafeSQL: sql, binds: [.null, .null]))
+        var query = PGQuery(unsafeSQL: "SELECT $1", binds: [.null])
+        query.append(PGQuery(unsafeSQL: sql, binds: [.null, .null]))
         return String(query.sql.dropFirst("SELECT $1".count))
     }
 
@@ -51,7 +51,7 @@ struct PostgresQueryTests {
     /// The reviewer's case on the server: before, `z` silently got `y`'s value.
     @Test func appendedQueriesBindTheRightValues() async throws {
         try await TestServer.withConnection { connection in
-            var query: PostgresQuery = "SELECT \(10)::int8 AS x"
+            var query: PGQuery = "SELECT \(10)::int8 AS x"
             query.append(", \(20)::int8 AS y -- don't\n, \(30)::int8 AS z")
             query.append(", $q$ it's $1 $q$ AS quoted /* $2 ' */, E'\\'' || \(40)::int8 AS w")
             #expect(query.binds.count == 4)

@@ -6,11 +6,11 @@ import Testing
 @Suite("Result size limit")
 struct ResultSizeTests {
     @Test func resultsUpToTheLimitAreAcceptedAndLargerOnesFailClearly() throws {
-        #expect(PostgresRows.maximumStorageSize == Int(Int32.max))
-        try PostgresRows.checkStorageSize(0)
-        try PostgresRows.checkStorageSize(Int(Int32.max))
+        #expect(PGRows.maximumStorageSize == Int(Int32.max))
+        try PGRows.checkStorageSize(0)
+        try PGRows.checkStorageSize(Int(Int32.max))
         for size in [Int(Int32.max) + 1, 3 << 30, Int.max] {
-            let error = #expect(throws: PostgresError.self) { try PostgresRows.checkStorageSize(size) }
+            let error = #expect(throws: PGError.self) { try PGRows.checkStorageSize(size) }
             #expect(error?.kind == .resultTooLarge)
             #expect(error?.message.contains("fetch it in parts") == true)
         }

@@ -40,18 +40,18 @@ struct SQLStateTests {
 
     @Test("Errors are classified by their exact code: a class's generic code is not one of its specific codes")
     func classificationUsesExactCodes() {
-        let generic = [("23000", PostgresError.Kind.server), ("40000", .server), ("42000", .server), ("57000", .server),
+        let generic = [("23000", PGError.Kind.server), ("40000", .server), ("42000", .server), ("57000", .server),
                        ("23505", .uniqueViolation), ("40001", .serializationFailure), ("08006", .connectionLost)]
         for (code, kind) in generic {
-            #expect(PostgresError.kind(for: SQLState(code)) == kind, "\(code)")
+            #expect(PGError.kind(for: SQLState(code)) == kind, "\(code)")
         }
-        #expect(!PostgresError(kind: PostgresError.kind(for: SQLState("40000")), sqlState: SQLState("40000"), message: "").isTransient)
+        #expect(!PGError(kind: PGError.kind(for: SQLState("40000")), sqlState: SQLState("40000"), message: "").isTransient)
     }
 
     @Test("A server error of class 08 (connection exception) is transient; other server errors are not")
     func connectionExceptionClassIsTransient() {
-        #expect(PostgresError(kind: .server, sqlState: SQLState("08P01"), message: "protocol violation").isTransient)
-        #expect(PostgresError(kind: .server, sqlState: .connectionFailure, message: "connection failure").isTransient)
-        #expect(!PostgresError(kind: .server, sqlState: .invalidTextRepresentation, message: "bad input").isTransient)
+        #expect(PGError(kind: .server, sqlState: SQLState("08P01"), message: "protocol violation").isTransient)
+        #expect(PGError(kind: .server, sqlState: .connectionFailure, message: "connection failure").isTransient)
+        #expect(!PGError(kind: .server, sqlState: .invalidTextRepresentation, message: "bad input").isTransient)
     }
 }

@@ -8,8 +8,8 @@ import Testing
 struct ServerRestartTests {
     @Test func poolAndListenerKeepWorkingAcrossARestart() async throws {
         let channel = "skyros_restart"
-        let pool = ConnectionPool(configuration: .init(maximumConnections: 4), postgres: try TestServer.configuration)
-        let listener = try await PostgresListener.start(configuration: try TestServer.configuration, channels: [channel])
+        let pool = PGConnectionPool(configuration: .init(maximumConnections: 4), postgres: try TestServer.configuration)
+        let listener = try await PGListener.start(configuration: try TestServer.configuration, channels: [channel])
         var events = listener.events.makeAsyncIterator()
         #expect(await events.next() == .listening)
 

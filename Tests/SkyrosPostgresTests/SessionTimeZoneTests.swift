@@ -3,25 +3,25 @@ import SkyrosPostgres
 import SkyrosTestSupport
 import Testing
 
-/// Each connection's session time zone is UTC (``PostgresConfiguration/sessionTimeZone``), so a `Date` stored in a
+/// Each connection's session time zone is UTC (``PGConfiguration/sessionTimeZone``), so a `Date` stored in a
 /// `timestamp` or `date` column reads back unshifted whatever the server's, role's or database's default zone.
 @Suite("Session time zone")
 struct SessionTimeZoneTests {
     /// The test server's configuration with a session default of `zone` given at startup (as a role's or
     /// database's `SET TimeZone` would be), for this connection only.
-    static func configuration(defaultZone zone: String) throws -> PostgresConfiguration {
+    static func configuration(defaultZone zone: String) throws -> PGConfiguration {
         var config = try TestServer.configuration
         config["options"] = [config["options"], "-c TimeZone=\(zone)"].compactMap { $0 }.joined(separator: " ")
         return config
     }
 
-    static func zone(of connection: Connection) async throws -> String {
+    static func zone(of connection: PGConnection) async throws -> String {
         try await connection.query("SELECT current_setting('TimeZone')")[0].decode(String.self, at: 0)
     }
 
     @Test func datesDoNotShiftWhenTheServersZoneIsNotUTC() async throws {
         try await TestServer.withSchema { schema in
-            let connection = try await Connection.connect(to: try Self.configuration(defaultZone: "America/New_York"))
+            let connection = try await PGConnection.connect(to: try Self.configuration(defaultZone: "America/New_York"))
             try await withCleanup {
                 #expect(try await Self.zone(of: connection) == "UTC")
                 try await connection.execute(
@@ -39,7 +39,7 @@ struct SessionTimeZoneTests {
                 #expect(dateText == "2024-03-10")
 
                 // A pooled connection gets the same session.
-                let pool = ConnectionPool(postgres: try Self.configuration(defaultZone: "Asia/Tokyo"))
+                let pool = PGConnectionPool(postgres: try Self.configuration(defaultZone: "Asia/Tokyo"))
                 #expect(try await pool.withConnection { try await Self.zone(of: $0) } == "UTC")
                 await pool.shutdown()
             } cleanup: {
@@ -69,7 +69,7 @@ struct SessionTimeZoneTests {
         #expect(try await Self.withConnection(to: config) { try await Self.zone(of: $0) } == "Europe/Paris")
 
         config.sessionTimeZone = "No/Such_Zone"
-        let error = await #expect(throws: PostgresError.self) { _ = try await Connection.connect(to: config) }
+        let error = await #expect(throws: PGError.self) { _ = try await PGConnection.connect(to: config) }
         #expect(error?.kind == .invalidConfiguration)
         #expect(error?.message.contains("No/Such_Zone") == true)
     }
@@ -99,8 +99,8 @@ struct SessionTimeZoneTests {
                 let bouncer = try fixture.configuration("BOUNCER_URL").withDatabase(database)
                 var serverDefault = bouncer
                 serverDefault.sessionTimeZone = nil
-                let utc = try await Connection.connect(to: bouncer, usePreparedStatements: false)
-                let other = try await Connection.connect(to: serverDefault, usePreparedStatements: false)
+                let utc = try await PGConnection.connect(to: bouncer, usePreparedStatements: false)
+                let other = try await PGConnection.connect(to: serverDefault, usePreparedStatements: false)
                 try await withCleanup {
                     var utcZones: Set<String> = []
                     var otherZones: Set<String> = []
@@ -138,8 +138,8 @@ struct SessionTimeZoneTests {
         }
     }
 
-    static func withConnection<R>(to config: PostgresConfiguration, _ body: (Connection) async throws -> R) async throws -> R {
-        let connection = try await Connection.connect(to: config)
+    static func withConnection<R>(to config: PGConfiguration, _ body: (PGConnection) async throws -> R) async throws -> R {
+        let connection = try await PGConnection.connect(to: config)
         return try await withCleanup { try await body(connection) } cleanup: { await connection.close() }
     }
 }

@@ -22,7 +22,7 @@ struct StatementSpanTests {
                         "INSERT INTO \(qualified: [schema, "t"]) VALUES (\(2), \(secret))",
                         "INSERT INTO \(qualified: [schema, "t"]) VALUES (\(3), \(secret))",
                     ])
-                    await #expect(throws: PostgresError.self) {
+                    await #expect(throws: PGError.self) {
                         try await connection.query("INSERT INTO \(qualified: [schema, "t"]) VALUES (\(1), \(secret))")
                     }
                     return span.context.inMemorySpanContext!.spanID

@@ -12,14 +12,14 @@ struct TLSTests {
             let config = try fixture.configuration("URL")
             #expect(config["sslmode"] == "verify-full")
 
-            let connection = try await Connection.connect(to: config)
+            let connection = try await PGConnection.connect(to: config)
             let row = try await connection.query(
                 "SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()")[0]
             #expect(try row.decode(Bool.self, at: 0))
             #expect(try row.decode(String.self, at: 1).hasPrefix("TLS"))
 
             // The pool and the listener (each on connections of their own) go through TLS as well.
-            let pool = ConnectionPool(configuration: .init(maximumConnections: 4), postgres: config)
+            let pool = PGConnectionPool(configuration: .init(maximumConnections: 4), postgres: config)
             let encrypted = try await withThrowingTaskGroup(of: Bool.self) { group in
                 for _ in 0..<8 {
                     group.addTask {
@@ -33,7 +33,7 @@ struct TLSTests {
             #expect(encrypted == Array(repeating: true, count: 8))
             await pool.shutdown()
 
-            let listener = try await PostgresListener.start(configuration: config, channels: ["skyros_tls"])
+            let listener = try await PGListener.start(configuration: config, channels: ["skyros_tls"])
             var events = listener.events.makeAsyncIterator()
             #expect(await events.next() == .listening)
             try await connection.query("SELECT pg_notify('skyros_tls', 'over tls')")
@@ -55,21 +55,21 @@ struct TLSTests {
             // A certificate from a CA the client does not trust.
             var untrusted = good
             untrusted["sslrootcert"] = try fixture.value("OTHER_CA")
-            let unknownCA = await #expect(throws: PostgresError.self) { _ = try await Connection.connect(to: untrusted) }
+            let unknownCA = await #expect(throws: PGError.self) { _ = try await PGConnection.connect(to: untrusted) }
             #expect(unknownCA?.kind == .connectionFailed)
             #expect(unknownCA.map { "\($0)".contains("certificate verify failed") } == true)
 
             // The right CA, but the certificate names "localhost", not the address connected to.
             var mismatched = good
             mismatched["host"] = "127.0.0.1"
-            let wrongHost = await #expect(throws: PostgresError.self) { _ = try await Connection.connect(to: mismatched) }
+            let wrongHost = await #expect(throws: PGError.self) { _ = try await PGConnection.connect(to: mismatched) }
             #expect(wrongHost?.kind == .connectionFailed)
             #expect(wrongHost.map { "\($0)".contains("does not match host name") } == true)
 
             // Without TLS the server refuses (so the successful connections above were encrypted).
             var plain = good
             plain["sslmode"] = "disable"
-            let refused = await #expect(throws: PostgresError.self) { _ = try await Connection.connect(to: plain) }
+            let refused = await #expect(throws: PGError.self) { _ = try await PGConnection.connect(to: plain) }
             #expect(refused.map { "\($0)".contains("no encryption") } == true)
 
             for error in [unknownCA, wrongHost, refused] {

@@ -6,7 +6,7 @@ import Testing
 
 /// Leases `count` connections of `pool` at once: each lease runs a query, then waits until all `count` are held,
 /// so the pool must open that many whatever the scheduling.
-func holdAtOnce(_ count: Int, connectionsOf pool: ConnectionPool) async throws {
+func holdAtOnce(_ count: Int, connectionsOf pool: PGConnectionPool) async throws {
     let holding = Locked(0)
     try await withThrowingTaskGroup(of: Void.self) { group in
         for _ in 0..<count {

@@ -9,7 +9,7 @@ struct TransactionCancellationTests {
     /// Inserts 1, then waits (without throwing) until its task is cancelled, then inserts 2: the second statement
     /// fails with `.queryCancelled`, as work cancelled between two statements does.
     static func insertOneThenWaitForCancellation(
-        on connection: Connection, into table: [String], inserted: Locked<Bool>
+        on connection: PGConnection, into table: [String], inserted: Locked<Bool>
     ) async throws {
         try await connection.query("INSERT INTO \(qualified: table) VALUES (\(1))")
         inserted.withLock { $0 = true }
@@ -37,7 +37,7 @@ struct TransactionCancellationTests {
                 }
                 await eventually { inserted.withLock { $0 } }
                 task.cancel()
-                let error = await #expect(throws: PostgresError.self) { try await task.value }
+                let error = await #expect(throws: PGError.self) { try await task.value }
                 #expect(error?.kind == .queryCancelled)
                 #expect(await connection.isInTransaction == false, "the ROLLBACK ran in the cancelled task")
                 #expect(try await Self.values(in: table) == [])
@@ -57,7 +57,7 @@ struct TransactionCancellationTests {
     /// only connection: A's INSERT must not be committed by B's transaction.
     @Test func thePoolNeverHandsOnACancelledTransaction() async throws {
         try await TestServer.withSchema { schema in
-            let pool = ConnectionPool(configuration: .init(maximumConnections: 1), postgres: try TestServer.configuration)
+            let pool = PGConnectionPool(configuration: .init(maximumConnections: 1), postgres: try TestServer.configuration)
             let table = [schema, "t"]
             try await pool.withConnection { try await $0.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).t (n int)") }
             let inserted = Locked(false)
@@ -76,7 +76,7 @@ struct TransactionCancellationTests {
             }
             await eventually { pool.statistics.waiting == 1 }
             a.cancel()
-            let error = await #expect(throws: PostgresError.self) { try await a.value }
+            let error = await #expect(throws: PGError.self) { try await a.value }
             #expect(error?.kind == .queryCancelled)
             let seenByB = try await b.value
             #expect(seenByB == 0, "B's transaction does not see A's uncommitted row")
@@ -90,7 +90,7 @@ struct TransactionCancellationTests {
     /// A connection released with a transaction open (leased by hand) is rolled back before it is kept idle.
     @Test func aConnectionReleasedInATransactionIsRolledBack() async throws {
         try await TestServer.withSchema { schema in
-            let pool = ConnectionPool(configuration: .init(maximumConnections: 1), postgres: try TestServer.configuration)
+            let pool = PGConnectionPool(configuration: .init(maximumConnections: 1), postgres: try TestServer.configuration)
             let table = [schema, "t"]
             try await pool.withConnection { try await $0.execute(script: "CREATE TABLE \(quoteIdentifier(schema)).t (n int)") }
             let connection = try await pool.lease()

@@ -5,7 +5,7 @@ import Testing
 
 @Suite("Typed values round-trip through PostgreSQL")
 struct ValueRoundTripTests {
-    func roundTrip<T: PostgresCodable & Equatable>(_ value: T, as sqlType: String, file: StaticString = #file) async throws -> T {
+    func roundTrip<T: PGCodable & Equatable>(_ value: T, as sqlType: String, file: StaticString = #file) async throws -> T {
         try await TestServer.withConnection { connection in
             let rows = try await connection.query("SELECT \(value)::\(unsafeRaw: sqlType) AS v")
             return try rows[0].decode(T.self, at: 0)
@@ -108,7 +108,7 @@ struct ValueRoundTripTests {
                 "0." + String(repeating: "0", count: 130) + "1234567890",  // beyond Decimal's exponent range
             ] {
                 let row = try await connection.query("SELECT \(text)::text::numeric")[0]
-                let error = #expect(throws: PostgresError.self, "\(text)") { try row.decode(Decimal.self, at: 0) }
+                let error = #expect(throws: PGError.self, "\(text)") { try row.decode(Decimal.self, at: 0) }
                 #expect(error?.kind == .decoding)
                 #expect(error?.message.contains("numeric") == true, "\(String(describing: error))")
                 #expect(error?.message.contains("1234567890") == false, "the value is not shown: \(String(describing: error))")
@@ -181,9 +181,9 @@ struct ValueRoundTripTests {
         }
         let value = Payload(name: "ünï \"q\"", tags: ["a", "b"], nested: ["x": 1])
         let connection = try await TestServer.connect()
-        let jsonb = try await connection.query("SELECT \(PostgresJSONB(value))")[0].decode(PostgresJSONB<Payload>.self, at: 0)
+        let jsonb = try await connection.query("SELECT \(PGJSONB(value))")[0].decode(PGJSONB<Payload>.self, at: 0)
         #expect(jsonb.value == value)
-        let json = try await connection.query("SELECT \(PostgresJSON(value))")[0].decode(PostgresJSON<Payload>.self, at: 0)
+        let json = try await connection.query("SELECT \(PGJSON(value))")[0].decode(PGJSON<Payload>.self, at: 0)
         #expect(json.value == value)
         await connection.close()
     }
@@ -211,17 +211,17 @@ struct ValueRoundTripTests {
         let connection = try await TestServer.connect()
         let none: Int? = nil
         let rows = try await connection.query(
-            PostgresQuery(unsafeSQL: "SELECT $1::int8, $2::int8, NULL::text", binds: [try PostgresValue(none), try PostgresValue(Optional(5))]))
+            PGQuery(unsafeSQL: "SELECT $1::int8, $2::int8, NULL::text", binds: [try PGValue(none), try PGValue(Optional(5))]))
         #expect(try rows[0].decode(Int?.self, at: 0) == nil)
         #expect(try rows[0].decode(Int?.self, at: 1) == 5)
         #expect(try rows[0].decode(String?.self, at: 2) == nil)
-        #expect(throws: PostgresError.self) { try rows[0].decode(Int.self, at: 0) }
+        #expect(throws: PGError.self) { try rows[0].decode(Int.self, at: 0) }
         await connection.close()
     }
 
     @Test func textWithNULIsAClearError() async throws {
         let connection = try await TestServer.connect()
-        let error = await #expect(throws: PostgresError.self) {
+        let error = await #expect(throws: PGError.self) {
             try await connection.query("SELECT \("a\u{0}b")::text")
         }
         #expect(error?.kind == .encoding)
@@ -234,7 +234,7 @@ struct ValueRoundTripTests {
     @Test func typeMismatchNamesTheColumn() async throws {
         let connection = try await TestServer.connect()
         let rows = try await connection.query("SELECT 'x'::text AS label")
-        let error = #expect(throws: PostgresError.self) { try rows[0].decode(Int.self, column: "label") }
+        let error = #expect(throws: PGError.self) { try rows[0].decode(Int.self, column: "label") }
         #expect(error?.kind == .decoding)
         #expect(error?.column == "label")
         await connection.close()

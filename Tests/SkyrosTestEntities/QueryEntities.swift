@@ -35,10 +35,10 @@ package struct QueryTestRow: Entity, Equatable {
         """
     }
 
-    package var postgresValues: [PostgresValue] {
+    package var postgresValues: [PGValue] {
         get throws {
-            [try PostgresValue(id), try PostgresValue(name), try PostgresValue(nick), try PostgresValue(n),
-             try PostgresValue(m), try PostgresValue(score), try PostgresValue(flag)]
+            [try PGValue(id), try PGValue(name), try PGValue(nick), try PGValue(n),
+             try PGValue(m), try PGValue(score), try PGValue(flag)]
         }
     }
 }

@@ -48,7 +48,7 @@ private func spawnWithFreshSignals(
     defer { argv.forEach { free($0) } }
     var pid: pid_t = 0
     let rc = posix_spawn(&pid, path, actions, &attributes, argv, environ)
-    guard rc == 0 else { throw PostgresError(kind: .invalidConfiguration, message: "posix_spawn \(path) failed: \(rc)") }
+    guard rc == 0 else { throw PGError(kind: .invalidConfiguration, message: "posix_spawn \(path) failed: \(rc)") }
     return pid
 }
 
@@ -73,7 +73,7 @@ public struct NodeProcess: Sendable {
         // the test's end and keeps the child's stdin open.
         var descriptors: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &descriptors) == 0 else {
-            throw PostgresError(kind: .invalidConfiguration, message: "socketpair failed: \(errno)")
+            throw PGError(kind: .invalidConfiguration, message: "socketpair failed: \(errno)")
         }
         let input = NodeInput(descriptor: descriptors[0])
         defer { close(descriptors[1]) }
@@ -132,7 +132,7 @@ public final class NodeInput: Sendable {
         while sent < bytes.count {
             let count = bytes[sent...].withUnsafeBytes { Glibc.send(self.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { throw PostgresError(kind: .invalidConfiguration, message: "write to the child's stdin failed: \(errno)") }
+            guard count > 0 else { throw PGError(kind: .invalidConfiguration, message: "write to the child's stdin failed: \(errno)") }
             sent += count
         }
     }

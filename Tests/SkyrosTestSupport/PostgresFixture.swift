@@ -7,7 +7,7 @@ import SkyrosPostgres
 ///
 /// ```swift
 /// try await PostgresFixture.with("tls") { fixture in
-///     let connection = try await Connection.connect(to: fixture.configuration("URL"))
+///     let connection = try await PGConnection.connect(to: fixture.configuration("URL"))
 ///     …
 /// }
 /// ```
@@ -58,14 +58,14 @@ public struct PostgresFixture: Sendable {
     /// A value the fixture printed; fails the test (by throwing) when it printed no such key.
     public func value(_ key: String) throws -> String {
         guard let value = self.values[key] else {
-            throw PostgresError(kind: .invalidConfiguration, message: "pg-fixture printed no \(key) (printed: \(self.values.keys.sorted()))")
+            throw PGError(kind: .invalidConfiguration, message: "pg-fixture printed no \(key) (printed: \(self.values.keys.sorted()))")
         }
         return value
     }
 
     /// A URL the fixture printed, as a configuration.
-    public func configuration(_ key: String) throws -> PostgresConfiguration {
-        try PostgresConfiguration(url: self.value(key))
+    public func configuration(_ key: String) throws -> PGConfiguration {
+        try PGConfiguration(url: self.value(key))
     }
 
     /// Runs another step on this deployment (`promote`).
@@ -84,7 +84,7 @@ public struct PostgresFixture: Sendable {
         defer { process.removeOutput() }
         let status = await process.exitStatus()
         guard status == 0 else {
-            throw PostgresError(kind: .invalidConfiguration, message: "pg-fixture \(arguments.joined(separator: " ")) exited \(status)\n\(process.report)")
+            throw PGError(kind: .invalidConfiguration, message: "pg-fixture \(arguments.joined(separator: " ")) exited \(status)\n\(process.report)")
         }
         return process.output
     }

@@ -12,17 +12,17 @@ public enum TestServer {
         return url
     }
 
-    public static var configuration: PostgresConfiguration {
-        get throws { try PostgresConfiguration(url: self.url) }
+    public static var configuration: PGConfiguration {
+        get throws { try PGConfiguration(url: self.url) }
     }
 
-    public static func connect() async throws -> Connection {
-        try await Connection.connect(to: self.configuration)
+    public static func connect() async throws -> PGConnection {
+        try await PGConnection.connect(to: self.configuration)
     }
 
     /// Runs `body` on a new connection to the server under test and closes it in line, whatever `body` does
     /// (not from a detached task the test does not wait for).
-    public static func withConnection<R>(_ body: (Connection) async throws -> R) async throws -> R {
+    public static func withConnection<R>(_ body: (PGConnection) async throws -> R) async throws -> R {
         let connection = try await self.connect()
         return try await withCleanup { try await body(connection) } cleanup: { await connection.close() }
     }
@@ -65,7 +65,7 @@ public enum TestServer {
     /// Runs `pg_ctl <arguments>` on the throw-away cluster and waits for it; records an issue when it fails.
     /// Throws when scripts/test started no cluster (guard with ``mayRestartServer``).
     public static func pgCtl(_ arguments: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        guard let pgCtl = self.pgCtlCommand else { throw PostgresError(kind: .invalidConfiguration, message: "no pg_ctl") }
+        guard let pgCtl = self.pgCtlCommand else { throw PGError(kind: .invalidConfiguration, message: "no pg_ctl") }
         let status = try await runProcess("/bin/sh", ["-c", "\(pgCtl) \(arguments) >/dev/null 2>&1"])
         #expect(status == 0, "pg_ctl \(arguments) failed", sourceLocation: sourceLocation)
     }

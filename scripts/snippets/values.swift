@@ -17,7 +17,7 @@ var standbyURL: String { fatalError() }
 var pgbouncerURL: String { fatalError() }
 var directURL: String { fatalError() }
 var directPostgresURL: String { fatalError() }
-var postgresConfiguration: PostgresConfiguration { fatalError() }
+var postgresConfiguration: PGConfiguration { fatalError() }
 var websocket: WebSocket { fatalError() }
 
 var id: UUID { fatalError() }

@@ -22,8 +22,8 @@ struct CacheBoundBenchmark {
     static let limit = CacheLimit(maxRows: 10_000, maxBytes: 1 << 20)
 
     func run(into report: inout Report) async throws {
-        let config = try PostgresConfiguration(url: self.url)
-        let setup = try await Connection.connect(to: config)
+        let config = try PGConfiguration(url: self.url)
+        let setup = try await PGConnection.connect(to: config)
         try await setup.execute(script: """
             DROP TABLE IF EXISTS bench_cache;
             CREATE TABLE bench_cache (id int8 PRIMARY KEY, payload text NOT NULL);

@@ -9,8 +9,8 @@ struct ClientBenchmarks {
     let iterations: Int
 
     func run(into report: inout Report) async throws {
-        let config = try PostgresConfiguration(url: self.url)
-        let setup = try await Connection.connect(to: config)
+        let config = try PGConfiguration(url: self.url)
+        let setup = try await PGConnection.connect(to: config)
         try await setup.execute(script: """
             DROP TABLE IF EXISTS bench_items, bench_insert;
             CREATE TABLE bench_items (id int8 PRIMARY KEY, name text NOT NULL, score float8 NOT NULL);
@@ -20,7 +20,7 @@ struct ClientBenchmarks {
             """)
         guard let raw = raw_connect(self.url) else { throw BenchmarkFailure(description: "raw connect failed") }
         defer { raw_finish(raw) }
-        let connection = try await Connection.connect(to: config)
+        let connection = try await PGConnection.connect(to: config)
 
         // The cost of reaching the connection's thread and coming back, with no I/O (from the shared pool).
         var hop = Measurement()
@@ -33,7 +33,7 @@ struct ClientBenchmarks {
         report.add("Hop to the connection thread and back (no I/O), from the shared pool", "—", microseconds(hop.median), "—", "—")
 
         // The raw baseline both as libpq's PQexecPrepared (sleeps in poll() for each reply) and busy-polling for
-        // the reply like Skyros's Connection (PostgresConfiguration.busyPoll), to tell the wait strategy apart
+        // the reply like Skyros's PGConnection (PGConfiguration.busyPoll), to tell the wait strategy apart
         // from the Swift layer's overhead.
         func polling<R>(_ body: () -> R) -> R {
             raw_set_busy_poll(raw, defaultBusyPollNanoseconds)
@@ -129,7 +129,7 @@ struct ClientBenchmarks {
                 }
             }, operations: 1)
             try await setup.execute(script: "TRUNCATE bench_insert")
-            let queries: [PostgresQuery] = ["BEGIN"] + (0..<batch).map { i in
+            let queries: [PGQuery] = ["BEGIN"] + (0..<batch).map { i in
                 "INSERT INTO bench_insert (id, name) VALUES (\(Int64(i + 1)), \("benchmark row"))"
             } + ["COMMIT"]
             swiftPipeline.add(totalNanoseconds: try await elapsedNanoseconds { try await connection.pipeline(queries) }, operations: 1)

@@ -11,7 +11,7 @@ enum ObserverNode {
 
     static func run(url: String, ids: [Int]) async throws -> Never {
         let stack = try await DataStack.start(DataStackConfiguration(
-            store: .postgres(try PostgresConfiguration(url: url)), entities: [BenchCounter.self]))
+            store: .postgres(try PGConfiguration(url: url)), entities: [BenchCounter.self]))
         for id in ids {
             Task {
                 for try await value in stack.observe(BenchCounter.self, id: id) {

@@ -22,12 +22,12 @@ struct StackBenchmarks {
     let iterations: Int
 
     func run(into report: inout Report) async throws {
-        let config = try PostgresConfiguration(url: self.url)
+        let config = try PGConfiguration(url: self.url)
         guard let raw = raw_connect(self.url) else { throw BenchmarkFailure(description: "raw connect failed") }
         defer { raw_finish(raw) }
 
         // Fetch of 100 rows by predicate, decoded into entities, vs raw libpq + hand decoding.
-        let pool = ConnectionPool(configuration: .init(maximumConnections: 2), postgres: config)
+        let pool = PGConnectionPool(configuration: .init(maximumConnections: 2), postgres: config)
         let store = PostgresStore(pool: pool)
         let descriptor = FetchDescriptor<BenchItem>(predicate: #Predicate { $0.score < 10 }, sortBy: [SortDescriptor(\.id)])
         let check = try await store.fetch(descriptor)

@@ -22,10 +22,10 @@ func elapsedNanoseconds(_ body: () async throws -> Void) async rethrows -> Int64
     return d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
 }
 
-/// Skyros's default busy-poll window (``PostgresConfiguration/busyPoll``) in nanoseconds, for the raw baselines
+/// Skyros's default busy-poll window (``PGConfiguration/busyPoll``) in nanoseconds, for the raw baselines
 /// that wait for replies the same way.
 let defaultBusyPollNanoseconds: Int64 = {
-    let window = PostgresConfiguration(user: "", database: "").busyPoll
+    let window = PGConfiguration(user: "", database: "").busyPoll
     return window.components.seconds * 1_000_000_000 + window.components.attoseconds / 1_000_000_000
 }()
 

@@ -80,8 +80,8 @@ struct SyncBenchmarks {
     }
 
     func run(into report: inout Report) async throws {
-        let config = try PostgresConfiguration(url: self.url)
-        let setup = try await Connection.connect(to: config)
+        let config = try PGConfiguration(url: self.url)
+        let setup = try await PGConnection.connect(to: config)
         try await setup.execute(script: """
             DROP TABLE IF EXISTS bench_insert, bench_observe, bench_observe_raw, bench_owned;
             CREATE TABLE bench_insert (id int8 PRIMARY KEY, name text NOT NULL);
@@ -112,14 +112,14 @@ struct SyncBenchmarks {
 
     /// A stack on the same server without the change feed (no change-log row, no NOTIFY, no listener).
     func stackWithoutChangeFeed() async throws -> DataStack {
-        var configuration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: self.url)), entities: [BenchInsertRow.self])
+        var configuration = DataStackConfiguration(store: .postgres(try PGConfiguration(url: self.url)), entities: [BenchInsertRow.self])
         configuration.changeFeed.isEnabled = false
         return try await DataStack.start(configuration)
     }
 
     /// Queued one-row writes from 64 tasks vs one pipelined libpq transaction of the same rows (and without the
     /// change feed: no change-log row, no NOTIFY, no listener — what announcing costs the queue).
-    func queue(stack: DataStack, setup: Connection, raw: OpaquePointer, nextID: inout Int, into report: inout Report) async throws {
+    func queue(stack: DataStack, setup: PGConnection, raw: OpaquePointer, nextID: inout Int, into report: inout Report) async throws {
         let quiet = try await self.stackWithoutChangeFeed()
         let rows = 10_000
         var rawPipeline = Measurement()
@@ -250,7 +250,7 @@ struct SyncBenchmarks {
                 try await ownedRound({ BenchOwnedRow(id: $0, name: "benchmark row", created_at: now) }, into: &owned)
             }
             try rawRound(raw_inserts, "insert", into: &rawInsert)
-            // The same INSERT busy-polling for its reply as Skyros's connections do (PostgresConfiguration.busyPoll).
+            // The same INSERT busy-polling for its reply as Skyros's connections do (PGConfiguration.busyPoll).
             raw_set_busy_poll(raw, defaultBusyPollNanoseconds)
             try rawRound(raw_inserts, "polled insert", into: &rawPolledInsert)
             raw_set_busy_poll(raw, 0)
@@ -274,7 +274,7 @@ struct SyncBenchmarks {
     /// Commit in one stack → observer event in another stack (own pool, own listener), vs raw LISTEN/NOTIFY; then
     /// again with a writer whose hints carry updated rows (`includesRowsInHints`), against baselines measured
     /// again beside it (that writer's listener is one more backend every NOTIFY signals).
-    func observe(stack: DataStack, config: PostgresConfiguration, into report: inout Report) async throws {
+    func observe(stack: DataStack, config: PGConfiguration, into report: inout Report) async throws {
         // The observing stack runs in another OS process, as in a deployment of several instances; it stamps
         // each observed value with CLOCK_MONOTONIC, which this process reads too.
         let observerProcess = try ObserverProcess(url: self.url, ids: [1, 2])
@@ -282,7 +282,7 @@ struct SyncBenchmarks {
         var initial: Set<Int> = []
         while initial.count < 2, let first = await observed.next() { initial.insert(first.id) }
         guard initial.count == 2 else { throw BenchmarkFailure(description: "the observer process did not start") }
-        let listener = try await PostgresListener.start(configuration: config, channels: ["skyros_bench"])
+        let listener = try await PGListener.start(configuration: config, channels: ["skyros_bench"])
         let clock = ContinuousClock()
         let (notifiedArrivals, notifiedArrival) = AsyncStream.makeStream(of: (payload: String, at: ContinuousClock.Instant).self)
         let listening = Task {
@@ -291,7 +291,7 @@ struct SyncBenchmarks {
             }
         }
         var notified = notifiedArrivals.makeAsyncIterator()
-        let notifier = try await Connection.connect(to: config)
+        let notifier = try await PGConnection.connect(to: config)
         // The same work by hand (transaction with NOTIFY, notification, re-read), from C on one thread.
         guard let rawWriter = raw_connect(self.url), let rawObserver = raw_connect(self.url) else {
             throw BenchmarkFailure(description: "raw connect failed")

@@ -1,5 +1,5 @@
 // A team moving from Fluent to Skyros step by step imports both: this file must compile with the README's
-// Quickstart unqualified (issue: "No clashes"). Built only with SKYROS_CLASH_CHECK=1 (see Package.swift).
+// Quickstart unqualified (issue: "No clashes"). Built by `./smoke` with the rest of the package.
 import Crypto
 import FluentKit
 import Foundation
@@ -20,7 +20,7 @@ struct Author: Entity {
 
 func quickstart(databaseURL: String) async throws {
     let stack = try await DataStack.start(DataStackConfiguration(
-        store: .postgres(try PostgresConfiguration(url: databaseURL), schema: "app"),
+        store: .postgres(try PGConfiguration(url: databaseURL), schema: "app"),
         migrations: .directory(path: "migrations"),          // applied before start returns
         entities: [Author.self]))                            // checked against the live schema
 
@@ -38,9 +38,9 @@ func quickstart(databaseURL: String) async throws {
 }
 
 // Code a team already has on Fluent and PostgresNIO, unchanged by `import Skyros`: every name below is
-// PostgresNIO's, FluentKit's or swift-crypto's, and the seven PostgresNIO names that Skyros's client also
-// exported (PostgresQuery, PostgresRow, PostgresError, PostgresNotification, PostgresEncodable,
-// PostgresDecodable, PostgresCodable) are all used.
+// PostgresNIO's, FluentKit's or swift-crypto's; the seven PostgresNIO names that Skyros's client used to share
+// (PostgresQuery, PostgresRow, PostgresError, PostgresNotification, PostgresEncodable, PostgresDecodable,
+// PostgresCodable) are all used, so a clash would fail this build.
 
 /// A value type stored in a `bigint` column through PostgresNIO's coding protocols.
 struct Cents: PostgresCodable, Equatable {

@@ -11,7 +11,7 @@ package enum PredicateDateRounding {
     /// Evaluates `predicate` on `values` with its dates rounded (`binds`: the SQL translation's bound values,
     /// which tell whether it captures a date at all).
     package static func evaluator<T: Entity>(
-        _ predicate: Predicate<T>, binds: [PostgresValue]
+        _ predicate: Predicate<T>, binds: [PGValue]
     ) -> @Sendable (T) throws -> Bool {
         let capturesDate = binds.contains { $0.type == .timestamptz || $0.type == .timestamptzArray }
         guard capturesDate, let rounded = (predicate.expression as? any DateRounding)?.roundingDatesErased(),

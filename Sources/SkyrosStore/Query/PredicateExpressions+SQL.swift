@@ -38,7 +38,7 @@ extension PredicateExpressions.Value: SQLValueNode, SQLFragment {
     package var anyValue: Any { self.value }
 
     package func writeSQL(into writer: inout SQLWriter) throws {
-        if let encodable = self.value as? any PostgresEncodable {
+        if let encodable = self.value as? any PGEncodable {
             try writer.bind(encodable: encodable)
         } else if let convertible = self.value as? any SQLArrayConvertible {
             try writer.bind(encodable: convertible.sqlArray)
@@ -49,14 +49,14 @@ extension PredicateExpressions.Value: SQLValueNode, SQLFragment {
     }
 }
 
-/// A collection that is bound as a PostgreSQL array although it is not itself `PostgresEncodable` (a `Set`).
+/// A collection that is bound as a PostgreSQL array although it is not itself `PGEncodable` (a `Set`).
 package protocol SQLArrayConvertible {
     /// The elements as an encodable array.
-    var sqlArray: any PostgresEncodable { get }
+    var sqlArray: any PGEncodable { get }
 }
 
-extension Set: SQLArrayConvertible where Element: PostgresArrayElement {
-    package var sqlArray: any PostgresEncodable { Array(self) }
+extension Set: SQLArrayConvertible where Element: PGArrayElement {
+    package var sqlArray: any PGEncodable { Array(self) }
 }
 
 /// `nil` written in a predicate.
@@ -311,7 +311,7 @@ extension PredicateExpressions.CollectionContainsCollection: SQLFragment {
             writer.append("(")
             try writer.write(self.base)
             writer.append(" LIKE ")
-            writer.bind(PostgresValue(type: .text, text: "%" + likeEscaped(value.value) + "%"))
+            writer.bind(PGValue(type: .text, text: "%" + likeEscaped(value.value) + "%"))
             writer.append(likeEscapeClause + ")")
         } else {
             writer.append("(strpos(")
@@ -333,7 +333,7 @@ extension PredicateExpressions.SequenceStartsWith: SQLFragment {
             writer.append("(")
             try writer.write(self.base)
             writer.append(" LIKE ")
-            writer.bind(PostgresValue(type: .text, text: likeEscaped(value.value) + "%"))
+            writer.bind(PGValue(type: .text, text: likeEscaped(value.value) + "%"))
             writer.append(likeEscapeClause + ")")
         } else {
             writer.append("starts_with(")
@@ -386,13 +386,13 @@ package protocol SQLRangeValue {
     func writeBounds(into writer: inout SQLWriter) throws -> (lower: String, upper: String, closed: Bool)
 }
 
-extension Range: SQLRangeValue where Bound: PostgresEncodable {
+extension Range: SQLRangeValue where Bound: PGEncodable {
     package func writeBounds(into writer: inout SQLWriter) throws -> (lower: String, upper: String, closed: Bool) {
         (try writer.renderBind(self.lowerBound), try writer.renderBind(self.upperBound), false)
     }
 }
 
-extension ClosedRange: SQLRangeValue where Bound: PostgresEncodable {
+extension ClosedRange: SQLRangeValue where Bound: PGEncodable {
     package func writeBounds(into writer: inout SQLWriter) throws -> (lower: String, upper: String, closed: Bool) {
         (try writer.renderBind(self.lowerBound), try writer.renderBind(self.upperBound), true)
     }
@@ -400,8 +400,8 @@ extension ClosedRange: SQLRangeValue where Bound: PostgresEncodable {
 
 extension SQLWriter {
     /// Binds `value` and returns its placeholder without appending it.
-    mutating func renderBind(_ value: some PostgresEncodable) throws -> String {
-        self.binds.append(try PostgresValue(value))
+    mutating func renderBind(_ value: some PGEncodable) throws -> String {
+        self.binds.append(try PGValue(value))
         return "$\(self.binds.count)"
     }
 }

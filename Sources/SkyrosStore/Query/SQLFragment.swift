@@ -27,14 +27,14 @@ package struct SQLWriter {
     /// The SQL text so far, with `$1…$n` placeholders.
     package var sql: String
     /// The bound values, in placeholder order.
-    package var binds: [PostgresValue]
+    package var binds: [PGValue]
     /// The entity's columns.
     package let metadata: EntityQueryMetadata
     /// Variables in scope.
     package var variables: [PredicateExpressions.VariableID: Binding] = [:]
 
     /// Starts a writer that appends to `sql` (which may already hold binds).
-    package init(metadata: EntityQueryMetadata, sql: String = "", binds: [PostgresValue] = []) {
+    package init(metadata: EntityQueryMetadata, sql: String = "", binds: [PGValue] = []) {
         self.metadata = metadata
         self.sql = sql
         self.binds = binds
@@ -47,14 +47,14 @@ package struct SQLWriter {
     package mutating func append(_ text: String) { self.sql += text }
 
     /// Binds `value` as the next parameter and appends its placeholder.
-    package mutating func bind(_ value: PostgresValue) {
+    package mutating func bind(_ value: PGValue) {
         self.binds.append(value)
         self.sql += "$\(self.binds.count)"
     }
 
-    /// Binds any `PostgresEncodable` value.
-    package mutating func bind<V: PostgresEncodable>(encodable value: V) throws {
-        self.bind(try PostgresValue(value))
+    /// Binds any `PGEncodable` value.
+    package mutating func bind<V: PGEncodable>(encodable value: V) throws {
+        self.bind(try PGValue(value))
     }
 
     /// Translates a child node.

@@ -28,11 +28,11 @@ import SkyrosPostgres
 
     /// The predicate as a boolean SQL expression with `$1…$n` placeholders; `nil` when `predicate` is `nil`.
     /// - Throws: ``QueryError`` naming the first construct that cannot be translated.
-    package static func condition<T: Entity>(_ predicate: Predicate<T>?) throws -> PostgresQuery? {
+    package static func condition<T: Entity>(_ predicate: Predicate<T>?) throws -> PGQuery? {
         guard let predicate else { return nil }
         var writer = SQLWriter(metadata: try EntityQueryMetadata.of(T.self))
         try writer.writeCondition(predicate)
-        return PostgresQuery(unsafeSQL: writer.sql, binds: writer.binds)
+        return PGQuery(unsafeSQL: writer.sql, binds: writer.binds)
     }
 
     /// `" ORDER BY …"` for `sort`, or for `T.defaultSort` when `sort` is empty, always ending with the primary
@@ -64,7 +64,7 @@ import SkyrosPostgres
     /// - Throws: ``QueryError`` for an untranslatable predicate or sort, or a negative limit or offset.
     @_spi(Benchmarks) public static func select<T: Entity>(
         _ descriptor: FetchDescriptor<T>, schema: String?, includeVersion: Bool
-    ) throws -> PostgresQuery {
+    ) throws -> PGQuery {
         let metadata = try EntityQueryMetadata.of(T.self)
         var writer = SQLWriter(metadata: metadata)
         writer.append("SELECT ")
@@ -77,12 +77,12 @@ import SkyrosPostgres
         try self.writeWhere(descriptor.predicate, into: &writer)
         writer.append(try self.orderBy(descriptor.sortBy))
         try self.writeWindow(descriptor, into: &writer)
-        return PostgresQuery(unsafeSQL: writer.sql, binds: writer.binds)
+        return PGQuery(unsafeSQL: writer.sql, binds: writer.binds)
     }
 
     /// `SELECT count(*) …` for the rows `descriptor` selects (its limit and offset included).
     /// - Throws: ``QueryError`` as ``select(_:schema:includeVersion:)``.
-    package static func count<T: Entity>(_ descriptor: FetchDescriptor<T>, schema: String?) throws -> PostgresQuery {
+    package static func count<T: Entity>(_ descriptor: FetchDescriptor<T>, schema: String?) throws -> PGQuery {
         var writer = SQLWriter(metadata: try EntityQueryMetadata.of(T.self))
         let windowed = descriptor.fetchLimit != nil || (descriptor.fetchOffset ?? 0) != 0
         writer.append(windowed ? "SELECT count(*) FROM (SELECT 1 FROM " : "SELECT count(*) FROM ")
@@ -95,19 +95,19 @@ import SkyrosPostgres
         } else {
             try self.validateWindow(descriptor, T.self)
         }
-        return PostgresQuery(unsafeSQL: writer.sql, binds: writer.binds)
+        return PGQuery(unsafeSQL: writer.sql, binds: writer.binds)
     }
 
     /// `DELETE FROM "schema"."table" [WHERE …] RETURNING "<primary key>"`; every row when `predicate` is `nil`.
     /// - Throws: ``QueryError`` for an untranslatable predicate.
-    package static func delete<T: Entity>(where predicate: Predicate<T>?, schema: String?) throws -> PostgresQuery {
+    package static func delete<T: Entity>(where predicate: Predicate<T>?, schema: String?) throws -> PGQuery {
         let metadata = try EntityQueryMetadata.of(T.self)
         var writer = SQLWriter(metadata: metadata)
         writer.append("DELETE FROM ")
         writer.append(self.table(T.self, schema))
         try self.writeWhere(predicate, into: &writer)
         writer.append(" RETURNING \(metadata.primaryKey.quoted)")
-        return PostgresQuery(unsafeSQL: writer.sql, binds: writer.binds)
+        return PGQuery(unsafeSQL: writer.sql, binds: writer.binds)
     }
 
     // MARK: - Parts

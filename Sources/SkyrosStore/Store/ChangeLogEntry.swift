@@ -65,16 +65,16 @@ package struct LoggedRowChange: Codable, Sendable, Hashable {
     /// Whether this change is a `TRUNCATE` of ``table``: every row of it is gone.
     package var isTruncate: Bool { self.k == "t" }
 
-    package var key: RowKey { RowKey(table: self.t, id: PostgresValue(type: PostgresType(rawValue: self.o), text: self.i)) }
+    package var key: RowKey { RowKey(table: self.t, id: PGValue(type: PGType(rawValue: self.o), text: self.i)) }
 
     /// The announced row: the version it replaced, its layout, and its values typed as they were written.
-    package var announcedRow: (base: Int64, layout: String, values: [PostgresValue])? {
+    package var announcedRow: (base: Int64, layout: String, values: [PGValue])? {
         guard self.k == "u", let base = self.b, let layout = self.h, let row = self.r else { return nil }
-        var values: [PostgresValue] = []
+        var values: [PGValue] = []
         values.reserveCapacity(row.count)
         for cell in row {
             guard cell.count == 2, let oid = cell[0].flatMap({ UInt32($0) }) else { return nil }
-            values.append(PostgresValue(type: PostgresType(rawValue: oid), text: cell[1]))
+            values.append(PGValue(type: PGType(rawValue: oid), text: cell[1]))
         }
         return (base, layout, values)
     }

@@ -51,14 +51,14 @@ public struct ChangeSet: Sendable {
 
     private mutating func add<T: Entity>(
         _ kind: Operation.Kind, _ payload: EntityChange<T>.Payload, resolution: ConflictResolution = .fail,
-        encodedRows: [[PostgresValue]]? = nil
+        encodedRows: [[PGValue]]? = nil
     ) -> Int {
         let change = EntityChange<T>(payload: payload, resolution: resolution, encodedRows: encodedRows)
         self.operations.append(Operation(kind: kind, entity: Self.entityName(T.self), table: T.tableName, change: change))
         return self.operations.count - 1
     }
 
-    /// Inserts a row; a duplicate primary key fails with `PostgresError` `.uniqueViolation`.
+    /// Inserts a row; a duplicate primary key fails with `PGError` `.uniqueViolation`.
     /// - Returns: the operation's index in ``operations`` (and in ``ChangeSetResult/operations``).
     @discardableResult
     public mutating func insert<T: Entity>(_ value: T) -> Int { self.add(.insert, EntityChange<T>.Payload.insert(value)) }
@@ -79,7 +79,7 @@ public struct ChangeSet: Sendable {
     @discardableResult
     package mutating func update<T: Entity>(
         _ value: T, changedColumns: [String], expectedVersion: Int64?, resolution: ConflictResolution = .fail,
-        encoded: [PostgresValue]? = nil
+        encoded: [PGValue]? = nil
     ) -> Int {
         self.add(
             .update, EntityChange<T>.Payload.update(value, changedColumns, expectedVersion), resolution: resolution,
@@ -109,13 +109,13 @@ public struct ChangeSet: Sendable {
 
     /// An insert whose column values were encoded already (by the commit queue, when the write was queued).
     @discardableResult
-    package mutating func insert<T: Entity>(_ value: T, encoded: [PostgresValue]?) -> Int {
+    package mutating func insert<T: Entity>(_ value: T, encoded: [PGValue]?) -> Int {
         self.add(.insert, EntityChange<T>.Payload.insert(value), encodedRows: encoded.map { [$0] })
     }
 
     /// A bulk insert whose rows were encoded already.
     @discardableResult
-    package mutating func bulkInsert<T: Entity>(_ values: [T], encoded: [[PostgresValue]]?) -> Int {
+    package mutating func bulkInsert<T: Entity>(_ values: [T], encoded: [[PGValue]]?) -> Int {
         self.add(.bulkInsert, EntityChange<T>.Payload.bulkInsert(values), encodedRows: encoded)
     }
 
@@ -142,8 +142,8 @@ public struct RowChange: Sendable, Hashable {
     public var entity: String
     /// The (unqualified) table name.
     public var table: String
-    /// The primary key, encoded as it is bound (`PostgresValue.text` is its text form).
-    public var id: PostgresValue
+    /// The primary key, encoded as it is bound (`PGValue.text` is its text form).
+    public var id: PGValue
     public var kind: Kind
     /// The row's new version; `nil` for deleted rows.
     public var version: Int64?
@@ -157,9 +157,9 @@ public struct RowChange: Sendable, Hashable {
     package var isStoredAsWritten: Bool?
     /// For an entity with columns the database sets (``DatabaseGenerated``): their stored values, in the order of
     /// ``EntityPlan/readBackIndices``, as the write's `RETURNING` gave them; `nil` when not known (a `COPY`).
-    package var readBack: [PostgresValue]?
+    package var readBack: [PGValue]?
 
-    public init(entity: String, table: String, id: PostgresValue, kind: Kind, version: Int64?) {
+    public init(entity: String, table: String, id: PGValue, kind: Kind, version: Int64?) {
         self.entity = entity
         self.table = table
         self.id = id
@@ -179,7 +179,7 @@ package struct AnnouncedRow: Sendable, Hashable {
     /// The entity's ``EntityPlan/layout``.
     package var layout: String
     /// Every column's value, in ``Entity/columns`` order.
-    package var values: [PostgresValue]
+    package var values: [PGValue]
 }
 
 /// What a change set wrote: per operation, the rows it touched with their new versions.
@@ -213,7 +213,7 @@ package enum ConflictResolution: Sendable {
     case skip
     /// Updates: the guard is "each changed column still holds the value it had when read" (`originals`, in
     /// the order of the changed columns), not the version; a failing guard throws a version conflict.
-    case compareColumns(originals: [String: PostgresValue])
+    case compareColumns(originals: [String: PGValue])
 }
 
 /// The typed work behind a ``ChangeSet/Operation``: plain data (``EntityChange/Payload``) that each store
@@ -237,7 +237,7 @@ struct EntityChange<T: Entity>: Sendable {
     var resolution: ConflictResolution = .fail
     /// An insert's (or an update's) rows as ``RowEncoder`` encodes them, when the commit queue encoded them
     /// already.
-    var encodedRows: [[PostgresValue]]?
+    var encodedRows: [[PGValue]]?
 
     /// Column indices for an update, validated against the entity.
     static func columnIndices(_ names: [String], plan: EntityPlan<T>) throws -> [Int] {

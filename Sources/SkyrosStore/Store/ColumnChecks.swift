@@ -96,7 +96,7 @@ public struct ColumnDefault: Sendable, Hashable {
     enum Kind: Sendable, Hashable {
         case now
         case randomUUID
-        case constant(PostgresValue)
+        case constant(PGValue)
     }
 
     let kind: Kind
@@ -107,16 +107,16 @@ public struct ColumnDefault: Sendable, Hashable {
     public static let randomUUID = ColumnDefault(kind: .randomUUID)
 
     /// A constant, as PostgreSQL would store it (`DEFAULT 0`, `DEFAULT 'open'`).
-    /// - Throws: `PostgresError` when the value cannot be encoded.
-    public static func constant<V: PostgresEncodable>(_ value: V) throws -> ColumnDefault {
-        ColumnDefault(kind: .constant(try PostgresValue(value)))
+    /// - Throws: `PGError` when the value cannot be encoded.
+    public static func constant<V: PGEncodable>(_ value: V) throws -> ColumnDefault {
+        ColumnDefault(kind: .constant(try PGValue(value)))
     }
 
     /// The value the default gives now.
-    func evaluate() -> PostgresValue {
+    func evaluate() -> PGValue {
         switch self.kind {
-        case .now: (try? PostgresValue(Date().postgresStored)) ?? .null
-        case .randomUUID: (try? PostgresValue(UUID())) ?? .null
+        case .now: (try? PGValue(Date().postgresStored)) ?? .null
+        case .randomUUID: (try? PGValue(UUID())) ?? .null
         case .constant(let value): value
         }
     }
@@ -294,7 +294,7 @@ package struct ColumnRules: Sendable {
     /// Checks encoded values (in the entity's column order) and normalises them to what the columns store.
     /// - Returns: whether a value was changed (excess spaces cut, a number rounded to its scale).
     /// - Throws: ``ColumnValueError``.
-    package func check(_ values: inout [PostgresValue]) throws -> Bool {
+    package func check(_ values: inout [PGValue]) throws -> Bool {
         var changed = false
         for rule in self.rules {
             guard let text = values[rule.index].text else {
@@ -453,12 +453,12 @@ package final class ColumnDoor: Sendable {
     /// (dates rounded to microseconds, numbers to their scale, `char(n)` without trailing spaces) and its
     /// encoded values.
     /// - Throws: ``ColumnValueError`` (nothing about the value in it); ``EntityMappingError``.
-    package func admit<T: Entity>(_ value: T) throws -> (value: T, encoded: [PostgresValue]) {
+    package func admit<T: Entity>(_ value: T) throws -> (value: T, encoded: [PGValue]) {
         let plan = try EntityPlan<T>.shared
-        var encoded: [PostgresValue]
+        var encoded: [PGValue]
         do {
             encoded = try RowEncoder(plan: plan).encode(value)
-        } catch let error as PostgresError where error.kind == .encoding && error.column != nil && error.message.contains("NUL") {
+        } catch let error as PGError where error.kind == .encoding && error.column != nil && error.message.contains("NUL") {
             let column = error.column ?? ""
             let type = self.definitions(table: plan.tableName)[column]?.type.description ?? "text"
             throw ColumnValueError(entity: plan.entityName, column: column, columnType: type, reason: .nulCharacter)
@@ -478,7 +478,7 @@ package final class ColumnDoor: Sendable {
 
     /// Checks and normalises a row's encoded values (the in-memory store's rows, kept encoded).
     /// - Throws: ``ColumnValueError``.
-    package func check<T: Entity>(_ plan: EntityPlan<T>, _ values: inout [PostgresValue]) throws {
+    package func check<T: Entity>(_ plan: EntityPlan<T>, _ values: inout [PGValue]) throws {
         _ = try self.rules(plan).check(&values)
     }
 }

@@ -13,14 +13,14 @@ extension EntityChange {
     /// statement keeps working when a column's type changes.
     static func updateQuery(
         _ value: T, _ columns: [String], expected: Int64?, resolution: ConflictResolution, schema: String?,
-        encoded: [PostgresValue]? = nil, mustAffectRow: Bool = false
-    ) throws -> (query: PostgresQuery, key: PostgresValue, values: [PostgresValue], asWrittenColumn: Int?)? {
+        encoded: [PGValue]? = nil, mustAffectRow: Bool = false
+    ) throws -> (query: PGQuery, key: PGValue, values: [PGValue], asWrittenColumn: Int?)? {
         let plan = try EntityPlan<T>.shared
         let indices = try Self.columnIndices(columns, plan: plan)
         if indices.isEmpty { return nil }
         let key = try plan.idValue(value.id)
         let values = try encoded ?? RowEncoder(plan: plan).encode(value)
-        var binds: [PostgresValue] = []
+        var binds: [PGValue] = []
         binds.reserveCapacity(indices.count + 2)
         for index in indices { binds.append(values[index]) }
         binds.append(key)
@@ -38,9 +38,9 @@ extension EntityChange {
             }
         case .fail, .skip:
             if let expected {
-                binds.append(PostgresValue(type: .int8, text: String(expected)))
+                binds.append(PGValue(type: .int8, text: String(expected)))
                 let sql = plan.updateSQL(schema: schema, columns: indices, guardedByVersion: true, mustAffectRow: mustAffectRow)
-                return (PostgresQuery(unsafeSQL: sql, binds: binds), key, values, nil)
+                return (PGQuery(unsafeSQL: sql, binds: binds), key, values, nil)
             }
             sql = plan.updateHead(schema: schema, columns: indices)
         }
@@ -55,29 +55,29 @@ extension EntityChange {
         sql += " RETURNING \(plan.versionExpression) AS v, (\(asWritten)) AS as_written\(plan.returningReadBack)"
         if mustAffectRow, plan.hasReadBack {
             // Version, as_written and the read-back columns as returned, then the check.
-            return (PostgresQuery(unsafeSQL: EntityPlan<T>.mustAffectRowKeepingColumns(sql), binds: binds), key, values, 1)
+            return (PGQuery(unsafeSQL: EntityPlan<T>.mustAffectRowKeepingColumns(sql), binds: binds), key, values, 1)
         }
         if mustAffectRow {
             sql = "WITH skyros_write AS (\(sql)) SELECT max(skyros_write.v), 1 / count(*), bool_and(skyros_write.as_written) FROM skyros_write"
         }
-        return (PostgresQuery(unsafeSQL: sql, binds: binds), key, values, mustAffectRow ? 2 : 1)
+        return (PGQuery(unsafeSQL: sql, binds: binds), key, values, mustAffectRow ? 2 : 1)
     }
 
     /// `DELETE FROM … WHERE id = $1 [AND <version> = $2]`, and the row's key.
-    static func deleteQuery(_ id: T.ID, expected: Int64?, schema: String?) throws -> (query: PostgresQuery, key: PostgresValue) {
+    static func deleteQuery(_ id: T.ID, expected: Int64?, schema: String?) throws -> (query: PGQuery, key: PGValue) {
         let plan = try EntityPlan<T>.shared
         let key = try plan.idValue(id)
         var binds = [key]
         var sql = "DELETE FROM \(plan.quotedTable(schema: schema)) WHERE \(quoteIdentifier(plan.idColumn)) = $1"
         if let expected {
-            binds.append(PostgresValue(type: .int8, text: String(expected)))
+            binds.append(PGValue(type: .int8, text: String(expected)))
             sql += " AND \(plan.versionExpression) = $2"
         }
-        return (PostgresQuery(unsafeSQL: sql, binds: binds), key)
+        return (PGQuery(unsafeSQL: sql, binds: binds), key)
     }
 
     /// `INSERT … ON CONFLICT (id) DO UPDATE … RETURNING <version>, <inserted?>`, and the row's key.
-    static func upsertQuery(_ value: T, schema: String?) throws -> (query: PostgresQuery, key: PostgresValue) {
+    static func upsertQuery(_ value: T, schema: String?) throws -> (query: PGQuery, key: PGValue) {
         let plan = try EntityPlan<T>.shared
         let table = plan.quotedTable(schema: schema)
         let idColumn = quoteIdentifier(plan.idColumn)
@@ -91,7 +91,7 @@ extension EntityChange {
         if assignments.isEmpty { assignments = ["\(idColumn) = EXCLUDED.\(idColumn)"] }
         var query = PostgresWriteContext.insertStatement(plan, schema: schema, rows: [values])
         query.append(
-            PostgresQuery(
+            PGQuery(
                 unsafeSQL: " ON CONFLICT (\(idColumn)) DO UPDATE SET \(assignments.joined(separator: ", ")) "
                     + "RETURNING \(plan.versionExpression), (xmax::text = '0')\(plan.returningReadBack)"))
         return (query, values[plan.idIndex])

@@ -235,17 +235,17 @@ package final class EntityPlan<T: Entity>: Sendable {
     package var hasReadBack: Bool { !self.readBackIndices.isEmpty }
 
     /// The values of ``readBackIndices`` in a returned row, from column `first` on (text as PostgreSQL sent it).
-    package func readBack(_ row: PostgresRow, from first: Int) -> [PostgresValue] {
+    package func readBack(_ row: PGRow, from first: Int) -> [PGValue] {
         let columns = row.columns
         return self.readBackIndices.indices.map { offset in
             let column = first + offset
             guard column < columns.count, let bytes = row.bytes(at: column) else { return .null }
-            return PostgresValue(type: columns[column].type, text: String(decoding: bytes, as: UTF8.self))
+            return PGValue(type: columns[column].type, text: String(decoding: bytes, as: UTF8.self))
         }
     }
 
     /// A written row's values with the stored values of ``readBackIndices`` in place of what the app gave.
-    package func stored(_ written: [PostgresValue], readBack: [PostgresValue]) -> [PostgresValue] {
+    package func stored(_ written: [PGValue], readBack: [PGValue]) -> [PGValue] {
         var values = written
         for (offset, index) in self.readBackIndices.enumerated() where offset < readBack.count && index < values.count {
             values[index] = readBack[offset]
@@ -332,12 +332,12 @@ package final class EntityPlan<T: Entity>: Sendable {
 
 
     /// Encodes an id as a bound value.
-    package func idValue(_ id: T.ID) throws -> PostgresValue {
-        try PostgresValue(id)
+    package func idValue(_ id: T.ID) throws -> PGValue {
+        try PGValue(id)
     }
 
     /// A printable id for error messages.
-    package func describe(id: PostgresValue) -> String { id.text ?? "NULL" }
+    package func describe(id: PGValue) -> String { id.text ?? "NULL" }
 
     /// The cached plan of `T`.
     package static var shared: EntityPlan<T> {

@@ -65,8 +65,8 @@ public enum EntitySchema {
     ///   - types: the entity types.
     ///   - connection: a connection to the database.
     ///   - schema: the schema holding the tables; `nil` for `current_schema()`.
-    /// - Throws: ``SchemaMismatchError``, ``EntityMappingError``, or `PostgresError`.
-    public static func validate(_ types: [any Entity.Type], on connection: Connection, schema: String?) async throws {
+    /// - Throws: ``SchemaMismatchError``, ``EntityMappingError``, or `PGError`.
+    public static func validate(_ types: [any Entity.Type], on connection: PGConnection, schema: String?) async throws {
         var issues: [SchemaIssue] = []
         for type in types {
             issues += try await self.issues(type, on: connection, schema: schema)
@@ -75,14 +75,14 @@ public enum EntitySchema {
     }
 
     /// The issues of one entity type (empty when it fits).
-    public static func issues<T: Entity>(_ type: T.Type, on connection: Connection, schema: String?) async throws -> [SchemaIssue] {
+    public static func issues<T: Entity>(_ type: T.Type, on connection: PGConnection, schema: String?) async throws -> [SchemaIssue] {
         try await self.inspect(type, on: connection, schema: schema).issues
     }
 
     /// Validates entity types and returns their tables' column definitions (for ``ColumnDoor``), by table.
-    /// - Throws: ``SchemaMismatchError``, ``EntityMappingError``, or `PostgresError`.
+    /// - Throws: ``SchemaMismatchError``, ``EntityMappingError``, or `PGError`.
     package static func validateAndDescribe(
-        _ types: [any Entity.Type], on connection: Connection, schema: String?
+        _ types: [any Entity.Type], on connection: PGConnection, schema: String?
     ) async throws -> [String: [String: ColumnDefinition]] {
         var issues: [SchemaIssue] = []
         var tables: [String: [String: ColumnDefinition]] = [:]
@@ -97,10 +97,10 @@ public enum EntitySchema {
 
     /// The issues of one entity type, and its table's column definitions as the catalog describes them.
     static func inspect<T: Entity>(
-        _ type: T.Type, on connection: Connection, schema: String?
+        _ type: T.Type, on connection: PGConnection, schema: String?
     ) async throws -> (issues: [SchemaIssue], columns: [String: ColumnDefinition]) {
         let plan = try EntityPlan<T>.shared
-        let schemaName = try PostgresValue(schema)
+        let schemaName = try PGValue(schema)
         let rows = try await connection.query(
             """
             SELECT a.attname::text, coalesce(bt.typname, t.typname)::text, coalesce(bt.typtype, t.typtype)::text,
@@ -314,7 +314,7 @@ enum ColumnTypeRule {
 
     /// Arrays of these bind as PostgreSQL arrays (`[String]` → `text[]`); other arrays become JSON.
     static func isNativeArrayElement(_ type: Any.Type) -> Bool {
-        type is any PostgresArrayElement.Type
+        type is any PGArrayElement.Type
     }
 }
 

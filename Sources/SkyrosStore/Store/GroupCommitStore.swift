@@ -47,18 +47,18 @@ package protocol GroupCommitStore: Store {
     /// thread is then the task's executor). `leased`: one ``leaseIdleConnection()`` gave. The body gets
     /// whether to hand the connection back between two groups (another task waits for one), and whether it
     /// may linger on the connection's thread for the next set.
-    func withDrainConnection(leased: Connection?, _ body: (_ handOver: () -> Bool, _ lingers: Bool) async -> Void) async
+    func withDrainConnection(leased: PGConnection?, _ body: (_ handOver: () -> Bool, _ lingers: Bool) async -> Void) async
 
     /// Whether a durable write starts a drain before its set is queued (the store has connections to lease
     /// meanwhile).
     var drainsAhead: Bool { get }
 
     /// An idle connection leased at once for a drain about to start, or `nil`.
-    func leaseIdleConnection() -> Connection?
+    func leaseIdleConnection() -> PGConnection?
 
     /// The row `id` of `type` read through `session` (a listener's, on its thread) as the store reads it;
     /// `nil` when it does not exist, fails to read or decode, or the store has no sessions.
-    func readAgain<T: Entity>(_ type: T.Type, id: PostgresValue, on session: ListenerSession) -> Versioned<T>?
+    func readAgain<T: Entity>(_ type: T.Type, id: PGValue, on session: ListenerSession) -> Versioned<T>?
 
     /// `count` new ids from the sequence of `T`'s ``DatabaseGenerated/identity`` key, in one round trip
     /// (PostgreSQL: `nextval` of the column's sequence, `count` times in one statement).
@@ -69,9 +69,9 @@ extension PostgresStore: GroupCommitStore {
     package func allocateIdentities<T: Entity>(_ type: T.Type, count: Int) async throws -> [Int64] {
         let plan = try EntityPlan<T>.shared
         // pg_get_serial_sequence takes the table as SQL text (quoted, qualified) and the column name as is.
-        let query = PostgresQuery(
+        let query = PGQuery(
             unsafeSQL: "SELECT pg_catalog.nextval(pg_catalog.pg_get_serial_sequence($1, $2)) FROM pg_catalog.generate_series(1, $3)",
-            binds: [try PostgresValue(plan.quotedTable(schema: self.schema)), try PostgresValue(plan.idColumn), try PostgresValue(max(1, count))])
+            binds: [try PGValue(plan.quotedTable(schema: self.schema)), try PGValue(plan.idColumn), try PGValue(max(1, count))])
         let rows = try await self.pool.withConnection { try await $0.query(query) }
         return try rows.map { try $0.decode(Int64.self, at: 0) }
     }
@@ -98,7 +98,7 @@ extension PostgresStore: GroupCommitStore {
         return [.insert(insert)]
     }
 
-    package func withDrainConnection(leased: Connection?, _ body: (() -> Bool, Bool) async -> Void) async {
+    package func withDrainConnection(leased: PGConnection?, _ body: (() -> Bool, Bool) async -> Void) async {
         await self.withCommitConnection(leased: leased) {
             await body({ self.commitConnectionIsWanted }, Self.commitConnection != nil)
         }
@@ -106,9 +106,9 @@ extension PostgresStore: GroupCommitStore {
 
     package var drainsAhead: Bool { true }
 
-    package func leaseIdleConnection() -> Connection? { self.pool.leaseIdleNow() }
+    package func leaseIdleConnection() -> PGConnection? { self.pool.leaseIdleNow() }
 
-    package func readAgain<T: Entity>(_ type: T.Type, id: PostgresValue, on session: ListenerSession) -> Versioned<T>? {
+    package func readAgain<T: Entity>(_ type: T.Type, id: PGValue, on session: ListenerSession) -> Versioned<T>? {
         guard let plan = try? EntityPlan<T>.shared, let rows = try? session.query(self.selectByID(plan, id: id)) else { return nil }
         return try? RowDecoder(plan: plan).decode(rows).first
     }
@@ -153,15 +153,15 @@ extension InMemoryStore: GroupCommitStore {
         try await self.findOrCreate(value)
     }
 
-    package func withDrainConnection(leased: Connection?, _ body: (() -> Bool, Bool) async -> Void) async {
+    package func withDrainConnection(leased: PGConnection?, _ body: (() -> Bool, Bool) async -> Void) async {
         await body({ false }, false)
     }
 
     package var drainsAhead: Bool { false }
 
-    package func leaseIdleConnection() -> Connection? { nil }
+    package func leaseIdleConnection() -> PGConnection? { nil }
 
-    package func readAgain<T: Entity>(_ type: T.Type, id: PostgresValue, on session: ListenerSession) -> Versioned<T>? { nil }
+    package func readAgain<T: Entity>(_ type: T.Type, id: PGValue, on session: ListenerSession) -> Versioned<T>? { nil }
 }
 
 /// A group built ahead as one pipeline (PostgreSQL), sent by ``GroupCommitStore/commitGroup(ids:build:operations:hook:prepared:)``.

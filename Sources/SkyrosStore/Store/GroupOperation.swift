@@ -27,7 +27,7 @@ package enum GroupOperation: Sendable {
 extension EntityChange {
     func groupOperation(schema: String?, copyThreshold: Int) throws -> GroupOperation? {
         let plan = try EntityPlan<T>.shared
-        @Sendable func change(_ key: PostgresValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
+        @Sendable func change(_ key: PGValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
             RowChange(entity: plan.entityName, table: plan.tableName, id: key, kind: kind, version: version)
         }
         switch self.payload {

@@ -3,7 +3,7 @@ import SkyrosPostgres
 import Synchronization
 
 /// A store in process memory with PostgreSQL's semantics: unique primary keys (a duplicate fails with a
-/// `PostgresError` `.uniqueViolation` naming constraint `<table>_pkey`), a version per row that grows on every
+/// `PGError` `.uniqueViolation` naming constraint `<table>_pkey`), a version per row that grows on every
 /// write, atomic change sets, and the same predicate evaluation (`InMemoryQuery`) as the SQL path.
 ///
 /// Rows are kept encoded (as the values that would be bound), so values round-trip exactly as they would
@@ -124,30 +124,30 @@ public final class InMemoryStore: Store, ColumnDoorKeeping {
 /// it, plus any column another entity type of the table wrote since).
 struct InMemoryRow: Sendable {
     private(set) var columns: [String]
-    private(set) var values: [PostgresValue]
+    private(set) var values: [PGValue]
     var version: Int64
     /// Insertion order, for a stable scan order.
     var sequence: Int
 
-    init(values: [PostgresValue], columns: [String], version: Int64, sequence: Int) {
+    init(values: [PGValue], columns: [String], version: Int64, sequence: Int) {
         (self.values, self.columns, self.version, self.sequence) = (values, columns, version, sequence)
     }
 
     /// The values in `plan`'s column order (`NULL` for a column this row never got).
-    func values<T>(for plan: EntityPlan<T>) -> [PostgresValue] {
+    func values<T>(for plan: EntityPlan<T>) -> [PGValue] {
         // The same entity wrote it (the usual case): the very same column array.
         if self.columns == plan.columnNames { return self.values }
-        return plan.columnNames.map { self.value(named: $0) ?? PostgresValue(type: .unknown, text: nil) }
+        return plan.columnNames.map { self.value(named: $0) ?? PGValue(type: .unknown, text: nil) }
     }
 
     /// The value of column `name`, `nil` when this row has no such column.
-    func value(named name: String) -> PostgresValue? {
+    func value(named name: String) -> PGValue? {
         self.columns.firstIndex(of: name).map { self.values[$0] }
     }
 
     /// Sets the columns `indices` of `plan` from `values` (in `plan`'s order), keeping the columns `plan` does
     /// not map.
-    mutating func set<T>(_ values: [PostgresValue], at indices: [Int], plan: EntityPlan<T>) {
+    mutating func set<T>(_ values: [PGValue], at indices: [Int], plan: EntityPlan<T>) {
         let sameLayout = self.columns == plan.columnNames
         for index in indices {
             if sameLayout {
@@ -163,7 +163,7 @@ struct InMemoryRow: Sendable {
 }
 
 struct InMemoryTable: Sendable {
-    var rows: [PostgresValue: InMemoryRow] = [:]
+    var rows: [PGValue: InMemoryRow] = [:]
 }
 
 /// The whole in-memory database. A change set runs in place while an undo journal records every row it
@@ -171,7 +171,7 @@ struct InMemoryTable: Sendable {
 struct InMemoryDatabase: Sendable {
     private struct Undo: Sendable {
         var table: String
-        var key: PostgresValue
+        var key: PGValue
         var previous: InMemoryRow?
     }
 
@@ -208,17 +208,17 @@ struct InMemoryDatabase: Sendable {
         }
     }
 
-    func row(_ table: String, _ key: PostgresValue) -> InMemoryRow? { self.tables[table]?.rows[key] }
+    func row(_ table: String, _ key: PGValue) -> InMemoryRow? { self.tables[table]?.rows[key] }
 
     /// Replaces (or removes, with `nil`) one row, journaling the previous state.
-    mutating func setRow(_ table: String, _ key: PostgresValue, _ row: InMemoryRow?) {
+    mutating func setRow(_ table: String, _ key: PGValue, _ row: InMemoryRow?) {
         let previous = self.tables[table]?.rows[key]
         self.tables[table, default: InMemoryTable()].rows[key] = row
         self.journal?.append(Undo(table: table, key: key, previous: previous))
     }
 
     @discardableResult
-    mutating func insert(_ values: [PostgresValue], columns: [String], key: PostgresValue, table: String) -> InMemoryRow {
+    mutating func insert(_ values: [PGValue], columns: [String], key: PGValue, table: String) -> InMemoryRow {
         self.nextSequence += 1
         let row = InMemoryRow(values: values, columns: columns, version: 1, sequence: self.nextSequence)
         self.setRow(table, key, row)
@@ -235,21 +235,21 @@ extension EntityChange: InMemoryOperation {
     func run(in database: inout InMemoryDatabase) throws -> [RowChange] {
         let plan = try EntityPlan<T>.shared
         let table = plan.tableName
-        func change(_ key: PostgresValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
+        func change(_ key: PGValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
             RowChange(entity: plan.entityName, table: table, id: key, kind: kind, version: version)
         }
         let definitions = plan.hasReadBack ? database.door.definitions(table: table) : [:]
         /// What the database sets: a default it can evaluate (`now()`, `gen_random_uuid()`, a constant) on insert,
         /// and on update for ``DatabaseGenerated/onInsertAndUpdate`` (a trigger's `now()`); otherwise the app's
         /// value stays.
-        func setByDatabase(_ values: inout [PostgresValue], inserting: Bool) {
+        func setByDatabase(_ values: inout [PGValue], inserting: Bool) {
             for index in plan.readBackIndices {
                 guard let defaultValue = definitions[plan.columnNames[index]]?.defaultValue else { continue }
                 if !inserting, T.columns[index].generated?.kind != .onInsertAndUpdate { continue }
                 values[index] = defaultValue.evaluate()
             }
         }
-        func withReadBack(_ change: RowChange, _ values: [PostgresValue]) -> RowChange {
+        func withReadBack(_ change: RowChange, _ values: [PGValue]) -> RowChange {
             guard plan.hasReadBack else { return change }
             var change = change
             change.readBack = plan.readBackIndices.map { values[$0] }
@@ -261,7 +261,7 @@ extension EntityChange: InMemoryOperation {
             if plan.hasReadBack { setByDatabase(&values, inserting: true) }
             let key = values[plan.idIndex]
             if database.row(table, key) != nil {
-                throw PostgresError(
+                throw PGError(
                     kind: .uniqueViolation, sqlState: .uniqueViolation, severity: "ERROR",
                     message: "duplicate key value violates unique constraint \"\(table)_pkey\"",
                     detail: "Key (\(plan.idColumn))=(\(plan.describe(id: key))) already exists.",

@@ -11,8 +11,8 @@ package struct MergeableInsert: Sendable {
     let entity: String
     let table: String
     /// Encoded columns per row, in declared order.
-    let rows: [[PostgresValue]]
-    let ids: [PostgresValue]
+    let rows: [[PGValue]]
+    let ids: [PGValue]
     /// Every inserted row's version when known before the statement runs (entities with a version column).
     let fixedVersion: Int64?
 
@@ -35,7 +35,7 @@ package struct MergeableInsert: Sendable {
 
 extension MergeableInsert {
     /// The rows of `values` for entity `T`'s table in `schema`; `encoded`: their values, when encoded already.
-    package init<T: Entity>(plan: EntityPlan<T>, values: [T], encoded: [[PostgresValue]]? = nil, schema: String?) throws {
+    package init<T: Entity>(plan: EntityPlan<T>, values: [T], encoded: [[PGValue]]? = nil, schema: String?) throws {
         let encoder = RowEncoder(plan: plan)
         let rows = try encoded ?? values.map { try encoder.encode($0) }
         self.init(

@@ -2,8 +2,8 @@ import SkyrosPostgres
 
 /// One write as a single statement and the decoding of its rows, so that many can be sent in one pipeline.
 package struct PipelinedStatement: Sendable {
-    let query: PostgresQuery
-    let decode: @Sendable (PostgresRows) throws -> [RowChange]
+    let query: PGQuery
+    let decode: @Sendable (PGRows) throws -> [RowChange]
 }
 
 extension EntityChange {
@@ -13,12 +13,12 @@ extension EntityChange {
     }
 
     /// An insert as one statement (`INSERT … RETURNING version[, read-back columns]`), and its row's key.
-    func insertStatement(schema: String?) throws -> (statement: PipelinedStatement, key: PostgresValue)? {
+    func insertStatement(schema: String?) throws -> (statement: PipelinedStatement, key: PGValue)? {
         guard case .insert(let value) = self.payload else { return nil }
         let plan = try EntityPlan<T>.shared
         let values = try self.encodedRows?.first ?? RowEncoder(plan: plan).encode(value)
         var query = PostgresWriteContext.insertStatement(plan, schema: schema, rows: [values])
-        query.append(PostgresQuery(unsafeSQL: " RETURNING \(plan.versionExpression)\(plan.returningReadBack)"))
+        query.append(PGQuery(unsafeSQL: " RETURNING \(plan.versionExpression)\(plan.returningReadBack)"))
         let id = values[plan.idIndex]
         let statement = PipelinedStatement(query: query) { rows in
             var inserted = RowChange(

@@ -2,7 +2,7 @@ import SkyrosPostgres
 
 extension PostgresStore {
     /// The connection a commit queue's drain holds while it runs (see ``withCommitConnection(_:)``).
-    @TaskLocal package static var commitConnection: Connection?
+    @TaskLocal package static var commitConnection: PGConnection?
 
     /// Runs `body` — a commit queue's drain — holding one pooled connection, with that connection's thread as
     /// the task's preferred executor.
@@ -12,10 +12,10 @@ extension PostgresStore {
     /// the queue, can take longer on a busy machine than the group's work on the server.
     /// If no connection can be leased (the server is down, the pool shut), `body` runs without one: every
     /// group then leases its own and fails or retries as usual.
-    /// `leased`: a connection ``ConnectionPool/leaseIdleNow()`` leased for it (the drain started on its thread).
-    package func withCommitConnection(leased: Connection? = nil, _ body: () async -> Void) async {
+    /// `leased`: a connection ``PGConnectionPool/leaseIdleNow()`` leased for it (the drain started on its thread).
+    package func withCommitConnection(leased: PGConnection? = nil, _ body: () async -> Void) async {
         var ran = false
-        let run = { (connection: Connection) in
+        let run = { (connection: PGConnection) in
             ran = true
             await Self.$commitConnection.withValue(connection) { await body() }
         }
@@ -40,7 +40,7 @@ extension PostgresStore {
     /// Runs `body` on the drain's connection while it is open, else on one leased from the pool (the drain's
     /// connection was lost: a retry needs a new one; the dead one goes back to the pool, which discards it,
     /// when the drain ends).
-    func withCommitLease<R>(_ body: (Connection) async throws -> R) async throws -> R {
+    func withCommitLease<R>(_ body: (PGConnection) async throws -> R) async throws -> R {
         if let connection = Self.commitConnection, !(await connection.isClosed) {
             return try await connection.withOwnExecutor { try await body(connection) }
         }

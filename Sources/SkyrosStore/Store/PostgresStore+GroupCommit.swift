@@ -2,16 +2,16 @@ import Foundation
 import SkyrosPostgres
 
 /// Work added to every group-commit transaction of a stack, after its change sets and before `COMMIT` (a
-/// change log, one `pg_notify`). Throwing aborts the whole group: a transient `PostgresError` is retried
+/// change log, one `pg_notify`). Throwing aborts the whole group: a transient `PGError` is retried
 /// with the group, any other error fails every set of it.
 package protocol CommitTransactionHook: Sendable {
     /// Called once per group transaction with the results of the sets that succeeded, in commit order.
-    func willCommit(batch: [ChangeSetResult], on connection: Connection) async throws
+    func willCommit(batch: [ChangeSetResult], on connection: PGConnection) async throws
 
     /// The same work as one statement, for a group sent as a single pipeline, given the rows the group writes
     /// (a version is `nil` where only the server knows it yet); `nil` when there is nothing to do. Throwing
     /// sends the group down the savepoint path, which calls ``willCommit(batch:on:)`` instead.
-    func pipelinedStatement(announcing changes: [RowChange]) throws -> PostgresQuery?
+    func pipelinedStatement(announcing changes: [RowChange]) throws -> PGQuery?
 
     /// The tables among `tables` that need ``prepare(tables:)`` before a transaction writes them (none by
     /// default).
@@ -57,20 +57,20 @@ extension PostgresStore {
 
     /// The statement recording that the sets `committed` of a group attempt whose sets were `attempted` (both in
     /// queue order) commit with the running transaction; `nil` when none did.
-    func recordCommitted(_ committed: [UUID], attempted: [UUID]) throws -> PostgresQuery? {
+    func recordCommitted(_ committed: [UUID], attempted: [UUID]) throws -> PGQuery? {
         guard let first = committed.first, let last = committed.last else { return nil }
         if committed.count == attempted.count {
-            return PostgresQuery(
+            return PGQuery(
                 unsafeSQL: "INSERT INTO \(self.quotedCommitLog) (first_id, last_id) VALUES ($1, $2)",
-                binds: [try PostgresValue(first), try PostgresValue(last)])
+                binds: [try PGValue(first), try PGValue(last)])
         }
         let succeeded = Set(committed)
         let failed = attempted.filter {
             !succeeded.contains($0) && $0.commitSequence > first.commitSequence && $0.commitSequence < last.commitSequence
         }
-        return PostgresQuery(
+        return PGQuery(
             unsafeSQL: "INSERT INTO \(self.quotedCommitLog) (first_id, last_id, failed) VALUES ($1, $2, $3::uuid[])",
-            binds: [try PostgresValue(first), try PostgresValue(last), try PostgresValue(failed)])
+            binds: [try PGValue(first), try PGValue(last), try PGValue(failed)])
     }
 
     /// Applies change sets in one transaction, each under its own savepoint, and records the id of every set
@@ -142,8 +142,8 @@ extension PostgresStore {
                             ? "RELEASE SAVEPOINT skyros_change_set; SAVEPOINT skyros_segment" : "SAVEPOINT skyros_segment")
                     releasePending = false
                     var queries = sets.flatMap { $0.statements.flatMap { $0.map(\.query) } }
-                    queries.append(PostgresQuery(unsafeSQL: "RELEASE SAVEPOINT skyros_segment"))
-                    let rows: [PostgresRows]
+                    queries.append(PGQuery(unsafeSQL: "RELEASE SAVEPOINT skyros_segment"))
+                    let rows: [PGRows]
                     do {
                         rows = try await connection.pipeline(queries)
                     } catch {
@@ -218,7 +218,7 @@ extension PostgresStore {
 
     /// A set's statements per operation when every operation pipelines; `nil` otherwise (or when the set
     /// would fail before reaching the server: it then fails on its own, with its error).
-    private func pipelinedStatements(_ changes: ChangeSet, on connection: Connection) -> [[PipelinedStatement]]? {
+    private func pipelinedStatements(_ changes: ChangeSet, on connection: PGConnection) -> [[PipelinedStatement]]? {
         if let expected = changes.expectedGeneration, expected != self.generation { return nil }
         let context = PostgresWriteContext(connection: connection, schema: self.schema, copyThreshold: self.copyThreshold)
         var statements: [[PipelinedStatement]] = []
@@ -236,13 +236,13 @@ extension PostgresStore {
         if ids.isEmpty { return [] }
         let rows = try await self.withCommitLease { connection in
             try await connection.query(
-                PostgresQuery(
+                PGQuery(
                     unsafeSQL: """
                         SELECT x.id FROM unnest($1::uuid[]) AS x(id) WHERE EXISTS (
                             SELECT 1 FROM \(self.quotedCommitLog) AS g
                             WHERE g.first_id BETWEEN $2 AND x.id AND g.last_id >= x.id AND x.id <> ALL (g.failed))
                         """,
-                    binds: [try PostgresValue(ids), try PostgresValue(first)]))
+                    binds: [try PGValue(ids), try PGValue(first)]))
         }
         return Set(try rows.map { try $0.decode(UUID.self, at: 0) })
     }
@@ -256,7 +256,7 @@ extension PostgresStore {
     /// statement, with no index either, and its primary key conflicting means an earlier attempt of these sets
     /// committed (they must not be applied again one by one).
     package static func failedAtCommit(_ error: any Error) -> Bool {
-        guard let error = error as? PostgresError, error.statementIndex == nil,
+        guard let error = error as? PGError, error.statementIndex == nil,
             error.sqlState ~= .integrityConstraintViolation
         else { return false }
         return !Self.ownTables.contains(error.table ?? "")
@@ -272,7 +272,7 @@ extension PostgresStore {
     /// Whether an error inside a set stops the whole group (the transaction is unusable or the failure is
     /// transient and the group must be retried).
     static func stopsGroup(_ error: any Error) -> Bool {
-        guard let error = error as? PostgresError else { return false }
+        guard let error = error as? PGError else { return false }
         return error.isTransient || error.kind == .connectionClosed
     }
 }

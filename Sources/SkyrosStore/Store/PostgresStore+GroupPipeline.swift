@@ -20,7 +20,7 @@ extension PostgresStore {
         /// The sets' operations, in order.
         fileprivate let sets: [[GroupOperation]]
         fileprivate let statements: [GroupStatement]
-        fileprivate let queries: [PostgresQuery]
+        fileprivate let queries: [PGQuery]
         /// The index of the query reading the transaction's id, when a merged insert needs it as its rows' version.
         fileprivate let xidQuery: Int?
     }
@@ -28,7 +28,7 @@ extension PostgresStore {
     /// The version of the rows a transaction inserts when their entity has no version column: their `xmin`,
     /// the top-level transaction's id (no savepoints on this path). One query per group instead of
     /// `RETURNING xmin` on every inserted row.
-    static let transactionIDQuery = PostgresQuery(unsafeSQL: "SELECT txid_current() % 4294967296")
+    static let transactionIDQuery = PGQuery(unsafeSQL: "SELECT txid_current() % 4294967296")
 
     /// Builds a group to be sent as one pipeline — its writes (consecutive inserts into the same table merged
     /// into multi-row `INSERT`s, across sets), the commit-log row, the hook's statement — so the whole group
@@ -71,15 +71,15 @@ extension PostgresStore {
             sets.append(operations)
         }
         let statements = Self.groupStatements(sets)
-        let hookStatement: PostgresQuery?
-        let record: PostgresQuery?
+        let hookStatement: PGQuery?
+        let record: PGQuery?
         do {
             hookStatement = try hook?.pipelinedStatement(announcing: sets.flatMap { $0.flatMap(\.announced) })
             record = try self.recordCommitted(ids, attempted: ids)
         } catch {
             return nil
         }
-        var queries: [PostgresQuery] = []
+        var queries: [PGQuery] = []
         queries.reserveCapacity(statements.count + 3)
         for statement in statements { queries.append(statement.query) }
         var xidQuery: Int?
@@ -100,7 +100,7 @@ extension PostgresStore {
     ///   constraint that failed at the commit (``failedAtCommit(_:)``): nothing was committed, and the savepoint
     ///   path would fail at its own `COMMIT` the same way.
     func send(_ prepared: PreparedGroup) async throws -> SentGroup? {
-        let rows: [PostgresRows]
+        let rows: [PGRows]
         do {
             rows = try await self.withCommitLease { connection in
                 do {
@@ -125,7 +125,7 @@ extension PostgresStore {
     /// the next group's round trip, instead of on the connection's thread between two groups.
     package struct SentGroup: Sendable {
         fileprivate let prepared: PreparedGroup
-        fileprivate let rows: [PostgresRows]
+        fileprivate let rows: [PGRows]
 
         /// One result per set. Nothing here may fail a set (it is committed): a version that cannot be read
         /// stays unknown (the stack then reads the row again rather than caching it).
@@ -157,10 +157,10 @@ extension PostgresStore {
             /// A multi-row `INSERT` carrying the rows of these (set, operation) pairs.
             /// `version`: where the rows' version comes from.
             case merged(members: [(set: Int, operation: Int)], version: MergedVersion)
-            case single(set: Int, operation: Int, decode: @Sendable (PostgresRows) throws -> [RowChange])
+            case single(set: Int, operation: Int, decode: @Sendable (PGRows) throws -> [RowChange])
         }
 
-        var query: PostgresQuery
+        var query: PGQuery
         var kind: Kind
 
         /// Where a merged insert's rows get their version.
@@ -185,7 +185,7 @@ extension PostgresStore {
     static func groupStatements(_ sets: [[GroupOperation]]) -> [GroupStatement] {
         var statements: [GroupStatement] = []
         var sql = ""
-        var binds: [PostgresValue] = []
+        var binds: [PGValue] = []
         var members: [(set: Int, operation: Int)] = []
         var rowCount = 0
         var current: MergeableInsert?
@@ -196,7 +196,7 @@ extension PostgresStore {
                 insert.fixedVersion != nil ? .fixed : rowCount <= Self.returnedVersionRowLimit ? .returned : .transactionID
             statements.append(
                 GroupStatement(
-                    query: PostgresQuery(unsafeSQL: version == .returned ? sql + " RETURNING xmin::text::int8" : sql, binds: binds),
+                    query: PGQuery(unsafeSQL: version == .returned ? sql + " RETURNING xmin::text::int8" : sql, binds: binds),
                     kind: .merged(members: members, version: version)))
             sql = ""
             binds = []

@@ -3,14 +3,14 @@ import Logging
 import SkyrosPostgres
 import Synchronization
 
-/// The PostgreSQL store: entities in tables reached through a `ConnectionPool`.
+/// The PostgreSQL store: entities in tables reached through a `PGConnectionPool`.
 ///
 /// With `schema:` every table is qualified with that schema (`"tenant_a"."users"`), which sandboxes a store
 /// the way a store directory sandboxes a Core Data stack: parallel tests and tenants never collide.
 /// Versions are the entity's ``Entity/versionColumn`` (1 on insert, +1 on every write) or PostgreSQL's `xmin`.
 ///
 /// ```swift
-/// let pool = ConnectionPool(postgres: try PostgresConfiguration(url: url))
+/// let pool = PGConnectionPool(postgres: try PGConfiguration(url: url))
 /// let store = PostgresStore(pool: pool, schema: "tenant_a")
 /// try await store.createSchemaIfNeeded()
 /// try await store.validate([User.self, Post.self])         // fails on mismatched columns or types
@@ -20,7 +20,7 @@ public final class PostgresStore: Store, ColumnDoorKeeping {
     /// The column definitions read by ``validate(_:)``, which writes are checked against before they are queued.
     package let columnDoor = ColumnDoor()
     /// The pool every operation leases from.
-    public let pool: ConnectionPool
+    public let pool: PGConnectionPool
     /// The sandbox schema, or `nil` for unqualified names (the connection's `search_path`).
     public let schema: String?
     /// Bulk inserts of at least this many rows use `COPY`; smaller ones use multi-row `INSERT`.
@@ -45,7 +45,7 @@ public final class PostgresStore: Store, ColumnDoorKeeping {
     ///   - copyThreshold: the batch size from which ``ChangeSet/bulkInsert(_:)`` uses `COPY`.
     ///   - logger: debug-level logging of writes; a no-op logger by default.
     public init(
-        pool: ConnectionPool, schema: String? = nil, copyThreshold: Int = 500,
+        pool: PGConnectionPool, schema: String? = nil, copyThreshold: Int = 500,
         logger: Logger = Logger(label: "skyros.store", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
         self.pool = pool
@@ -118,7 +118,7 @@ public final class PostgresStore: Store, ColumnDoorKeeping {
         let values = try RowEncoder(plan: plan).encode(value)
         var insert = PostgresWriteContext.insertStatement(plan, schema: self.schema, rows: [values])
         insert.append(
-            PostgresQuery(
+            PGQuery(
                 unsafeSQL: " ON CONFLICT (\(quoteIdentifier(plan.idColumn))) DO NOTHING RETURNING \(self.selectList(plan))"))
         let select = self.selectByID(plan, id: values[plan.idIndex])
         let decoder = RowDecoder(plan: plan)
@@ -135,14 +135,14 @@ public final class PostgresStore: Store, ColumnDoorKeeping {
                 }
                 if let found = try decoder.decode(try await connection.query(select)).first { return (false, found) }
                 if let announcement {
-                    let mustInsert = PostgresQuery(
+                    let mustInsert = PGQuery(
                         unsafeSQL: "WITH skyros_insert AS (\(insert.sql)) SELECT skyros_insert.*, 1 / (SELECT count(*) FROM skyros_insert) "
                             + "AS skyros_inserted FROM (SELECT) AS skyros_one LEFT JOIN skyros_insert ON true",
                         binds: insert.binds)
                     do {
                         let rows = try await connection.pipeline([mustInsert, announcement])
                         return (true, try decoder.decode(rows[0]).first)
-                    } catch let error as PostgresError where error.statementIndex == 0 && error.sqlState == .divisionByZero {
+                    } catch let error as PGError where error.statementIndex == 0 && error.sqlState == .divisionByZero {
                         // Inserted by someone else since the select: nothing was written.
                         try? await connection.rollback()
                         return (false, try decoder.decode(try await connection.query(select)).first)
@@ -164,7 +164,7 @@ public final class PostgresStore: Store, ColumnDoorKeeping {
             }
             if let row { return (row, created) }
         }
-        throw PostgresError(
+        throw PGError(
             kind: .serializationFailure,
             message: "findOrCreate \(plan.entityName): the row was deleted concurrently three times in a row")
     }
@@ -188,7 +188,7 @@ public final class PostgresStore: Store, ColumnDoorKeeping {
     ///     try await connection.query("SELECT pg_notify('skyros', \(payload))")
     /// }
     /// ```
-    public func apply(_ changes: ChangeSet, on connection: Connection) async throws -> ChangeSetResult {
+    public func apply(_ changes: ChangeSet, on connection: PGConnection) async throws -> ChangeSetResult {
         try self.checkGeneration(changes)
         let context = PostgresWriteContext(connection: connection, schema: self.schema, copyThreshold: self.copyThreshold)
         var results: [[RowChange]] = []
@@ -233,14 +233,14 @@ public final class PostgresStore: Store, ColumnDoorKeeping {
 
     /// The query reading row `id` with its version (``object(_:id:)``; a change feed's listener reads observed
     /// rows again with it).
-    package func selectByID<T>(_ plan: EntityPlan<T>, id: PostgresValue) -> PostgresQuery {
-        PostgresQuery(unsafeSQL: plan.selectByIDSQL(schema: self.schema), binds: [id])
+    package func selectByID<T>(_ plan: EntityPlan<T>, id: PGValue) -> PGQuery {
+        PGQuery(unsafeSQL: plan.selectByIDSQL(schema: self.schema), binds: [id])
     }
 }
 
 /// Where a change set's operations run: a connection inside a transaction, and the store's schema.
 struct PostgresWriteContext: Sendable {
-    let connection: Connection
+    let connection: PGConnection
     let schema: String?
     let copyThreshold: Int
 
@@ -249,9 +249,9 @@ struct PostgresWriteContext: Sendable {
 
     /// `INSERT INTO t (columns[, version]) VALUES (…), (…)` with binds for every row (the columns the database
     /// sets, ``EntityPlan/readBackIndices``, left out).
-    static func insertStatement<T>(_ plan: EntityPlan<T>, schema: String?, rows: [[PostgresValue]]) -> PostgresQuery {
+    static func insertStatement<T>(_ plan: EntityPlan<T>, schema: String?, rows: [[PGValue]]) -> PGQuery {
         var sql = plan.insertPrefix(schema: schema)
-        var binds: [PostgresValue] = []
+        var binds: [PGValue] = []
         binds.reserveCapacity(rows.count * plan.columnNames.count)
         let skipsColumns = plan.hasReadBack
         for (r, row) in rows.enumerated() {
@@ -265,7 +265,7 @@ struct PostgresWriteContext: Sendable {
             if plan.versionColumn != nil { sql += ", 1" }
             sql += ")"
         }
-        return PostgresQuery(unsafeSQL: sql, binds: binds)
+        return PGQuery(unsafeSQL: sql, binds: binds)
     }
 }
 
@@ -287,13 +287,13 @@ extension EntityChange: PostgresOperation {
         let idColumn = quoteIdentifier(plan.idColumn)
         let version = plan.versionExpression
         let connection = context.connection
-        func change(_ key: PostgresValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
+        func change(_ key: PGValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
             RowChange(entity: plan.entityName, table: plan.tableName, id: key, kind: kind, version: version)
         }
         /// The current version of a row, or nil when it does not exist (after a guarded write matched nothing).
-        func currentVersion(_ key: PostgresValue) async throws -> Int64? {
+        func currentVersion(_ key: PGValue) async throws -> Int64? {
             let rows = try await connection.query(
-                PostgresQuery(unsafeSQL: "SELECT \(version) FROM \(table) WHERE \(idColumn) = $1", binds: [key]))
+                PGQuery(unsafeSQL: "SELECT \(version) FROM \(table) WHERE \(idColumn) = $1", binds: [key]))
             return try rows.first?.decode(Int64.self, at: 0)
         }
 
@@ -360,7 +360,7 @@ extension EntityChange: PostgresOperation {
     }
 
     private func bulkInsert(
-        _ encoded: [[PostgresValue]], plan: EntityPlan<T>, context: PostgresWriteContext
+        _ encoded: [[PGValue]], plan: EntityPlan<T>, context: PostgresWriteContext
     ) async throws -> [RowChange] {
         let connection = context.connection
         let version = plan.versionExpression
@@ -375,13 +375,13 @@ extension EntityChange: PostgresOperation {
             var rows = plan.hasReadBack ? encoded.map { row in plan.insertedIndices.map { row[$0] } } : encoded
             if let versionColumn = plan.versionColumn {
                 columns.append(versionColumn)
-                let one = PostgresValue(type: .int8, text: "1")
+                let one = PGValue(type: .int8, text: "1")
                 for i in rows.indices { rows[i].append(one) }
             }
             try await connection.copyFrom(table: plan.table(schema: context.schema), columns: columns, rows: rows)
             if plan.versionColumn != nil { return changes(Array(repeating: 1, count: ids.count)) }
             // Every row copied by one (sub)transaction has the same xmin.
-            let query = PostgresQuery(
+            let query = PGQuery(
                 unsafeSQL: "SELECT \(version) FROM \(plan.quotedTable(schema: context.schema)) WHERE \(quoteIdentifier(plan.idColumn)) = $1",
                 binds: [ids[0]])
             let xmin = try await connection.query(query).first?.decode(Int64.self, at: 0) ?? 0
@@ -389,14 +389,14 @@ extension EntityChange: PostgresOperation {
         }
         // Multi-row INSERT in chunks under the bind limit; versions matched back by primary key.
         let chunkSize = max(1, PostgresWriteContext.maximumBinds / max(1, plan.columnNames.count))
-        var versionByID: [PostgresValue: Int64] = [:]
+        var versionByID: [PGValue: Int64] = [:]
         versionByID.reserveCapacity(encoded.count)
-        var readBackByID: [PostgresValue: [PostgresValue]] = [:]
+        var readBackByID: [PGValue: [PGValue]] = [:]
         var start = 0
         while start < encoded.count {
             let end = min(start + chunkSize, encoded.count)
             var query = PostgresWriteContext.insertStatement(plan, schema: context.schema, rows: Array(encoded[start..<end]))
-            query.append(PostgresQuery(unsafeSQL: " RETURNING \(quoteIdentifier(plan.idColumn)), \(version)\(plan.returningReadBack)"))
+            query.append(PGQuery(unsafeSQL: " RETURNING \(quoteIdentifier(plan.idColumn)), \(version)\(plan.returningReadBack)"))
             for row in try await connection.query(query) {
                 let id = try plan.idValue(try row.decode(T.ID.self, at: 0))
                 versionByID[id] = try row.decode(Int64.self, at: 1)

@@ -18,8 +18,8 @@ package struct RowDecoder<T: Entity>: Sendable {
 
     /// Decodes every row; the version comes from the `__version` column (required).
     /// - Throws: ``EntityMappingError`` when the result does not hold the entity's columns or a column is
-    ///   not read by any key; `PostgresError` (`.decoding`, naming entity and column) for values that do not fit.
-    package func decode(_ rows: PostgresRows) throws -> [Versioned<T>] {
+    ///   not read by any key; `PGError` (`.decoding`, naming entity and column) for values that do not fit.
+    package func decode(_ rows: PGRows) throws -> [Versioned<T>] {
         guard !rows.isEmpty else { return [] }
         let state = try RowDecodingState(plan: self.plan, rows: rows)
         guard let versionIndex = rows.index(ofColumn: SQLQueryBuilder.versionAlias) else {
@@ -48,7 +48,7 @@ package struct RowDecoder<T: Entity>: Sendable {
     }
 
     /// Decodes one value from encoded column values in ``Entity/columns`` order (the in-memory store's rows).
-    package func decode(values: [PostgresValue]) throws -> T {
+    package func decode(values: [PGValue]) throws -> T {
         let state = RowDecodingState(plan: self.plan, valueRows: [values])
         state.begin()
         let value = try T(from: RowDecoderImpl(state: state, row: 0))
@@ -57,7 +57,7 @@ package struct RowDecoder<T: Entity>: Sendable {
     }
 
     /// Decodes many values sharing one decoding state.
-    package func decode(valueRows: [[PostgresValue]]) throws -> [T] {
+    package func decode(valueRows: [[PGValue]]) throws -> [T] {
         let state = RowDecodingState(plan: self.plan, valueRows: valueRows)
         var result: [T] = []
         result.reserveCapacity(valueRows.count)
@@ -82,10 +82,10 @@ final class RowDecodingState {
     /// Entity column → result column.
     let resultIndex: [Int]
     /// The query result being decoded, with each entity column's type (`nil` when decoding encoded values).
-    private let rows: PostgresRows?
-    private let resultTypes: [PostgresType]
+    private let rows: PGRows?
+    private let resultTypes: [PGType]
     /// Encoded values in ``Entity/columns`` order, one array per row (when not decoding a query result).
-    private let valueRows: [[PostgresValue]]
+    private let valueRows: [[PGValue]]
     // One decoding pass runs on one thread: the per-key bookkeeping skips dynamic exclusivity checks.
     /// The key sequence of the first row: (key, entity column).
     @exclusivity(unchecked) private var learned: [(key: String, index: Int)] = []
@@ -95,7 +95,7 @@ final class RowDecodingState {
     private var json: JSONDecoder?
 
     /// A pass over a query result (columns matched by name, in declared order first).
-    convenience init<T>(plan: EntityPlan<T>, rows: PostgresRows) throws {
+    convenience init<T>(plan: EntityPlan<T>, rows: PGRows) throws {
         let columns = rows.columns
         var map: [Int] = []
         map.reserveCapacity(plan.columnNames.count)
@@ -112,12 +112,12 @@ final class RowDecodingState {
     }
 
     /// A pass over encoded values in ``Entity/columns`` order.
-    convenience init<T>(plan: EntityPlan<T>, valueRows: [[PostgresValue]]) {
+    convenience init<T>(plan: EntityPlan<T>, valueRows: [[PGValue]]) {
         self.init(plan: plan, resultIndex: Array(plan.columnNames.indices), rows: nil, resultTypes: [], valueRows: valueRows)
     }
 
     private init<T>(
-        plan: EntityPlan<T>, resultIndex: [Int], rows: PostgresRows?, resultTypes: [PostgresType], valueRows: [[PostgresValue]]
+        plan: EntityPlan<T>, resultIndex: [Int], rows: PGRows?, resultTypes: [PGType], valueRows: [[PGValue]]
     ) {
         self.entityName = plan.entityName
         self.columnNames = plan.columnNames
@@ -173,7 +173,7 @@ final class RowDecodingState {
         return self.valueRows[row][index].isNull
     }
 
-    func columnType(_ row: Int, _ index: Int) -> PostgresType {
+    func columnType(_ row: Int, _ index: Int) -> PGType {
         if self.rows != nil { return self.resultTypes[index] }
         let type = self.valueRows[row][index].type
         return type == .unspecified ? .unknown : type
@@ -181,7 +181,7 @@ final class RowDecodingState {
 
     /// Decodes a natively supported type.
     @inline(__always)
-    func native<V: PostgresDecodable>(_ type: V.Type, _ row: Int, _ index: Int) throws -> V {
+    func native<V: PGDecodable>(_ type: V.Type, _ row: Int, _ index: Int) throws -> V {
         if let rows = self.rows {
             let column = self.resultIndex[index]
             if let bytes = rows.cellBytes(row: row, column: column) {
@@ -191,7 +191,7 @@ final class RowDecodingState {
             } else if let value = try? V.postgresNull(type: self.resultTypes[index]) {
                 return value
             }
-            // Not decodable: the error as `PostgresRow` words it (naming the column), then this entity.
+            // Not decodable: the error as `PGRow` words it (naming the column), then this entity.
             do {
                 return try rows[row].decode(V.self, at: column)
             } catch {
@@ -200,7 +200,7 @@ final class RowDecodingState {
         }
         do {
             let value = self.valueRows[row][index]
-            let pgType = value.type == .unspecified ? PostgresType.unknown : value.type
+            let pgType = value.type == .unspecified ? PGType.unknown : value.type
             guard let text = value.text else { return try V.postgresNull(type: pgType) }
             return try V(postgresText: Self.unpadded(ArraySlice(text.utf8), as: V.self, type: pgType), type: pgType)
         } catch {
@@ -213,14 +213,14 @@ final class RowDecodingState {
     /// entity holds the value as it was written. A row read back then equals the one saved, and predicates
     /// evaluated in memory (the overlay of queued writes, the in-memory store) agree with SQL.
     @inline(__always)
-    private static func unpadded<V>(_ bytes: ArraySlice<UInt8>, as _: V.Type, type: PostgresType) -> ArraySlice<UInt8> {
+    private static func unpadded<V>(_ bytes: ArraySlice<UInt8>, as _: V.Type, type: PGType) -> ArraySlice<UInt8> {
         guard V.self == String.self, type == .bpchar, bytes.last == UInt8(ascii: " ") else { return bytes }
         var end = bytes.endIndex
         while end > bytes.startIndex, bytes[end - 1] == UInt8(ascii: " ") { end -= 1 }
         return bytes[bytes.startIndex..<end]
     }
 
-    func nativeExistential(_ type: any PostgresDecodable.Type, _ row: Int, _ index: Int) throws -> any PostgresDecodable {
+    func nativeExistential(_ type: any PGDecodable.Type, _ row: Int, _ index: Int) throws -> any PGDecodable {
         try self.native(type, row, index)
     }
 
@@ -230,14 +230,14 @@ final class RowDecodingState {
         if V.self == UUID.self { return unsafeBitCast(try self.native(UUID.self, row, index), to: V.self) }
         if V.self == Decimal.self { return unsafeBitCast(try self.native(Decimal.self, row, index), to: V.self) }
         if V.self == Data.self { return unsafeBitCast(try self.native(Data.self, row, index), to: V.self) }
-        if let native = V.self as? any PostgresDecodable.Type {
+        if let native = V.self as? any PGDecodable.Type {
             return try self.nativeExistential(native, row, index) as! V
         }
         let pgType = self.columnType(row, index)
         if pgType == .jsonb || pgType == .json {
             do {
                 guard let bytes = self.bytes(row, index) else {
-                    throw PostgresError(kind: .decoding, message: "unexpected NULL for non-optional \(V.self)")
+                    throw PGError(kind: .decoding, message: "unexpected NULL for non-optional \(V.self)")
                 }
                 if self.json == nil { self.json = ColumnJSON.makeDecoder() }
                 return try self.json!.decode(V.self, from: Data(bytes))
@@ -256,14 +256,14 @@ final class RowDecodingState {
     func columnError(_ error: any Error, column index: Int) -> any Error {
         let column = self.columnNames[index]
         if error is EntityMappingError { return error }
-        var wrapped: PostgresError
-        if let error = error as? PostgresError {
+        var wrapped: PGError
+        if let error = error as? PGError {
             wrapped = error
         } else {
-            wrapped = PostgresError(kind: .decoding, message: "\(error)")
+            wrapped = PGError(kind: .decoding, message: "\(error)")
         }
         if !wrapped.message.hasPrefix("entity ") {
-            // PostgresRow already prefixes `column "x": `; keep one column mention.
+            // PGRow already prefixes `column "x": `; keep one column mention.
             let prefix = "column \"\(column)\": "
             let message = wrapped.message.hasPrefix(prefix) ? String(wrapped.message.dropFirst(prefix.count)) : wrapped.message
             wrapped.message = "entity \(self.entityName), column \"\(column)\": \(message)"
@@ -273,13 +273,13 @@ final class RowDecodingState {
     }
 
     func columnError(_ error: any Error, resultColumn: Int) -> any Error {
-        guard var error = error as? PostgresError else { return error }
+        guard var error = error as? PGError else { return error }
         error.message = "entity \(self.entityName): \(error.message)"
         return error
     }
 
     func nestingError(_ row: Int, _ index: Int) -> any Error {
-        PostgresError(
+        PGError(
             kind: .decoding,
             message: "entity \(self.entityName), column \"\(self.columnNames[index])\": a nested Codable value needs a json or jsonb column (the column is \(self.columnType(row, index)))",
             column: self.columnNames[index])
@@ -319,12 +319,12 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decodeNil(forKey key: Key) throws -> Bool { self.state.isNull(self.row, try self.state.index(for: key)) }
 
     @inline(__always)
-    private func scalar<V: PostgresDecodable>(_ type: V.Type, _ key: Key) throws -> V {
+    private func scalar<V: PGDecodable>(_ type: V.Type, _ key: Key) throws -> V {
         try self.state.native(V.self, self.row, try self.state.index(for: key))
     }
 
     @inline(__always)
-    private func optional<V: PostgresDecodable>(_ type: V.Type, _ key: Key) throws -> V? {
+    private func optional<V: PGDecodable>(_ type: V.Type, _ key: Key) throws -> V? {
         let index = try self.state.index(for: key)
         if self.state.isNull(self.row, index) { return nil }
         return try self.state.native(V.self, self.row, index)
@@ -338,7 +338,7 @@ struct RowKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     private func narrow<V: FixedWidthInteger>(_ type: V.Type, _ index: Int) throws -> V {
         let wide = try self.state.native(Int64.self, self.row, index)
         guard let value = V(exactly: wide) else {
-            throw self.state.columnError(PostgresError(kind: .decoding, message: "\(wide) does not fit in \(V.self)"), column: index)
+            throw self.state.columnError(PGError(kind: .decoding, message: "\(wide) does not fit in \(V.self)"), column: index)
         }
         return value
     }
@@ -440,7 +440,7 @@ struct ColumnValueDecoder: Decoder, SingleValueDecodingContainer {
     private func integer<V: FixedWidthInteger>(_ type: V.Type) throws -> V {
         let wide = try self.state.native(Int64.self, self.row, self.index)
         guard let value = V(exactly: wide) else {
-            throw self.state.columnError(PostgresError(kind: .decoding, message: "\(wide) does not fit in \(V.self)"), column: self.index)
+            throw self.state.columnError(PGError(kind: .decoding, message: "\(wide) does not fit in \(V.self)"), column: self.index)
         }
         return value
     }

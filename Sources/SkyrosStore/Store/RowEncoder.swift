@@ -10,7 +10,7 @@ import SkyrosPostgres
 /// type, so PostgreSQL enum columns accept raw-value enums.
 ///
 /// ```swift
-/// let values = try RowEncoder<User>().encode(user)   // [PostgresValue], in User.columns order
+/// let values = try RowEncoder<User>().encode(user)   // [PGValue], in User.columns order
 /// ```
 package struct RowEncoder<T: Entity>: Sendable {
     package let plan: EntityPlan<T>
@@ -19,9 +19,9 @@ package struct RowEncoder<T: Entity>: Sendable {
     package init(plan: EntityPlan<T>) { self.plan = plan }
 
     /// The value of every column.
-    /// - Throws: ``EntityMappingError`` when a key has no column or a column gets no value; `PostgresError`
+    /// - Throws: ``EntityMappingError`` when a key has no column or a column gets no value; `PGError`
     ///   (`.encoding`, naming entity and column) for values PostgreSQL cannot store, such as text with NUL.
-    package func encode(_ value: T) throws -> [PostgresValue] {
+    package func encode(_ value: T) throws -> [PGValue] {
         let storage = RowEncodingStorage(plan: self.plan)
         do {
             try value.encode(to: RowEncoderImpl(storage: storage))
@@ -47,12 +47,12 @@ package struct RowEncoder<T: Entity>: Sendable {
     }
 
     /// ``changedColumns(from:to:)`` with the new row encoded already (by ``encode(_:)``).
-    package func changedColumns(from old: T, toEncoded new: [PostgresValue]) throws -> [String] {
+    package func changedColumns(from old: T, toEncoded new: [PGValue]) throws -> [String] {
         self.changedColumns(fromEncoded: try self.encode(old), toEncoded: new)
     }
 
     /// ``changedColumns(from:to:)`` with both rows encoded already (by ``encode(_:)``).
-    package func changedColumns(fromEncoded old: [PostgresValue], toEncoded new: [PostgresValue]) -> [String] {
+    package func changedColumns(fromEncoded old: [PGValue], toEncoded new: [PGValue]) -> [String] {
         old.indices.filter { old[$0] != new[$0] }.map { self.plan.columnNames[$0] }
     }
 }
@@ -63,7 +63,7 @@ final class RowEncodingStorage {
     let columnIndex: [String: Int]
     let columnNames: [String]
     let keyStrategy: ColumnKeyStrategy
-    var values: [PostgresValue]
+    var values: [PGValue]
     /// Which columns got a value: a bit each (an array only past 64 columns, so a row's encoding allocates one
     /// buffer less).
     private var filledBits: UInt64 = 0
@@ -101,7 +101,7 @@ final class RowEncodingStorage {
         return index
     }
 
-    func set(_ value: PostgresValue, at index: Int) {
+    func set(_ value: PGValue, at index: Int) {
         self.values[index] = value
         if index < 64 { self.filledBits |= 1 << UInt64(index) } else { self.filledBeyond64[index - 64] = true }
     }
@@ -121,7 +121,7 @@ final class RowEncodingStorage {
     /// Wraps an encoding failure so it names entity and column.
     func columnError(_ error: any Error, column index: Int) -> any Error {
         let column = self.columnNames[index]
-        if var error = error as? PostgresError {
+        if var error = error as? PGError {
             error.message = "entity \(self.entityName), column \"\(column)\": \(error.message)"
             error.column = column
             return error
@@ -130,9 +130,9 @@ final class RowEncodingStorage {
         return EntityMappingError(entity: self.entityName, column: column, message: "\(error)")
     }
 
-    func encodeScalar<V: PostgresEncodable>(_ value: V, at index: Int) throws {
+    func encodeScalar<V: PGEncodable>(_ value: V, at index: Int) throws {
         do {
-            self.set(try PostgresValue(value), at: index)
+            self.set(try PGValue(value), at: index)
         } catch {
             throw self.columnError(error, column: index)
         }
@@ -147,8 +147,8 @@ final class RowEncodingStorage {
         }
     }
 
-    func columnValue<V: Encodable>(_ value: V) throws -> PostgresValue {
-        if let native = value as? any PostgresEncodable { return try PostgresValue(native) }
+    func columnValue<V: Encodable>(_ value: V) throws -> PGValue {
+        if let native = value as? any PGEncodable { return try PGValue(native) }
         let probe = SingleValueProbe(storage: self)
         try value.encode(to: probe)
         switch probe.result {
@@ -159,7 +159,7 @@ final class RowEncodingStorage {
         case .structured:
             if self.json == nil { self.json = ColumnJSON.makeEncoder() }
             let data = try self.json!.encode(value)
-            return PostgresValue(type: .jsonb, text: String(decoding: data, as: UTF8.self))
+            return PGValue(type: .jsonb, text: String(decoding: data, as: UTF8.self))
         }
     }
 }
@@ -230,11 +230,11 @@ struct RowKeyedEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
         if let value { try self.encode(value, forKey: key) } else { try self.encodeNil(forKey: key) }
     }
 
-    private func scalar<V: PostgresEncodable>(_ value: V, _ key: Key) throws {
+    private func scalar<V: PGEncodable>(_ value: V, _ key: Key) throws {
         try self.storage.encodeScalar(value, at: try self.storage.index(for: key))
     }
 
-    private func optional<V: PostgresEncodable>(_ value: V?, _ key: Key) throws {
+    private func optional<V: PGEncodable>(_ value: V?, _ key: Key) throws {
         let index = try self.storage.index(for: key)
         if let value { try self.storage.encodeScalar(value, at: index) } else { self.storage.set(.null, at: index) }
     }
@@ -243,7 +243,7 @@ struct RowKeyedEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
         let index = try self.storage.index(for: key)
         guard let signed = Int64(exactly: value) else {
             throw self.storage.columnError(
-                PostgresError(kind: .encoding, message: "\(value) does not fit in int8"), column: index)
+                PGError(kind: .encoding, message: "\(value) does not fit in int8"), column: index)
         }
         try self.storage.encodeScalar(signed, at: index)
     }
@@ -283,7 +283,7 @@ struct RowKeyedEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
 final class SingleValueProbe: Encoder {
     enum Result {
         case null
-        case value(PostgresValue)
+        case value(PGValue)
         case structured
     }
 
@@ -311,16 +311,16 @@ struct ProbeSingleValueContainer: SingleValueEncodingContainer {
     let probe: SingleValueProbe
     var codingPath: [any CodingKey] { [] }
 
-    private func set<V: PostgresEncodable>(_ value: V) throws {
+    private func set<V: PGEncodable>(_ value: V) throws {
         if case .structured = self.probe.result { return }
-        self.probe.result = .value(try PostgresValue(value))
+        self.probe.result = .value(try PGValue(value))
     }
 
     mutating func encodeNil() throws { self.probe.result = .null }
     mutating func encode(_ value: Bool) throws { try self.set(value) }
     /// Text from a non-String type is bound untyped, so it also fits PostgreSQL enum and domain columns.
     mutating func encode(_ value: String) throws {
-        var encoded = try PostgresValue(value)
+        var encoded = try PGValue(value)
         encoded.type = .unspecified
         if case .structured = self.probe.result { return }
         self.probe.result = .value(encoded)
@@ -338,7 +338,7 @@ struct ProbeSingleValueContainer: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt32) throws { try self.set(Int64(value)) }
     mutating func encode(_ value: UInt64) throws {
         guard let signed = Int64(exactly: value) else {
-            throw PostgresError(kind: .encoding, message: "\(value) does not fit in int8")
+            throw PGError(kind: .encoding, message: "\(value) does not fit in int8")
         }
         try self.set(signed)
     }

@@ -7,10 +7,10 @@ import SkyrosPostgres
 /// hashing and generic initialisers are inlinable: the stack's maps (another module) call them on every lookup.
 package struct RowKey: Hashable, Sendable {
     package let table: String
-    package let id: PostgresValue
+    package let id: PGValue
     @usableFromInline let hash: Int
 
-    @inlinable package init(table: String, id: PostgresValue) {
+    @inlinable package init(table: String, id: PGValue) {
         self.table = table
         self.id = id
         var hasher = Hasher()
@@ -39,10 +39,10 @@ package struct RowKey: Hashable, Sendable {
     }
 
     @inlinable package init<T: Entity>(_ value: T) throws {
-        self.init(table: T.tableName, id: try PostgresValue(value.id))
+        self.init(table: T.tableName, id: try PGValue(value.id))
     }
 
     @inlinable package init<T: Entity>(_ type: T.Type, id: T.ID) throws {
-        self.init(table: T.tableName, id: try PostgresValue(id))
+        self.init(table: T.tableName, id: try PGValue(id))
     }
 }

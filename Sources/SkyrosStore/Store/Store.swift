@@ -46,8 +46,8 @@ public protocol Store: Sendable {
     func findOrCreate<T: Entity>(_ value: T) async throws -> (value: Versioned<T>, created: Bool)
 
     /// Applies every operation in one transaction: all succeed or nothing is written.
-    /// - Throws: ``StoreError`` (version conflicts, unknown columns, a destroyed store), `PostgresError`
-    ///   (e.g. `.uniqueViolation` with its `PostgresError/constraint`), ``EntityMappingError``.
+    /// - Throws: ``StoreError`` (version conflicts, unknown columns, a destroyed store), `PGError`
+    ///   (e.g. `.uniqueViolation` with its `PGError/constraint`), ``EntityMappingError``.
     func apply(_ changes: ChangeSet) async throws -> ChangeSetResult
 
     /// Deletes every row of the store (PostgreSQL: drops and recreates the sandbox schema, or drops the
@@ -63,7 +63,7 @@ extension Store where Self == InMemoryStore {
 
 extension Store where Self == PostgresStore {
     /// A store over a connection pool, optionally sandboxed in a schema.
-    public static func postgres(pool: ConnectionPool, schema: String? = nil) -> PostgresStore {
+    public static func postgres(pool: PGConnectionPool, schema: String? = nil) -> PostgresStore {
         PostgresStore(pool: pool, schema: schema)
     }
 }
@@ -123,7 +123,7 @@ extension Store {
         var changes = ChangeSet()
         changes.delete(where: predicate)
         return try await self.apply(changes).operations[0].map { change in
-            guard let text = change.id.text else { throw PostgresError(kind: .decoding, message: "NULL primary key") }
+            guard let text = change.id.text else { throw PGError(kind: .decoding, message: "NULL primary key") }
             return try T.ID(postgresText: ArraySlice(text.utf8), type: change.id.type)
         }
     }

@@ -1,4 +1,4 @@
-/// An error raised by a ``Store`` operation (database errors are passed through as `PostgresError`).
+/// An error raised by a ``Store`` operation (database errors are passed through as `PGError`).
 ///
 /// ```swift
 /// do {

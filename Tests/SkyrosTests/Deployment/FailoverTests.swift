@@ -125,7 +125,7 @@ struct FailoverTests {
             #expect(observer.changeFeedStatistics.catchUps >= 1, "the listener reconnected and caught up from the log")
 
             // Everything is on the new primary (the old standby), each write once.
-            let newPrimary = try await Connection.connect(to: standby)
+            let newPrimary = try await PGConnection.connect(to: standby)
             let state = try await newPrimary.query("SELECT pg_is_in_recovery()")
             #expect(try state[0].decode(Bool.self, at: 0) == false)
             let rows = try await newPrimary.query(

@@ -47,10 +47,10 @@ struct PgBouncerTests {
             do {
                 let bouncer = try fixture.configuration("BOUNCER_URL")
                 // Make PgBouncer open several server connections: transactions held open at once each need their own.
-                var clients: [Connection] = []
+                var clients: [PGConnection] = []
                 var serverPIDs: Set<Int32> = []
                 for _ in 0..<4 {
-                    let client = try await Connection.connect(to: bouncer, usePreparedStatements: false)
+                    let client = try await PGConnection.connect(to: bouncer, usePreparedStatements: false)
                     try await client.execute(script: "BEGIN")
                     serverPIDs.insert(try await client.query("SELECT pg_backend_pid()")[0].decode(Int32.self, at: 0))
                     clients.append(client)
@@ -92,7 +92,7 @@ struct PgBouncerTests {
         }
     }
 
-    private func twoInstances(bouncer: PostgresConfiguration) async throws {
+    private func twoInstances(bouncer: PGConfiguration) async throws {
         let direct = try TestServer.configuration
         // PgBouncer 1.18 (Debian 12's) keeps no prepared statements across transactions.
         let behindBouncer = { (configuration: inout DataStackConfiguration) in
@@ -131,7 +131,7 @@ struct PgBouncerTests {
             try await a.write(durability: .committed) { try $0.insert(StackCounter(id: "c", name: "counter", note: "a")) }
             #expect(try await a.read { try await $0.count(FetchDescriptor<StackNote>()) } == total)
             // The writes went through PgBouncer (its admin console counts the transactions it served).
-            let console = try await Connection.connect(to: bouncer.withDatabase("pgbouncer"))
+            let console = try await PGConnection.connect(to: bouncer.withDatabase("pgbouncer"))
             let stats = try await console.execute(script: "SHOW STATS")
             let served = try (stats.first { try $0.decode(String.self, at: 0) == "postgres" }?.decode(String.self, at: 1)).flatMap { Int($0) }
             #expect((served ?? 0) >= 10, "transactions served by PgBouncer: \(String(describing: served))")

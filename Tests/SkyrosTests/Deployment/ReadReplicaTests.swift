@@ -38,7 +38,7 @@ struct ReadReplicaTests {
             var impatient = DataStackConfiguration(store: .postgres(primary, schema: schema), entities: [StackNote.self])
             impatient.readReplica = ReadReplica(standby, maximumLagWait: .milliseconds(300))
             let other = try await DataStack.start(impatient)
-            let replica = try await Connection.connect(to: standby)
+            let replica = try await PGConnection.connect(to: standby)
             try await replica.query("SELECT pg_wal_replay_pause()")
             try await stack.write(durability: .committed) { try $0.insert(note(21)) }
             #expect(try await other.readSnapshot(from: .replica, notes) == Array(1...21))

@@ -235,7 +235,7 @@ private struct MPCounted: Entity, Equatable {
         try await ManyProcessHarness.withSchema { schema in
             let a = try await Self.stack(schema)
             let b = try await Self.stack(schema, rowsInHints: true)
-            let listener = try await PostgresListener.start(
+            let listener = try await PGListener.start(
                 configuration: try TestServer.configuration, channels: [ChangeLog.channelName(schema: schema)])
             var events = listener.events.makeAsyncIterator()
             #expect(await events.next() == .listening)
@@ -272,7 +272,7 @@ private struct MPCounted: Entity, Equatable {
         try await ManyProcessHarness.withSchema { schema in
             let a = try await Self.stack(schema, rowsInHints: true)
             let b = try await Self.stack(schema, rowsInHints: true)
-            let listener = try await PostgresListener.start(
+            let listener = try await PGListener.start(
                 configuration: try TestServer.configuration, channels: [ChangeLog.channelName(schema: schema)])
             try await withCleanup {
                 try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "one")) }
@@ -350,7 +350,7 @@ private struct MPCounted: Entity, Equatable {
     }
 
     /// The first column of the first row `query` returns, read on a connection of its own (the stored truth).
-    private static func storedInteger(_ query: PostgresQuery) async throws -> Int64? {
+    private static func storedInteger(_ query: PGQuery) async throws -> Int64? {
         try await TestServer.withConnection { try await $0.query(query).first?.decode(Int64.self, at: 0) }
     }
 

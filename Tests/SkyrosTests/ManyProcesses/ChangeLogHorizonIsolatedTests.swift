@@ -46,12 +46,12 @@ struct ChangeLogHorizonIsolatedTests {
     @Test func pruningEntriesAReaderNeverSawIsReportedAsAGap() async throws {
         try await ManyProcessHarness.withSchema { schema in
             let log = ChangeLog(schema: schema)
-            let connection = try await Connection.connect(to: try TestServer.configuration)
+            let connection = try await PGConnection.connect(to: try TestServer.configuration)
             try await log.createIfNeeded(on: connection)
             var cursor = ChangeCursor()
             let start = try await log.read(after: nil, on: connection)
             _ = cursor.advance(entries: start.entries, snapshot: start.snapshot, prunedThrough: start.prunedThrough)
-            let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(1)), kind: .deleted, version: nil)
+            let change = RowChange(entity: "MPItem", table: "mp_items", id: try PGValue(Int64(1)), kind: .deleted, version: nil)
             for _ in 0..<3 { try await log.record([change], origin: UUID().uuidString.lowercased(), on: connection) }
             #expect(try await log.prune(olderThan: .zero, keepingAtMost: 0, on: connection) == 3)
             let read = try await log.read(after: cursor.window, on: connection)
@@ -66,7 +66,7 @@ struct ChangeLogHorizonIsolatedTests {
         try await ManyProcessHarness.withSchema { schema in
             let a = try await ManyProcessHarness.stack(schema: schema)
             let b = try await ManyProcessHarness.stack(schema: schema) { $0.horizonReadInterval = .milliseconds(300) }
-            let idle = try await Connection.connect(to: try TestServer.configuration)
+            let idle = try await PGConnection.connect(to: try TestServer.configuration)
             _ = try await idle.execute(script: "BEGIN")
             _ = try await idle.query("SELECT pg_current_xact_id()")   // holds an xid: every snapshot's xmin stays at or below it
             let readsAtStart = b.changeFeedStatistics.reads

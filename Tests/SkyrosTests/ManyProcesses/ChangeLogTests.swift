@@ -22,20 +22,20 @@ struct ChangeLogTests {
 
     /// The change of the log tests that write entries by hand.
     private static var change: RowChange {
-        get throws { RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(1)), kind: .updated, version: 7) }
+        get throws { RowChange(entity: "MPItem", table: "mp_items", id: try PGValue(Int64(1)), kind: .updated, version: 7) }
     }
 
     /// A log in a schema of its own, two sessions that write to it and one that reads it, with a cursor that has
     /// read it once.
     private static func withLogAndThreeSessions(
-        _ body: (ChangeLog, _ first: Connection, _ second: Connection, _ reader: Connection, inout ChangeCursor) async throws -> Void
+        _ body: (ChangeLog, _ first: PGConnection, _ second: PGConnection, _ reader: PGConnection, inout ChangeCursor) async throws -> Void
     ) async throws {
         try await ManyProcessHarness.withSchema { schema in
             let log = ChangeLog(schema: schema)
             let configuration = try TestServer.configuration
             let sessions = [
-                try await Connection.connect(to: configuration), try await Connection.connect(to: configuration),
-                try await Connection.connect(to: configuration),
+                try await PGConnection.connect(to: configuration), try await PGConnection.connect(to: configuration),
+                try await PGConnection.connect(to: configuration),
             ]
             try await log.createIfNeeded(on: sessions[2])
             var cursor = ChangeCursor()
@@ -101,14 +101,14 @@ struct ChangeLogTests {
                 return
             }
             #expect(fresh.map(\.position) == [first])
-            #expect(fresh.first?.changes.first?.key == RowKey(table: "mp_items", id: try PostgresValue(Int64(1))))
+            #expect(fresh.first?.changes.first?.key == RowKey(table: "mp_items", id: try PGValue(Int64(1))))
         }
     }
 
     @Test func eachCommitTransactionSendsOneHintOnTheSchemasChannel() async throws {
         try await ManyProcessHarness.withSchema { schema in
             let stack = try await ManyProcessHarness.stack(schema: schema)
-            let listener = try await PostgresListener.start(
+            let listener = try await PGListener.start(
                 configuration: try TestServer.configuration, channels: [ChangeLog.channelName(schema: schema)])
             var events = listener.events.makeAsyncIterator()
             #expect(await events.next() == .listening)
@@ -124,7 +124,7 @@ struct ChangeLogTests {
             #expect(parsed.origin == stack.changeFeedOrigin)
             #expect(hint.payload.utf8.count < 64)
             let position = parsed.position
-            let connection = try await Connection.connect(to: try TestServer.configuration)
+            let connection = try await PGConnection.connect(to: try TestServer.configuration)
             let rows = try await connection.query(
                 "SELECT jsonb_array_length(changes::jsonb) FROM \(qualified: [schema, "skyros_change_log"]) WHERE position = \(position)")
             #expect(try rows.first?.decode(Int.self, at: 0) == 20)   // the log, not the hint, carries the rows
@@ -139,7 +139,7 @@ struct ChangeLogTests {
             let a = try await ManyProcessHarness.stack(schema: schema)
             // No horizon read may happen on its own schedule during the test (it checks that B reads no log).
             let b = try await ManyProcessHarness.stack(schema: schema) { $0.horizonReadInterval = .seconds(3600) }
-            let listener = try await PostgresListener.start(
+            let listener = try await PGListener.start(
                 configuration: try TestServer.configuration, channels: [ChangeLog.channelName(schema: schema)])
             var events = listener.events.makeAsyncIterator()
             #expect(await events.next() == .listening)
@@ -165,7 +165,7 @@ struct ChangeLogTests {
             #expect(entry.origin == a.changeFeedOrigin)
             let expectedKey = try RowKey(MPItem.self, id: 1)
             #expect(entry.changes.map(\.key) == [expectedKey])
-            let connection = try await Connection.connect(to: try TestServer.configuration)
+            let connection = try await PGConnection.connect(to: try TestServer.configuration)
             let logged = try await connection.query(
                 "SELECT xid::text FROM \(qualified: [schema, "skyros_change_log"]) WHERE position = \(hint.position)")
             #expect(try logged.first?.decode(String.self, at: 0) == entry.xid)
@@ -259,14 +259,14 @@ struct ChangeLogTests {
     @Test func changeListsDecodeAsWrittenAndAsPostgreSQLPrintsThemBack() async throws {
         let ids = ["plain", "quote \" and \\ backslash", "line\nbreak\ttab\r", "\u{1}\u{1f}", "naïve 表 🚀", "", "/"]
         let changes = ids.enumerated().map { index, id in
-            RowChange(entity: "E", table: "t \"\(index)", id: PostgresValue(type: .text, text: id),
+            RowChange(entity: "E", table: "t \"\(index)", id: PGValue(type: .text, text: id),
                       kind: [.inserted, .updated, .deleted][index % 3], version: index % 3 == 2 ? nil : Int64(index) - 3)
         }
         let expected = changes.map(LoggedRowChange.init)
         let written = LoggedRowChange.json(changes)
         #expect(LoggedRowChange.readList(written) == expected)
         // jsonb's text form: keys reordered, spaces added, non-ASCII as written; and escapes a writer may use.
-        let connection = try await Connection.connect(to: try TestServer.configuration)
+        let connection = try await PGConnection.connect(to: try TestServer.configuration)
         let printed = try await connection.query("SELECT \(written)::jsonb::text")[0].decode(String.self, at: 0)
         #expect(printed != written)
         #expect(LoggedRowChange.readList(printed) == expected)
@@ -284,12 +284,12 @@ struct ChangeLogTests {
     @Test func aLogWrittenAsJSONBByAnEarlierVersionIsConvertedAndStaysReadable() async throws {
         try await ManyProcessHarness.withSchema { schema in
             let log = ChangeLog(schema: schema)
-            let connection = try await Connection.connect(to: try TestServer.configuration)
+            let connection = try await PGConnection.connect(to: try TestServer.configuration)
             try await log.createIfNeeded(on: connection)
             let start = try await log.read(after: nil, on: connection)
             // The log as earlier versions made it: `changes jsonb`, holding an entry in jsonb's text form.
             _ = try await connection.execute(script: "ALTER TABLE \(log.logTable) ALTER COLUMN changes TYPE jsonb USING changes::jsonb")
-            let change = RowChange(entity: "MPItem", table: "mp_items", id: try PostgresValue(Int64(42)), kind: .updated, version: 9)
+            let change = RowChange(entity: "MPItem", table: "mp_items", id: try PGValue(Int64(42)), kind: .updated, version: 9)
             let old = try #require(try await log.record([change], origin: Self.origin.uuidString.lowercased(), on: connection))
 
             try await log.createIfNeeded(on: connection)

@@ -36,7 +36,7 @@ struct ManyProcessShutdownTests {
         try await PostgresFixture.with("logged") { fixture in
             let url = try fixture.value("URL")
             let schema = "shutdown_exit"
-            let setup = try await Connection.connect(to: fixture.configuration("URL"))
+            let setup = try await PGConnection.connect(to: fixture.configuration("URL"))
             _ = try await setup.query("CREATE SCHEMA \(identifier: schema)")
             _ = try await setup.query(
                 "CREATE TABLE \(qualified: [schema, "cq_items"]) (id bigint PRIMARY KEY, label text NOT NULL)")
@@ -65,7 +65,7 @@ struct ManyProcessShutdownTests {
             #expect(shutdownAt.values.count == runs)
 
             // Every write is in the table, once.
-            let check = try await Connection.connect(to: fixture.configuration("URL"))
+            let check = try await PGConnection.connect(to: fixture.configuration("URL"))
             let count = try await check.query("SELECT count(*)::int8 FROM \(qualified: [schema, "cq_items"])")[0].decode(Int.self, at: 0)
             await check.close()
             #expect(count == runs)

@@ -47,7 +47,7 @@ enum ManyProcessHarness {
 
     /// Terminates the backend of the listener named `applicationName`; returns how many were terminated.
     static func terminateListener(applicationName: String) async throws -> Int {
-        let connection = try await Connection.connect(to: try TestServer.configuration)
+        let connection = try await PGConnection.connect(to: try TestServer.configuration)
         return try await withCleanup {
             let rows = try await connection.query(
                 "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = \(applicationName)")

@@ -122,7 +122,7 @@ struct ObservationTests {
     @Test func aCommitThatFailsRevertsWhatObserversSaw() async throws {
         try await ManyProcessHarness.withSchema { schema in
             let stack = try await ManyProcessHarness.stack(schema: schema)
-            let outside = try await Connection.connect(to: try TestServer.configuration)
+            let outside = try await PGConnection.connect(to: try TestServer.configuration)
             _ = try await outside.query("INSERT INTO \(qualified: [schema, "mp_items"]) VALUES (5, 9, 5, 'theirs')")
             var iterator = stack.observe(MPItem.self, id: 5).makeAsyncIterator()
             #expect(try await iterator.next()??.title == "theirs")
@@ -156,7 +156,7 @@ struct ObservationTests {
 
             try await a.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
             // A's stack has no migrations: create its tables again, as a migration would.
-            let connection = try await Connection.connect(to: try TestServer.configuration)
+            let connection = try await PGConnection.connect(to: try TestServer.configuration)
             _ = try await connection.execute(script: """
                 CREATE TABLE \(quoteIdentifier(schema)).mp_items (id bigint PRIMARY KEY, owner integer NOT NULL,
                                                                  value integer NOT NULL, title text NOT NULL);
@@ -223,7 +223,7 @@ struct ObservationTests {
         try await ManyProcessHarness.withSchema { schema in
             let a = try await ManyProcessHarness.stack(schema: schema)
             let logTable = ChangeLog(schema: schema).logTable
-            let other = try await Connection.connect(to: try TestServer.configuration)
+            let other = try await PGConnection.connect(to: try TestServer.configuration)
             func logEntries() async throws -> Int {
                 try await other.query("SELECT count(*) FROM \(unsafeRaw: logTable)")[0].decode(Int.self, at: 0)
             }
@@ -259,7 +259,7 @@ struct ObservationTests {
             let a = try await ManyProcessHarness.stack(schema: schema)
             let store = try #require(a.store as? PostgresStore)
             let logTable = ChangeLog(schema: schema).logTable
-            let blocker = try await Connection.connect(to: try TestServer.configuration)
+            let blocker = try await PGConnection.connect(to: try TestServer.configuration)
             _ = try await blocker.query("SELECT pg_advisory_lock(hashtext(\(logTable)))")
             let rebuilding = Task { try await a.destroyAndRebuild(confirm: .iUnderstandThisDeletesData) }
             // Wait until the rebuild waits for that lock (its new store is live by then): a session blocked by this
@@ -304,7 +304,7 @@ struct ObservationTests {
                 store: .postgres(session, schema: schema), entities: [MPItem.self, MPDone.self]))
             let store = try #require(a.store as? PostgresStore)
             let logTable = ChangeLog(schema: schema).logTable
-            let blocker = try await Connection.connect(to: try TestServer.configuration)
+            let blocker = try await PGConnection.connect(to: try TestServer.configuration)
             let createTables = """
                 CREATE TABLE IF NOT EXISTS \(quoteIdentifier(schema)).mp_items (id bigint PRIMARY KEY, owner integer NOT NULL,
                                                                  value integer NOT NULL, title text NOT NULL);

@@ -16,7 +16,7 @@ import Testing
 struct ObserverWakeUpTests {
     typealias Registered = RegisteredObservers
 
-    static func key(_ table: String, _ id: Int64) -> RowKey { RowKey(table: table, id: PostgresValue(type: .int8, text: String(id))) }
+    static func key(_ table: String, _ id: Int64) -> RowKey { RowKey(table: table, id: PGValue(type: .int8, text: String(id))) }
 
     @Test func savesAndAnotherStacksCommitsWakeTheObserversOfTheirRows() async throws {
         try await ManyProcessHarness.withSchema { schema in

@@ -14,7 +14,7 @@ struct SnapshotReadTests {
             try await stack.write(durability: .committed) { context in
                 for id in 1...3 { try context.insert(MPItem(id: Int64(id), owner: 0, value: id, title: "before")) }
             }
-            let outside = try await Connection.connect(to: try TestServer.configuration)
+            let outside = try await PGConnection.connect(to: try TestServer.configuration)
             let (before, during, titles) = try await stack.readSnapshot { reader in
                 let before = try await reader.count(FetchDescriptor<MPItem>())
                 _ = try await outside.query("INSERT INTO \(qualified: [schema, "mp_items"]) VALUES (4, 0, 4, 'concurrent')")

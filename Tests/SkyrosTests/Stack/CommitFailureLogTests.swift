@@ -53,7 +53,7 @@ struct CommitFailureLogTests {
             let error = await thrownError {
                 try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 8, title: "durable", rank: 1)) }
             }
-            #expect((error as? PostgresError)?.constraint == "stack_notes_pkey")
+            #expect((error as? PGError)?.constraint == "stack_notes_pkey")
             #expect(handler.entries.filter { $0.level == .error }.isEmpty)
             #expect(stack.commitQueueStatistics.failures == 1)
         }
@@ -63,7 +63,7 @@ struct CommitFailureLogTests {
     func committedDefaultDurabilityThrows() async throws {
         try await Self.withLoggedStack(existing: 9, configure: { $0.defaultDurability = .committed }) { stack, _ in
             let error = await thrownError { try await stack.write { try $0.insert(StackNote(id: 9, title: "default", rank: 1)) } }
-            #expect((error as? PostgresError)?.sqlState == .uniqueViolation)
+            #expect((error as? PGError)?.sqlState == .uniqueViolation)
             // Written and committed before it returned: a fresh read of another row sees it at once.
             try await stack.write { try $0.insert(StackNote(id: 10, title: "committed", rank: 2)) }
             #expect(stack.commitQueueStatistics.queueDepth == 0)

@@ -178,7 +178,7 @@ struct CommitQueueBackpressureTests {
         try await StackTestServer.withQueueStack({ $0.commitQueue.maximumBatchCount = 1 }) { stack in
             let schema = try #require((stack.store as? PostgresStore)?.schema)
             // Another session locks the table: the first group blocks on it.
-            let locker = try await Connection.connect(to: try TestServer.configuration)
+            let locker = try await PGConnection.connect(to: try TestServer.configuration)
             _ = try await locker.execute(script: "BEGIN; LOCK TABLE \(quoteIdentifier(schema)).stack_notes IN ACCESS EXCLUSIVE MODE")
             let failures = Locked<[Int: any Error]>([:])
             let successes = Locked<Set<Int>>([])

@@ -7,7 +7,7 @@ import Testing
 
 enum CommitQueueTestServer {
     /// One query on a fresh connection.
-    static func query(_ query: PostgresQuery) async throws -> PostgresRows {
+    static func query(_ query: PGQuery) async throws -> PGRows {
         try await TestServer.withConnection { try await $0.query(query) }
     }
 }
@@ -16,7 +16,7 @@ extension StackTestServer {
     /// ``withStack(_:cacheLimit:_:)`` on PostgreSQL (the test server, or `server`) with a configuration
     /// adjusted by `configure`.
     static func withQueueStack<R>(
-        server: PostgresConfiguration? = nil, logger: Logger = Logger(label: "skyros.test", factory: { _ in SwiftLogNoOpLogHandler() }),
+        server: PGConfiguration? = nil, logger: Logger = Logger(label: "skyros.test", factory: { _ in SwiftLogNoOpLogHandler() }),
         _ configure: (inout DataStackConfiguration) -> Void, _ body: (DataStack) async throws -> R
     ) async throws -> R {
         let schema = uniqueSchemaName()

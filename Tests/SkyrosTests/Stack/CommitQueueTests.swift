@@ -45,7 +45,7 @@ struct CommitQueueTests {
             let failure = try #require(results[5].flatMap { result -> (any Error)? in
                 if case .failure(let error) = result { return error } else { return nil }
             })
-            let postgresError = try #require(failure as? PostgresError)
+            let postgresError = try #require(failure as? PGError)
             #expect(postgresError.kind == .uniqueViolation)
             #expect(postgresError.constraint == "stack_notes_title_unique")
             #expect("\(postgresError)".contains("stack_notes_title_unique"))
@@ -77,10 +77,10 @@ struct CommitQueueTests {
             var iterator = stack.errors.makeAsyncIterator()
             let streamed = try #require(await iterator.next())
             #expect(streamed.code == .commitFailed)
-            #expect((streamed.underlying as? PostgresError)?.kind == .uniqueViolation)
+            #expect((streamed.underlying as? PGError)?.kind == .uniqueViolation)
             await eventually { done.withLock { $0 != nil } }
             #expect(calls.withLock { $0 } == 1)
-            #expect(throws: PostgresError.self) { try done.withLock { $0 }?.get() }
+            #expect(throws: PGError.self) { try done.withLock { $0 }?.get() }
         }
     }
 
@@ -387,18 +387,18 @@ struct CommitQueueTests {
 final class CommitThenFail: CommitTransactionHook {
     let calls = Locked(0)
 
-    func willCommit(batch: [ChangeSetResult], on connection: Connection) async throws {
+    func willCommit(batch: [ChangeSetResult], on connection: PGConnection) async throws {
         let first = self.calls.withLock { count -> Bool in
             count += 1
             return count == 1
         }
         guard first else { return }
         _ = try await connection.execute(script: "COMMIT")
-        throw PostgresError(kind: .connectionLost, message: "simulated: connection lost at COMMIT")
+        throw PGError(kind: .connectionLost, message: "simulated: connection lost at COMMIT")
     }
 
     /// Needs the connection: groups take the savepoint path, which calls `willCommit`.
-    func pipelinedStatement(announcing changes: [RowChange]) throws -> PostgresQuery? {
-        throw PostgresError(kind: .invalidConfiguration, message: "this hook runs on the connection")
+    func pipelinedStatement(announcing changes: [RowChange]) throws -> PGQuery? {
+        throw PGError(kind: .invalidConfiguration, message: "this hook runs on the connection")
     }
 }

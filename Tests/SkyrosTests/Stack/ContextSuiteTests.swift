@@ -296,7 +296,7 @@ struct ContextSuiteTests {
                     try context.insert(StackNote(id: 1, title: "duplicate", rank: 0))
                 }
             }
-            #expect((error as? PostgresError)?.kind == .uniqueViolation)
+            #expect((error as? PGError)?.kind == .uniqueViolation)
             #expect(try await stack.read { try await $0.object(StackNote.self, id: 1) } == note(1))
             #expect(try await stack.read { try await $0.object(StackNote.self, id: 2) } == nil)
             #expect(try await stack.store.count(FetchDescriptor<StackNote>()) == 1)
@@ -324,7 +324,7 @@ struct ContextSuiteTests {
             var iterator = stack.errors.makeAsyncIterator()
             let reported = await iterator.next()
             #expect(reported?.code == .commitFailed)
-            #expect((reported?.underlying as? PostgresError)?.kind == .uniqueViolation)
+            #expect((reported?.underlying as? PGError)?.kind == .uniqueViolation)
 
             // Completion form: called exactly once, with the failure or the value.
             let calls = Locked<[Result<Int, any Error>]>([])

@@ -335,7 +335,7 @@ struct GroupPipelineTests {
             stack.releaseCommits()
             try await writes.tasks[0].value
             try await writes.tasks[1].value
-            let error = await thrownError { try await writes.tasks[2].value } as? PostgresError
+            let error = await thrownError { try await writes.tasks[2].value } as? PGError
             #expect(error?.kind == .uniqueViolation)
             #expect(error?.constraint == "stack_notes_title_once")
             try await writes.tasks[3].value
@@ -375,7 +375,7 @@ struct GroupPipelineTests {
             }
             stack.releaseCommits()
             try await writes.tasks[0].value
-            let error = await thrownError { try await writes.tasks[1].value } as? PostgresError
+            let error = await thrownError { try await writes.tasks[1].value } as? PGError
             #expect(error?.constraint == "stack_notes_title_once")
             try await writes.tasks[2].value
             let paths = store.groupCommitPaths.withLock { $0 }
@@ -393,7 +393,7 @@ struct GroupPipelineTests {
     func lostReplyWhenRetryingStops() async throws {
         try await StackTestServer.withQueueStack({ $0.commitQueue.maximumRetryDuration = .zero }) { stack in
             let store = try #require(stack.store as? PostgresStore)
-            let lost = PostgresError(kind: .connectionLost, message: "server closed the connection unexpectedly")
+            let lost = PGError(kind: .connectionLost, message: "server closed the connection unexpectedly")
             store.afterNextGroupCommitted.withLock { $0 = { throw lost } }
             try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 40, title: "committed", rank: 40)) }
             #expect(try await store.fetch(StackNote.self).map(\.value.id) == [40])
@@ -410,7 +410,7 @@ struct GroupPipelineTests {
                 try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 41, title: "unknown", rank: 41)) }
             }
             #expect((error as? DataStackError)?.code == .commitOutcomeUnknown)
-            #expect((error as? DataStackError)?.underlying is PostgresError)
+            #expect((error as? DataStackError)?.underlying is PGError)
             let away = store.schema.map { "\(quoteIdentifier($0)).skyros_commit_groups_away" } ?? "skyros_commit_groups_away"
             try await store.pool.withConnection { _ = try await $0.execute(script: "ALTER TABLE \(away) RENAME TO skyros_commit_groups") }
             // It did commit; the stack carries on.
@@ -437,7 +437,7 @@ struct GroupPipelineTests {
             let error = await thrownError {
                 try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 90, title: "never sent", rank: 90)) }
             }
-            #expect((error as? PostgresError)?.kind == .poolTimeout, "\(String(describing: error))")
+            #expect((error as? PGError)?.kind == .poolTimeout, "\(String(describing: error))")
             release.continuation.finish()
             try await holding.value
             #expect(try await store.fetch(StackNote.self).isEmpty)
@@ -465,7 +465,7 @@ struct GroupPipelineTests {
             // Changed behind the stack's back so that the delete matches it when it runs; the cache says rank 1.
             try await StackTestServer.execute(stack, "UPDATE stack_notes SET rank = 100 WHERE id = 70")
             store.afterNextGroupCommitted.withLock {
-                $0 = { throw PostgresError(kind: .connectionLost, message: "server closed the connection unexpectedly") }
+                $0 = { throw PGError(kind: .connectionLost, message: "server closed the connection unexpectedly") }
             }
             stack.releaseCommits()
             try await deleting.value

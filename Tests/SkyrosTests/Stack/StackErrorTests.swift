@@ -10,13 +10,13 @@ import Testing
 struct StackErrorTests {
     @Test("An unreachable server fails start with storeUnreachable, without the password")
     func unreachable() async throws {
-        let configuration = try PostgresConfiguration(url: "postgresql://skyros:s3cret-pw@127.0.0.1:1/nowhere?connect_timeout=2")
+        let configuration = try PGConfiguration(url: "postgresql://skyros:s3cret-pw@127.0.0.1:1/nowhere?connect_timeout=2")
         var stackConfiguration = DataStackConfiguration(store: .postgres(configuration))
         stackConfiguration.waitForDatabase = .zero   // refused: one attempt, no waiting
         let error = await thrownError { _ = try await DataStack.start(stackConfiguration) }
         let thrownError = try #require(error as? DataStackError)
         #expect(thrownError.code == .storeUnreachable)
-        #expect(thrownError.underlying is PostgresError)
+        #expect(thrownError.underlying is PGError)
         #expect(!"\(thrownError)".contains("s3cret-pw"))
         #expect("\(thrownError)".contains("127.0.0.1:1"))
     }
@@ -38,7 +38,7 @@ struct StackErrorTests {
             #expect(thrownError.underlying is MigrationError)
             #expect("\(thrownError)".contains("2_broken.sql"))
             // Nothing was deleted: the first migration's table is still there.
-            let connection = try await Connection.connect(to: try TestServer.configuration)
+            let connection = try await PGConnection.connect(to: try TestServer.configuration)
             let rows = try await connection.query(
                 "SELECT count(*)::int8 FROM pg_tables WHERE schemaname = \(schema) AND tablename = 'stack_notes'")
             #expect(try rows.first?.decode(Int.self, at: 0) == 1)

@@ -29,7 +29,7 @@ struct StartupWaitTests {
         let listener = try SilentListener()
         defer { listener.close() }
         let password = "Pw-\(UUID().uuidString.prefix(8))"
-        var postgres = try PostgresConfiguration(url: "postgres://skyros:\(password)@127.0.0.1:\(listener.port)/app")
+        var postgres = try PGConfiguration(url: "postgres://skyros:\(password)@127.0.0.1:\(listener.port)/app")
         postgres.connectTimeout = .seconds(2)
         var configuration = DataStackConfiguration(store: .postgres(postgres))
         configuration.waitForDatabase = .seconds(6)
@@ -45,7 +45,7 @@ struct StartupWaitTests {
         #expect(stackError.code == .storeUnreachable)
         #expect(stackError.message.contains("did not accept a connection within 6.0 seconds"), "\(stackError)")
         #expect(stackError.message.contains("127.0.0.1:\(listener.port)/app"), "\(stackError)")
-        let underlying = try #require(stackError.underlying as? PostgresError)
+        let underlying = try #require(stackError.underlying as? PGError)
         #expect(underlying.message.contains("timeout expired"), "\(underlying)")
 
         let warnings = handler.entries.filter { $0.level == .warning }
@@ -62,13 +62,13 @@ struct StartupWaitTests {
     @Test("waitForDatabase .zero: one attempt, one warning, then the refusal as the error")
     func zeroDeadlineMakesOneAttempt() async throws {
         let port = try SilentListener.unusedPort()
-        var configuration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: "postgres://skyros:pw@127.0.0.1:\(port)/app")))
+        var configuration = DataStackConfiguration(store: .postgres(try PGConfiguration(url: "postgres://skyros:pw@127.0.0.1:\(port)/app")))
         configuration.waitForDatabase = .zero
         let (logger, handler) = Self.recordingLogger()
         let error = await thrownError { _ = try await DataStack.start(configuration, logger: logger) }
         let stackError = try #require(error as? DataStackError)
         #expect(stackError.code == .storeUnreachable)
-        #expect((stackError.underlying as? PostgresError)?.message.contains("Connection refused") == true, "\(stackError)")
+        #expect((stackError.underlying as? PGError)?.message.contains("Connection refused") == true, "\(stackError)")
         #expect(handler.entries.filter { $0.level == .warning }.count == 1)
     }
 
@@ -85,7 +85,7 @@ struct StartupWaitTests {
         #expect(clock.now - started < .seconds(5))
         let stackError = try #require(error as? DataStackError)
         #expect(stackError.code == .storeUnreachable)
-        #expect((stackError.underlying as? PostgresError)?.kind == .authenticationFailed, "\(stackError)")
+        #expect((stackError.underlying as? PGError)?.kind == .authenticationFailed, "\(stackError)")
         #expect(handler.entries.filter { $0.level == .warning }.isEmpty)
     }
 
@@ -128,9 +128,9 @@ struct StartupWaitTests {
         let url = "postgres://u:Qx7Sec@ret/Zk9Tail@127.0.0.1:55633/db"
         let (logger, handler) = Self.recordingLogger()
         let error = await thrownError {
-            _ = try await DataStack.start(DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: url))), logger: logger)
+            _ = try await DataStack.start(DataStackConfiguration(store: .postgres(try PGConfiguration(url: url))), logger: logger)
         }
-        let postgresError = try #require(error as? PostgresError)
+        let postgresError = try #require(error as? PGError)
         #expect(postgresError.kind == .invalidConfiguration)
         #expect(postgresError.message.contains("malformed PostgreSQL URL"))
         #expect(postgresError.message.contains("'@' as %40, '/' as %2F"))
@@ -150,11 +150,11 @@ struct SilentListener {
 
     init() throws {
         self.descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard self.descriptor >= 0 else { throw PostgresError(kind: .connectionFailed, message: "socket() failed") }
+        guard self.descriptor >= 0 else { throw PGError(kind: .connectionFailed, message: "socket() failed") }
         self.port = try Self.bindLoopback(self.descriptor)
         guard listen(self.descriptor, 64) == 0 else {
             Glibc.close(self.descriptor)
-            throw PostgresError(kind: .connectionFailed, message: "listen() failed")
+            throw PGError(kind: .connectionFailed, message: "listen() failed")
         }
     }
 
@@ -179,7 +179,7 @@ struct SilentListener {
                 bind(descriptor, socketAddress, length) == 0 && getsockname(descriptor, socketAddress, &length) == 0
             }
         }
-        guard bound else { throw PostgresError(kind: .connectionFailed, message: "bind() failed") }
+        guard bound else { throw PGError(kind: .connectionFailed, message: "bind() failed") }
         return Int(UInt16(bigEndian: address.sin_port))
     }
 }

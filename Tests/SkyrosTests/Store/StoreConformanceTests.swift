@@ -51,12 +51,12 @@ struct StoreConformanceTests {
                 other.update(StoreUser.make(id, name: "a", age: 99), changedColumns: ["age"])
                 _ = try await store.apply(other)
                 written.name = "b"
-                let merged = try await update(written, .compareColumns(originals: ["name": try PostgresValue("a")]))
+                let merged = try await update(written, .compareColumns(originals: ["name": try PGValue("a")]))
                 #expect(merged.isStoredAsWritten == false, "\(id): merged by property, the age was kept")
                 #expect(try await store.object(StoreUser.self, id: id)?.value == StoreUser.make(id, name: "b", age: 99))
                 #expect(try await update(written, .fail).isStoredAsWritten == false, "\(id): unguarded, the age was kept")
                 written = StoreUser.make(id, name: "c", age: 99)
-                let clean = try await update(written, .compareColumns(originals: ["name": try PostgresValue("b")]))
+                let clean = try await update(written, .compareColumns(originals: ["name": try PGValue("b")]))
                 #expect(clean.isStoredAsWritten == true, "\(id): merged by property, nothing else changed")
                 #expect(try await store.object(StoreUser.self, id: id)?.value == written)
             }
@@ -68,7 +68,7 @@ struct StoreConformanceTests {
         try await StoreTestServer.withStore(kind) { harness in
             try await harness.store.insert(StoreUser.make(1))
             let error = await thrownError { try await harness.store.insert(StoreUser.make(1, name: "other")) }
-            let postgresError = try #require(error as? PostgresError)
+            let postgresError = try #require(error as? PGError)
             #expect(postgresError.kind == .uniqueViolation)
             #expect(postgresError.sqlState == .uniqueViolation)
             #expect(postgresError.constraint == "store_users_pkey")
@@ -175,7 +175,7 @@ struct StoreConformanceTests {
             duplicate.update(StoreCounter(id: "kept", value: 2), changedColumns: ["value"], expectedVersion: v)
             duplicate.insert(StoreUser.make(1))
             let error = await thrownError { _ = try await store.apply(duplicate) }
-            #expect((error as? PostgresError)?.kind == .uniqueViolation)
+            #expect((error as? PGError)?.kind == .uniqueViolation)
 
             var conflicting = ChangeSet()
             conflicting.insert(StoreUser.make(2))
@@ -242,7 +242,7 @@ struct StoreConformanceTests {
                 #expect(read.version == version)
             }
             let duplicate = await thrownError { try await store.bulkInsert([StoreUser.make(500), StoreUser.make(500)]) }
-            #expect((duplicate as? PostgresError)?.constraint == "store_users_pkey")
+            #expect((duplicate as? PGError)?.constraint == "store_users_pkey")
             #expect(try await store.object(StoreUser.self, id: 500) == nil)
         }
     }
@@ -304,7 +304,7 @@ struct StoreConformanceTests {
             let results = outcome.results
             #expect(results.count == 3)
             #expect((try? results[0].get())?.changes.first?.id.text == "1")
-            #expect(throws: PostgresError.self) { try results[1].get() }
+            #expect(throws: PGError.self) { try results[1].get() }
             #expect((try? results[2].get())?.changes.first?.id.text == "3")
             #expect(try await store.fetch(StoreUser.self).map(\.value.id).sorted() == [1, 3])
         }

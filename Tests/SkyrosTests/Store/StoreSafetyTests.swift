@@ -17,7 +17,7 @@ struct StoreSafetyTests {
     func textWithANulCharacterIsRefusedNamingEntityAndColumn(kind: StoreKind) async throws {
         try await StoreTestServer.withStore(kind) { harness in
             let error = await thrownError { try await harness.store.insert(StoreUser.make(1, name: "a\u{0}b")) }
-            let postgresError = try #require(error as? PostgresError)
+            let postgresError = try #require(error as? PGError)
             #expect(postgresError.kind == .encoding)
             #expect(postgresError.column == "name")
             #expect(postgresError.message.contains("entity StoreUser, column \"name\""))
@@ -26,7 +26,7 @@ struct StoreSafetyTests {
             var nested = StoreUser.make(2)
             nested.tags = ["ok", "bad\u{0}"]
             let arrayError = await thrownError { try await harness.store.bulkInsert([StoreUser.make(3), nested]) }
-            #expect((arrayError as? PostgresError)?.column == "tags")
+            #expect((arrayError as? PGError)?.column == "tags")
             #expect(try await harness.store.count(FetchDescriptor<StoreUser>()) == 0)
         }
     }
@@ -154,14 +154,14 @@ struct StoreSafetyTests {
             try await harness.store.bulkInsert((1...3).map { StoreUser.make($0) })
             let table = harness.table(StoreUser.tableName)
             try await harness.execute("ALTER TABLE \(table) ALTER COLUMN score TYPE text; UPDATE \(table) SET score = 'not a number' WHERE id = 2")
-            let score = try #require(await thrownError { _ = try await harness.store.fetch(FetchDescriptor<StoreUser>()) } as? PostgresError)
+            let score = try #require(await thrownError { _ = try await harness.store.fetch(FetchDescriptor<StoreUser>()) } as? PGError)
             #expect(score.kind == .decoding)
             #expect(score.column == "score")
             #expect(score.message.hasPrefix("entity StoreUser, column \"score\": "))
             #expect(score.message.contains("not a number"))
 
             try await harness.execute("UPDATE \(table) SET score = '2.5'; ALTER TABLE \(table) ALTER COLUMN name DROP NOT NULL; UPDATE \(table) SET name = NULL WHERE id = 3")
-            let name = try #require(await thrownError { _ = try await harness.store.fetch(FetchDescriptor<StoreUser>()) } as? PostgresError)
+            let name = try #require(await thrownError { _ = try await harness.store.fetch(FetchDescriptor<StoreUser>()) } as? PGError)
             #expect(name.column == "name")
             #expect(name.message.hasPrefix("entity StoreUser, column \"name\": "))
 

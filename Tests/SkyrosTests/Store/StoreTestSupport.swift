@@ -17,7 +17,7 @@ struct StoreHarness: Sendable {
     let store: any Store
     /// The sandbox schema (PostgreSQL only).
     let schema: String?
-    let pool: ConnectionPool?
+    let pool: PGConnectionPool?
 
     /// Runs SQL on the test database (PostgreSQL only).
     func execute(_ sql: String) async throws {
@@ -52,7 +52,7 @@ enum StoreTestServer {
         case .inMemory:
             return try await body(StoreHarness(store: InMemoryStore(), schema: nil, pool: nil))
         case .postgres:
-            let pool = ConnectionPool(configuration: .init(maximumConnections: 4), postgres: try TestServer.configuration)
+            let pool = PGConnectionPool(configuration: .init(maximumConnections: 4), postgres: try TestServer.configuration)
             let schema = uniqueSchemaName()
             let store = PostgresStore(pool: pool, schema: schema, copyThreshold: copyThreshold)
             let harness = StoreHarness(store: store, schema: schema, pool: pool)

@@ -13,7 +13,7 @@ import Testing
 @Suite struct ObserverRegistryTests {
     typealias Registered = RegisteredObservers
 
-    static func key(_ table: String, _ id: Int64) -> RowKey { RowKey(table: table, id: PostgresValue(type: .int8, text: String(id))) }
+    static func key(_ table: String, _ id: Int64) -> RowKey { RowKey(table: table, id: PGValue(type: .int8, text: String(id))) }
 
     @Test func aChangeWakesTheQueriesOfItsTablesAndTheObserversOfItsRowsOnly() async {
         func observers() -> Registered {

@@ -1,5 +1,6 @@
 import Foundation
 @testable import Skyros
+import SkyrosPostgres
 @testable import SkyrosObservation
 @testable import SkyrosStack
 @testable import SkyrosStore

@@ -23,7 +23,7 @@ struct MalformedPasswordTests {
     @Test(arguments: 0..<rejected.count)
     func isRejectedWithoutQuotingIt(_ index: Int) throws {
         let (input, pieces, says) = Self.rejected[index]
-        let error = #expect(throws: PostgresError.self) { try PostgresConfiguration(conninfo: input) }
+        let error = #expect(throws: PGError.self) { try PGConfiguration(conninfo: input) }
         #expect(error?.kind == .invalidConfiguration)
         let text = error.map { "\($0) \(String(reflecting: $0))" } ?? ""
         #expect(text.contains(says), "\(text)")
@@ -36,30 +36,30 @@ struct MalformedPasswordTests {
     }
 
     @Test func wellFormedSettingsStillParse() throws {
-        let encoded = try PostgresConfiguration(url: "postgres://app:p%40ss%2Fword@db:5432/app")
+        let encoded = try PGConfiguration(url: "postgres://app:p%40ss%2Fword@db:5432/app")
         #expect(encoded["password"] == "p@ss/word")
         #expect(encoded.host == "db" && encoded.port == 5432 && encoded.database == "app")
         // libpq takes everything from the first ':' to the '@' as the password, ':' included.
-        #expect(try PostgresConfiguration(url: "postgres://app:a:b@db/app")["password"] == "a:b")
-        #expect(try PostgresConfiguration(url: "postgres:///app?host=/var/run/postgresql").host == "/var/run/postgresql")
-        #expect(try PostgresConfiguration(url: "postgres://app@[::1]:5433/app").port == 5433)
-        #expect(try PostgresConfiguration(url: "postgres://app:pw@h1:5432,h2:5433/app?target_session_attrs=read-write").host == "h1,h2")
-        #expect(try PostgresConfiguration(url: "postgres://db/app?application_name=a@b").database == "app")
-        let quoted = try PostgresConfiguration(conninfo: "host=db user=app password='abc def' dbname=app")
+        #expect(try PGConfiguration(url: "postgres://app:a:b@db/app")["password"] == "a:b")
+        #expect(try PGConfiguration(url: "postgres:///app?host=/var/run/postgresql").host == "/var/run/postgresql")
+        #expect(try PGConfiguration(url: "postgres://app@[::1]:5433/app").port == 5433)
+        #expect(try PGConfiguration(url: "postgres://app:pw@h1:5432,h2:5433/app?target_session_attrs=read-write").host == "h1,h2")
+        #expect(try PGConfiguration(url: "postgres://db/app?application_name=a@b").database == "app")
+        let quoted = try PGConfiguration(conninfo: "host=db user=app password='abc def' dbname=app")
         #expect(quoted["password"] == "abc def")
-        #expect(try PostgresConfiguration(conninfo: "host=db password=abc dbname=app").database == "app")
+        #expect(try PGConfiguration(conninfo: "host=db password=abc dbname=app").database == "app")
     }
 
     @Test func onlyPasswordFieldsAreMasked() throws {
-        let config = try PostgresConfiguration(url: "postgres://skyros:skyros@server:5432/skyros?sslpassword=server")
+        let config = try PGConfiguration(url: "postgres://skyros:skyros@server:5432/skyros?sslpassword=server")
         #expect(config.description.contains("user=skyros"))
         #expect(config.description.contains("host=server"))
         #expect(config.description.contains("dbname=skyros"))
         #expect(config.description.contains("password=********"))
         #expect(config.description.contains("sslpassword=********"))
         // A value equal to a password that libpq parsed whole is quoted as it is.
-        let error = #expect(throws: PostgresError.self) {
-            try PostgresConfiguration(url: "postgres://skyros:skyros@db/skyros?connect_timeout=skyros")
+        let error = #expect(throws: PGError.self) {
+            try PGConfiguration(url: "postgres://skyros:skyros@db/skyros?connect_timeout=skyros")
         }
         #expect(error?.message == "invalid connect_timeout \"skyros\": expected an integer")
     }
@@ -69,7 +69,7 @@ struct MalformedPasswordTests {
 @Suite("Connection settings: connect timeout")
 struct ConnectTimeoutTests {
     @Test func theDefaultIsAddedWhenTheURLSetsNone() throws {
-        let config = try PostgresConfiguration(url: "postgres://app@db/app")
+        let config = try PGConfiguration(url: "postgres://app@db/app")
         #expect(config.connectTimeout == .seconds(10))
         #expect(config["connect_timeout"] == nil)
         #expect(config.connectOptions.last == .init(keyword: "connect_timeout", value: "10"))
@@ -77,7 +77,7 @@ struct ConnectTimeoutTests {
     }
 
     @Test func anExplicitConnectTimeoutWins() throws {
-        var config = try PostgresConfiguration(url: "postgres://app@db/app?connect_timeout=3")
+        var config = try PGConfiguration(url: "postgres://app@db/app?connect_timeout=3")
         config.connectTimeout = .seconds(20)
         #expect(config.connectOptions.filter { $0.keyword == "connect_timeout" }.map(\.value) == ["3"])
         #expect(config.effectiveConnectTimeout == .seconds(3))
@@ -88,22 +88,22 @@ struct ConnectTimeoutTests {
     }
 
     @Test func noLimitAddsNothing() throws {
-        var config = try PostgresConfiguration(url: "postgres://app@db/app")
+        var config = try PGConfiguration(url: "postgres://app@db/app")
         config.connectTimeout = nil
         #expect(!config.connectOptions.contains { $0.keyword == "connect_timeout" })
         #expect(config.effectiveConnectTimeout == nil)
     }
 
     @Test func durationsRoundUpToLibpqSeconds() {
-        #expect(PostgresConfiguration.libpqSeconds(.seconds(7)) == 7)
-        #expect(PostgresConfiguration.libpqSeconds(.milliseconds(7_001)) == 8)
-        #expect(PostgresConfiguration.libpqSeconds(.milliseconds(1_500)) == 2)
-        #expect(PostgresConfiguration.libpqSeconds(.zero) == 2)
+        #expect(PGConfiguration.libpqSeconds(.seconds(7)) == 7)
+        #expect(PGConfiguration.libpqSeconds(.milliseconds(7_001)) == 8)
+        #expect(PGConfiguration.libpqSeconds(.milliseconds(1_500)) == 2)
+        #expect(PGConfiguration.libpqSeconds(.zero) == 2)
     }
 
     @Test func theStackConfigurationSetsItOnItsConnections() throws {
-        var configuration = DataStackConfiguration(store: .postgres(try PostgresConfiguration(url: "postgres://app@db/app")))
-        configuration.directConnection = try PostgresConfiguration(url: "postgres://app@direct/app")
+        var configuration = DataStackConfiguration(store: .postgres(try PGConfiguration(url: "postgres://app@db/app")))
+        configuration.directConnection = try PGConfiguration(url: "postgres://app@direct/app")
         #expect(configuration.connectTimeout == .seconds(10))
         #expect(configuration.waitForDatabase == .seconds(30))
         configuration.connectTimeout = .seconds(4)
@@ -136,14 +136,14 @@ struct RetryableConnectFailureTests {
 
     @Test func classification() {
         for message in Self.retryable {
-            #expect(PostgresSession.connectError(message).isRetryableConnectFailure, "\(message)")
+            #expect(PGSession.connectError(message).isRetryableConnectFailure, "\(message)")
         }
         for message in Self.permanent {
-            #expect(!PostgresSession.connectError(message).isRetryableConnectFailure, "\(message)")
+            #expect(!PGSession.connectError(message).isRetryableConnectFailure, "\(message)")
         }
-        #expect(PostgresSession.connectError(Self.retryable[2]).sqlState == .cannotConnectNow)
-        #expect(PostgresSession.connectError(Self.retryable[3]).sqlState == .tooManyConnections)
-        #expect(PostgresSession.connectError(Self.permanent[0]).kind == .authenticationFailed)
-        #expect(PostgresSession.connectError(Self.permanent[1]).kind == .databaseNotFound)
+        #expect(PGSession.connectError(Self.retryable[2]).sqlState == .cannotConnectNow)
+        #expect(PGSession.connectError(Self.retryable[3]).sqlState == .tooManyConnections)
+        #expect(PGSession.connectError(Self.permanent[0]).kind == .authenticationFailed)
+        #expect(PGSession.connectError(Self.permanent[1]).kind == .databaseNotFound)
     }
 }

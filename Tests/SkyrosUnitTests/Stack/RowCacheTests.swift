@@ -7,7 +7,7 @@ import Testing
 /// The main context's identity map on its own: LRU order, pins, byte accounting, and the row key's hashing.
 @Suite struct RowCacheTests {
     private static func key(_ id: Int, table: String = "stack_notes") -> RowKey {
-        RowKey(table: table, id: try! PostgresValue(Int64(id)))
+        RowKey(table: table, id: try! PGValue(Int64(id)))
     }
 
     /// A cached row's value (the cache holds any entity).

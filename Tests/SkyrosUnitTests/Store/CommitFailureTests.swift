@@ -7,11 +7,11 @@ import Testing
     /// A commit-log conflict on the savepoint path (an earlier attempt of the same sets committed) is not a
     /// deferred constraint: the sets are not committed again one by one.
     @Test func aCommitLogConflictIsNotTakenForADeferredConstraint() {
-        let conflict = PostgresError(
+        let conflict = PGError(
             kind: .uniqueViolation, sqlState: .uniqueViolation, message: "duplicate key", table: PostgresStore.commitLogTable,
             constraint: "skyros_commit_groups_pkey")
         #expect(!PostgresStore.failedAtCommit(conflict))
-        let deferred = PostgresError(
+        let deferred = PGError(
             kind: .uniqueViolation, sqlState: .uniqueViolation, message: "duplicate key", table: "stack_notes",
             constraint: "stack_notes_title_once")
         #expect(PostgresStore.failedAtCommit(deferred))

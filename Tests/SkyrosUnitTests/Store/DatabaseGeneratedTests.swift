@@ -86,6 +86,6 @@ struct DatabaseGeneratedTests {
         let now = ColumnDefault.now.evaluate()
         #expect(now.type == .timestamptz)
         #expect(try UUID(uuidString: #require(ColumnDefault.randomUUID.evaluate().text)) != nil)
-        #expect(try ColumnDefault.constant(7).evaluate() == PostgresValue(7))
+        #expect(try ColumnDefault.constant(7).evaluate() == PGValue(7))
     }
 }

@@ -30,17 +30,17 @@ struct RowCodecTests {
         let values = try RowEncoder<StoreUser>().encode(user)
         #expect(values.count == StoreUser.columns.count)
         let byColumn = Dictionary(uniqueKeysWithValues: zip(StoreUser.columns.map(\.name), values))
-        #expect(byColumn["id"] == PostgresValue(type: .int8, text: "6"))
-        #expect(byColumn["age"] == PostgresValue(type: .int8, text: "30"))
-        #expect(byColumn["email"] == PostgresValue(type: .text, text: "u6@example.com"))
+        #expect(byColumn["id"] == PGValue(type: .int8, text: "6"))
+        #expect(byColumn["age"] == PGValue(type: .int8, text: "30"))
+        #expect(byColumn["email"] == PGValue(type: .text, text: "u6@example.com"))
         #expect(byColumn["created_at"]?.type == .timestamptz)
-        #expect(byColumn["avatar"] == PostgresValue(type: .bytea, text: "\\x000102ff06"))
-        #expect(byColumn["tags"] == PostgresValue(type: .textArray, text: "{\"t6\",\"common\"}"))
-        #expect(byColumn["role"] == PostgresValue(type: .unspecified, text: "admin"))   // raw value, untyped
-        #expect(byColumn["balance"] == PostgresValue(type: .numeric, text: "1234567896.123456789"))
-        #expect(byColumn["external_id"] == PostgresValue(type: .uuid, text: "00000000-0000-0000-0000-000000000006"))
-        #expect(byColumn["pets"] == PostgresValue(type: .jsonb, text: "[{\"legs\":4,\"name\":\"Rex\"}]"))
-        #expect(byColumn["attributes"] == PostgresValue(type: .jsonb, text: "{\"level\":6}"))
+        #expect(byColumn["avatar"] == PGValue(type: .bytea, text: "\\x000102ff06"))
+        #expect(byColumn["tags"] == PGValue(type: .textArray, text: "{\"t6\",\"common\"}"))
+        #expect(byColumn["role"] == PGValue(type: .unspecified, text: "admin"))   // raw value, untyped
+        #expect(byColumn["balance"] == PGValue(type: .numeric, text: "1234567896.123456789"))
+        #expect(byColumn["external_id"] == PGValue(type: .uuid, text: "00000000-0000-0000-0000-000000000006"))
+        #expect(byColumn["pets"] == PGValue(type: .jsonb, text: "[{\"legs\":4,\"name\":\"Rex\"}]"))
+        #expect(byColumn["attributes"] == PGValue(type: .jsonb, text: "{\"level\":6}"))
         let address = try #require(byColumn["address"]?.text)
         #expect(address == "{\"city\":\"Skyros\",\"movedIn\":\"2020-09-13 12:26:40.500000+00\",\"street\":\"6 Main St\"}")
     }
@@ -79,7 +79,7 @@ struct RowCodecTests {
     @Test func statementsAreKeptPerSchemaColumnsAndGuard() throws {
         let row = StoreQuoted(id: UUID(), order: 3, select: "x", mixedCase: "y")
         func update(_ columns: [String], expected: Int64?, schema: String?, resolution: ConflictResolution = .fail) throws
-            -> PostgresQuery
+            -> PGQuery
         {
             try #require(try EntityChange<StoreQuoted>.updateQuery(row, columns, expected: expected, resolution: resolution, schema: schema)).query
         }
@@ -96,7 +96,7 @@ struct RowCodecTests {
         #expect(unguarded.binds.map(\.text) == ["3", "x", row.id.uuidString.lowercased(), "y"])
         #expect(try update(["order", "select", "Mixed \"Case\""], expected: nil, schema: nil).sql.hasSuffix("RETURNING xmin::text::int8 AS v, (true) AS as_written"))
         let merged = try update(
-            ["select"], expected: 7, schema: "a", resolution: .compareColumns(originals: ["select": PostgresValue(type: .text, text: "w")]))
+            ["select"], expected: 7, schema: "a", resolution: .compareColumns(originals: ["select": PGValue(type: .text, text: "w")]))
         #expect(merged.sql == #"UPDATE "a"."user data" SET "select" = $1 WHERE "id" = $2 AND "select" IS NOT DISTINCT FROM $3 RETURNING xmin::text::int8 AS v, ("order"::text IS NOT DISTINCT FROM $4::text AND "Mixed ""Case"""::text IS NOT DISTINCT FROM $5::text) AS as_written"#)
         #expect(merged.binds.map(\.text) == ["x", row.id.uuidString.lowercased(), "w", "3", "y"])
         #expect(try EntityChange<StoreQuoted>.updateQuery(row, [], expected: 7, resolution: .fail, schema: "a") == nil)
@@ -120,20 +120,20 @@ struct RowCodecTests {
 
     @Test func decodingErrorsNameEntityAndColumn() throws {
         var values = try RowEncoder<StoreUser>().encode(StoreUser.make(1))
-        values[2] = PostgresValue(type: .int8, text: "not a number")
-        let error = try #require(throws: PostgresError.self) { try RowDecoder<StoreUser>().decode(values: values) }
+        values[2] = PGValue(type: .int8, text: "not a number")
+        let error = try #require(throws: PGError.self) { try RowDecoder<StoreUser>().decode(values: values) }
         #expect(error.kind == .decoding)
         #expect(error.column == "age")
         #expect(error.message.hasPrefix("entity StoreUser, column \"age\": "))
 
         values = try RowEncoder<StoreUser>().encode(StoreUser.make(1))
         values[1] = .null
-        let null = try #require(throws: PostgresError.self) { try RowDecoder<StoreUser>().decode(values: values) }
+        let null = try #require(throws: PGError.self) { try RowDecoder<StoreUser>().decode(values: values) }
         #expect(null.column == "name")
 
         values = try RowEncoder<StoreUser>().encode(StoreUser.make(1))
-        values[10] = PostgresValue(type: .text, text: "{}")
-        let nested = try #require(throws: PostgresError.self) { try RowDecoder<StoreUser>().decode(values: values) }
+        values[10] = PGValue(type: .text, text: "{}")
+        let nested = try #require(throws: PGError.self) { try RowDecoder<StoreUser>().decode(values: values) }
         #expect(nested.message.contains("needs a json or jsonb column"))
     }
 

@@ -13,18 +13,18 @@ import Testing
 struct SQLTranslationTests {
     typealias Row = QueryTestRow
 
-    private func sql(_ predicate: Predicate<Row>) throws -> PostgresQuery {
+    private func sql(_ predicate: Predicate<Row>) throws -> PGQuery {
         try #require(try SQLQueryBuilder.condition(predicate))
     }
 
-    private func texts(_ query: PostgresQuery) -> [String?] { query.binds.map(\.text) }
+    private func texts(_ query: PGQuery) -> [String?] { query.binds.map(\.text) }
 
     @Test func equalityAndNil() throws {
         let s = "x"
         let optional: String? = "y"
         var q = try sql(#Predicate { $0.name == s })
         #expect(q.sql == #"("name"::text = $1)"#)
-        #expect(q.binds == [PostgresValue(type: .text, text: "x")])
+        #expect(q.binds == [PGValue(type: .text, text: "x")])
         q = try sql(#Predicate { $0.name != s })
         #expect(q.sql == #"("name"::text <> $1)"#)
         q = try sql(#Predicate { $0.nick == optional })

@@ -18,7 +18,7 @@ import Testing
         }
         let short = try #require(ChangeLog.Hint("42 \(origin)"))
         #expect(short.position == 42 && short.origin?.uuidString.lowercased() == origin && short.entry(verifiedWith: key) == nil)
-        let json = LoggedRowChange.json([RowChange(entity: "E", table: "t", id: try PostgresValue(Int64(7)), kind: .updated, version: 9)])
+        let json = LoggedRowChange.json([RowChange(entity: "E", table: "t", id: try PGValue(Int64(7)), kind: .updated, version: 9)])
         let head = "43 \(origin) 1234"
         let full = try #require(ChangeLog.Hint("\(head) \(tag(head, json, key)) \(json)"))
         #expect(full.entry(verifiedWith: key)?.xid == "1234")
@@ -43,7 +43,7 @@ import Testing
     @Test func theLoggedJSONDecodesToTheSameChanges() throws {
         let ids = ["plain", "quote \" and \\ backslash", "line\nbreak\ttab\r", "\u{1}\u{1f}", "naïve 表 🚀", ""]
         let changes = ids.enumerated().map { index, id in
-            RowChange(entity: "E", table: "t \"\(index)", id: PostgresValue(type: .text, text: id),
+            RowChange(entity: "E", table: "t \"\(index)", id: PGValue(type: .text, text: id),
                       kind: index % 2 == 0 ? .inserted : .deleted, version: index % 2 == 0 ? Int64(index) : nil)
         }
         let decoded = try JSONDecoder().decode([LoggedRowChange].self, from: Data(LoggedRowChange.json(changes).utf8))
@@ -55,10 +55,10 @@ import Testing
 
     @Test func aRowTooLargeForTheHintIsAnnouncedWithoutItsValues() throws {
         func change(title: String) -> RowChange {
-            var change = RowChange(entity: "MPItem", table: "mp_items", id: PostgresValue(type: .int8, text: "1"), kind: .updated, version: nil)
+            var change = RowChange(entity: "MPItem", table: "mp_items", id: PGValue(type: .int8, text: "1"), kind: .updated, version: nil)
             change.row = AnnouncedRow(
                 base: 5, layout: "abc",
-                values: [PostgresValue(type: .int8, text: "1"), PostgresValue(type: .text, text: title), PostgresValue(type: .text, text: nil)])
+                values: [PGValue(type: .int8, text: "1"), PGValue(type: .text, text: title), PGValue(type: .text, text: nil)])
             return change
         }
         let log = ChangeLog(schema: "s")

@@ -40,7 +40,7 @@ struct ErrorResponses<Context: RequestContext>: RouterMiddleware {
         case let stack as DataStackError:
             if stack.code == .storeUnreachable { return (.serviceUnavailable, "store_unreachable", "the database is unreachable") }
             if let underlying = stack.underlying { return self.classify(underlying) }
-        case let postgres as PostgresError:
+        case let postgres as PGError:
             switch postgres.kind {
             case .uniqueViolation: return (.conflict, "conflict", "a row with this key exists")
             case .connectionFailed, .connectionLost, .connectionClosed, .poolTimeout, .poolClosed:

@@ -24,10 +24,10 @@ struct TicketService {
             return logger
         }()
         let settings: Settings
-        let postgres: PostgresConfiguration
+        let postgres: PGConfiguration
         do {
             settings = try Settings(environment: ProcessInfo.processInfo.environment)
-            postgres = try PostgresConfiguration(url: settings.databaseURL)
+            postgres = try PGConfiguration(url: settings.databaseURL)
         } catch {
             // Skyros's URL errors never hold the password (nor a piece of a malformed URL's).
             logger.critical("invalid setting", metadata: ["error": "\(error)"])

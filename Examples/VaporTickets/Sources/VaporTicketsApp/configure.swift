@@ -27,7 +27,7 @@ public struct TicketsSettings: Sendable {
 /// boots (`execute()`, or `asyncBoot()` in tests) and drains when it shuts down.
 public func configure(_ app: Application, _ settings: TicketsSettings) throws {
     var configuration = DataStackConfiguration(
-        store: .postgres(try PostgresConfiguration(url: settings.databaseURL), schema: settings.schema),
+        store: .postgres(try PGConfiguration(url: settings.databaseURL), schema: settings.schema),
         migrations: .directory(path: settings.migrations), entities: [Ticket.self])
     // Within the 30 s grace period Kubernetes and docker give after SIGTERM.
     configuration.commitQueue.shutdownTimeout = settings.drainDeadline

@@ -73,7 +73,7 @@ struct Note: Entity, Content, Equatable {
     @Test func aStackThatCannotStartFailsTheBoot() async throws {
         // Nothing listens on port 1 of the loopback: refused at once; `.zero` makes a single attempt.
         var configuration = DataStackConfiguration(
-            store: .postgres(try PostgresConfiguration(url: "postgres://skyros:secret-pw@127.0.0.1:1/skyros")))
+            store: .postgres(try PGConfiguration(url: "postgres://skyros:secret-pw@127.0.0.1:1/skyros")))
         configuration.waitForDatabase = .zero
         let app = try await Application.make(.testing)
         app.logger.logLevel = .critical

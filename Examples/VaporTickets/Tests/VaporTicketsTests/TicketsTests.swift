@@ -1,5 +1,6 @@
 import Foundation
 import Skyros
+import SkyrosPostgres
 import Testing
 import VaporTesting
 import VaporTicketsApp
@@ -164,8 +165,8 @@ struct TicketsTests {
     // MARK: Reading PostgreSQL directly (not through the stack)
 
     /// Runs `query` on a connection of its own (closed after it), outside the stack.
-    static func query(_ query: PostgresQuery) async throws -> PostgresRows {
-        let connection = try await Connection.connect(to: try PostgresConfiguration(url: Self.databaseURL))
+    static func query(_ query: PGQuery) async throws -> PGRows {
+        let connection = try await PGConnection.connect(to: try PGConfiguration(url: Self.databaseURL))
         do {
             let rows = try await connection.query(query)
             await connection.close()
@@ -176,7 +177,7 @@ struct TicketsTests {
         }
     }
 
-    static func execute(_ query: PostgresQuery) async throws {
+    static func execute(_ query: PGQuery) async throws {
         _ = try await Self.query(query)
     }
 

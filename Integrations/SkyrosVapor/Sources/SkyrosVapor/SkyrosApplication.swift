@@ -10,7 +10,7 @@ extension Application {
     /// ```swift
     /// let app = try await Application.make(.detect())
     /// app.skyros.configure(DataStackConfiguration(
-    ///     store: .postgres(try PostgresConfiguration(url: Environment.get("DATABASE_URL")!)),
+    ///     store: .postgres(try PGConfiguration(url: Environment.get("DATABASE_URL")!)),
     ///     migrations: .directory(path: "migrations"),
     ///     entities: [Ticket.self]))
     /// app.get("tickets") { req in try await req.skyros.read { try await $0.fetch(Ticket.open) } }
@@ -39,7 +39,7 @@ public struct SkyrosApplication: Sendable {
     ///
     /// ```swift
     /// var configuration = DataStackConfiguration(
-    ///     store: .postgres(try PostgresConfiguration(url: url)), entities: [Ticket.self])
+    ///     store: .postgres(try PGConfiguration(url: url)), entities: [Ticket.self])
     /// configuration.commitQueue.shutdownTimeout = .seconds(20)   // within Kubernetes' 30 s grace period
     /// app.skyros.configure(configuration)
     /// ```

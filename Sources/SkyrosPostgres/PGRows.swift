@@ -7,14 +7,14 @@
 ///     let name = try row.decode(String?.self, at: 1)
 /// }
 /// ```
-public struct PostgresRows: Sendable, RandomAccessCollection {
+public struct PGRows: Sendable, RandomAccessCollection {
     /// A result column: name and type.
     public struct Column: Sendable, Hashable {
         public var name: String
-        public var type: PostgresType
+        public var type: PGType
     }
 
-    /// The result's contents behind one reference: a ``PostgresRow`` (and everything that passes one along,
+    /// The result's contents behind one reference: a ``PGRow`` (and everything that passes one along,
     /// such as an entity decoder reading a cell per property) copies one pointer, not four arrays and a string
     /// (one retain and release instead of five).
     final class Contents: Sendable {
@@ -55,10 +55,10 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
     package static let maximumStorageSize = Int(Int32.max)
 
     /// Throws unless `size` bytes of values fit in one result (``maximumStorageSize``).
-    /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/resultTooLarge``.
+    /// - Throws: ``PGError`` of kind ``PGError/Kind/resultTooLarge``.
     package static func checkStorageSize(_ size: Int) throws {
         guard size > Self.maximumStorageSize else { return }
-        throw PostgresError(
+        throw PGError(
             kind: .resultTooLarge,
             message: "the result holds \(size) bytes of values, more than the \(Self.maximumStorageSize) one result can hold; "
                 + "fetch it in parts (LIMIT and OFFSET, or a cursor)")
@@ -66,12 +66,12 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
 
     public var startIndex: Int { 0 }
     public var endIndex: Int { self.contents.rowCount }
-    public subscript(position: Int) -> PostgresRow { PostgresRow(rows: self, index: position) }
+    public subscript(position: Int) -> PGRow { PGRow(rows: self, index: position) }
 
     /// The position of a column by name.
     public func index(ofColumn name: String) -> Int? { self.columns.firstIndex { $0.name == name } }
 
-    /// The raw text bytes of a cell, or `nil` for NULL, without making a ``PostgresRow`` (for decoders that
+    /// The raw text bytes of a cell, or `nil` for NULL, without making a ``PGRow`` (for decoders that
     /// read every cell of a large result).
     @inline(__always)
     package func cellBytes(row: Int, column: Int) -> ArraySlice<UInt8>? {
@@ -84,12 +84,12 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
     }
 }
 
-/// One row of a ``PostgresRows`` result.
-public struct PostgresRow: Sendable {
-    let rows: PostgresRows
+/// One row of a ``PGRows`` result.
+public struct PGRow: Sendable {
+    let rows: PGRows
     let index: Int
 
-    public var columns: [PostgresRows.Column] { self.rows.columns }
+    public var columns: [PGRows.Column] { self.rows.columns }
 
     /// The raw text bytes of a cell, or `nil` for NULL.
     public func bytes(at column: Int) -> ArraySlice<UInt8>? {
@@ -99,18 +99,18 @@ public struct PostgresRow: Sendable {
     public func isNull(at column: Int) -> Bool { self.bytes(at: column) == nil }
 
     /// Decodes the cell at a column position.
-    /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/decoding`` naming the column.
+    /// - Throws: ``PGError`` of kind ``PGError/Kind/decoding`` naming the column.
     @inline(__always)
-    public func decode<T: PostgresDecodable>(_ type: T.Type, at column: Int) throws -> T {
+    public func decode<T: PGDecodable>(_ type: T.Type, at column: Int) throws -> T {
         let columns = self.rows.contents.columns
         guard column >= 0, column < columns.count else {
-            throw PostgresError(kind: .decoding, message: "column index \(column) is out of range")
+            throw PGError(kind: .decoding, message: "column index \(column) is out of range")
         }
         let pgType = columns[column].type
         do {
             guard let bytes = self.bytes(at: column) else { return try T.postgresNull(type: pgType) }
             return try T(postgresText: bytes, type: pgType)
-        } catch var error as PostgresError {
+        } catch var error as PGError {
             error.column = self.rows.columns[column].name
             error.message = "column \"\(self.rows.columns[column].name)\": \(error.message)"
             throw error
@@ -118,19 +118,19 @@ public struct PostgresRow: Sendable {
     }
 
     /// Decodes the cell of a named column.
-    public func decode<T: PostgresDecodable>(_ type: T.Type, column name: String) throws -> T {
+    public func decode<T: PGDecodable>(_ type: T.Type, column name: String) throws -> T {
         guard let column = self.rows.index(ofColumn: name) else {
-            throw PostgresError(kind: .decoding, message: "no column named \"\(name)\" in the result", column: name)
+            throw PGError(kind: .decoding, message: "no column named \"\(name)\" in the result", column: name)
         }
         return try self.decode(type, at: column)
     }
 
     /// Decodes the first two/three columns as a tuple, e.g. `let (id, name) = try row.decode((Int, String).self)`.
-    public func decode<A: PostgresDecodable, B: PostgresDecodable>(_: (A, B).Type) throws -> (A, B) {
+    public func decode<A: PGDecodable, B: PGDecodable>(_: (A, B).Type) throws -> (A, B) {
         (try self.decode(A.self, at: 0), try self.decode(B.self, at: 1))
     }
 
-    public func decode<A: PostgresDecodable, B: PostgresDecodable, C: PostgresDecodable>(
+    public func decode<A: PGDecodable, B: PGDecodable, C: PGDecodable>(
         _: (A, B, C).Type
     ) throws -> (A, B, C) {
         (try self.decode(A.self, at: 0), try self.decode(B.self, at: 1), try self.decode(C.self, at: 2))

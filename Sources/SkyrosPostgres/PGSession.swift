@@ -3,14 +3,14 @@ import Foundation
 
 /// One libpq connection (`PGconn`) and what is kept per connection: opening it (the only
 /// `PQconnectdbParams` call), its cache of named prepared statements, running a statement and reading its
-/// results into ``PostgresRows``, and closing it (`PQfinish`, when the session is released).
+/// results into ``PGRows``, and closing it (`PQfinish`, when the session is released).
 ///
-/// ``Connection`` (the async front, on its own thread) and ``PostgresListener`` (on its thread) each own one.
+/// ``PGConnection`` (the async front, on its own thread) and ``PGListener`` (on its thread) each own one.
 /// Every call must come from the owning thread, so a session is not `Sendable`.
-package final class PostgresSession {
+package final class PGSession {
     /// The libpq connection, finished when the session is released.
     let handle: OpaquePointer
-    /// How this session's thread waits for replies (``PostgresConfiguration/busyPoll``).
+    /// How this session's thread waits for replies (``PGConfiguration/busyPoll``).
     var replyWait: ReplyWait
 
     /// Which statements are prepared under a name, and what those names look like.
@@ -20,9 +20,9 @@ package final class PostgresSession {
         /// The names' prefix, followed by a number that is never reused on this connection.
         var prefix: String
 
-        /// A ``Connection``'s statements (disable behind PgBouncer < 1.21 in transaction mode).
+        /// A ``PGConnection``'s statements (disable behind PgBouncer < 1.21 in transaction mode).
         static func connection(preparing: Bool) -> Self { Self(limit: preparing ? 1024 : 0, prefix: "skyros_") }
-        /// A ``PostgresListener``'s reads: a few statements, run often.
+        /// A ``PGListener``'s reads: a few statements, run often.
         static let listener = Self(limit: 64, prefix: "skyros_listener_")
     }
 
@@ -39,7 +39,7 @@ package final class PostgresSession {
     /// Pipelined statements with more parameters than this (large multi-row inserts) are not prepared.
     static let pipelinePreparedBindLimit = 1024
 
-    private init(handle: OpaquePointer, configuration: PostgresConfiguration, policy: StatementPolicy) {
+    private init(handle: OpaquePointer, configuration: PGConfiguration, policy: StatementPolicy) {
         self.handle = handle
         self.replyWait = ReplyWait(busyPoll: configuration.busyPoll)
         self.policy = policy
@@ -47,14 +47,14 @@ package final class PostgresSession {
 
     deinit { PQfinish(self.handle) }
 
-    /// Opens a connection with the configuration's libpq options (and ``PostgresConfiguration/connectTimeout``
+    /// Opens a connection with the configuration's libpq options (and ``PGConfiguration/connectTimeout``
     /// as `connect_timeout` when they set none), and sets its session time zone
-    /// (``PostgresConfiguration/sessionTimeZone``). Server notices are dropped.
-    /// - Throws: ``PostgresError`` of kind `.connectionFailed` (with SQLSTATE 57P03 or 53300 when the server
+    /// (``PGConfiguration/sessionTimeZone``). Server notices are dropped.
+    /// - Throws: ``PGError`` of kind `.connectionFailed` (with SQLSTATE 57P03 or 53300 when the server
     ///   said it is starting up or has no free connection slot), `.authenticationFailed`, `.databaseNotFound`,
     ///   or `.invalidConfiguration` when the time zone is refused. libpq's message is kept whole: it never
     ///   contains the password.
-    static func open(_ configuration: PostgresConfiguration, statements policy: StatementPolicy) throws -> PostgresSession {
+    static func open(_ configuration: PGConfiguration, statements policy: StatementPolicy) throws -> PGSession {
         let options = configuration.connectOptions
         let keywords = options.map { strdup($0.keyword) }
         let values = options.map { strdup($0.value) }
@@ -72,7 +72,7 @@ package final class PostgresSession {
         }
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
         // From here on the session owns the connection: a failure below finishes it as the session goes.
-        let session = PostgresSession(handle: connection, configuration: configuration, policy: policy)
+        let session = PGSession(handle: connection, configuration: configuration, policy: policy)
         try LibPQ.setSessionTimeZone(configuration.sessionTimeZone, on: connection)
         return session
     }
@@ -80,14 +80,14 @@ package final class PostgresSession {
     /// Classifies libpq's message for a connection that failed to open. A server's refusal at start-up
     /// carries no result, so its SQLSTATE is told from the message PostgreSQL sends (in English unless the
     /// server's `lc_messages` says otherwise).
-    static func connectError(_ message: String) -> PostgresError {
+    static func connectError(_ message: String) -> PGError {
         if message.contains("authentication failed") || message.contains("no password supplied")
             || message.contains("password is required")
         {
-            return PostgresError(kind: .authenticationFailed, message: message)
+            return PGError(kind: .authenticationFailed, message: message)
         }
         if message.contains("does not exist") && message.contains("database") {
-            return PostgresError(kind: .databaseNotFound, sqlState: .invalidCatalogName, message: message)
+            return PGError(kind: .databaseNotFound, sqlState: .invalidCatalogName, message: message)
         }
         var sqlState: SQLState?
         if message.contains("the database system is ") {
@@ -96,7 +96,7 @@ package final class PostgresSession {
         } else if message.contains("too many clients already") || message.contains("remaining connection slots are reserved") {
             sqlState = .tooManyConnections
         }
-        return PostgresError(kind: .connectionFailed, sqlState: sqlState, message: message)
+        return PGError(kind: .connectionFailed, sqlState: sqlState, message: message)
     }
 
     // MARK: State
@@ -139,7 +139,7 @@ package final class PostgresSession {
         var cursor = options
         while let keyword = cursor.pointee.keyword {
             let name = String(cString: keyword)
-            if let value = cursor.pointee.val, !PostgresConfiguration.isSecret(name) { result[name] = String(cString: value) }
+            if let value = cursor.pointee.val, !PGConfiguration.isSecret(name) { result[name] = String(cString: value) }
             cursor += 1
         }
         return result
@@ -150,8 +150,8 @@ package final class PostgresSession {
     /// Runs one statement with bound parameters and returns its rows. A statement with parameters is prepared
     /// once (within the ``StatementPolicy``) and reused; one that a migration outdated (SQLSTATE 0A000) or that
     /// is gone (26000) is prepared again and run once more when no transaction is open.
-    func run(_ query: PostgresQuery) throws -> PostgresRows {
-        if let encodingError = query.encodingError { throw PostgresError(kind: .encoding, message: encodingError) }
+    func run(_ query: PGQuery) throws -> PGRows {
+        if let encodingError = query.encodingError { throw PGError(kind: .encoding, message: encodingError) }
         let connection = self.handle
         self.deallocateStaleStatements()
         return try LibPQ.withParameters(query.binds) { count, types, values in
@@ -160,7 +160,7 @@ package final class PostgresSession {
             }
             do {
                 return try self.exec { PQsendQueryPrepared(connection, name, count, values, nil, nil, 0) }
-            } catch let error as PostgresError
+            } catch let error as PGError
                 where error.sqlState == .featureNotSupported || error.sqlState == .invalidSQLStatementName
             {
                 // "cached plan must not change result type" (0A000): the statement's table changed since it was
@@ -179,32 +179,32 @@ package final class PostgresSession {
 
     /// Runs statements sent as one text (simple query protocol, no parameters) and returns the last one's
     /// rows.
-    /// - Throws: the first failing statement's ``PostgresError``, once all have been read.
-    func execute(script sql: String) throws -> PostgresRows {
+    /// - Throws: the first failing statement's ``PGError``, once all have been read.
+    func execute(script sql: String) throws -> PGRows {
         guard PQsendQuery(self.handle, sql) == 1, LibPQ.flush(self.handle) else {
             throw LibPQ.error(result: nil, connection: self.handle)
         }
-        var last: PostgresRows?
-        var failure: PostgresError?
+        var last: PGRows?
+        var failure: PGError?
         while let result = self.replyWait.nextResult(on: self.handle) {
             do {
                 last = try LibPQ.consume(result, connection: self.handle)
-            } catch let error as PostgresError {
+            } catch let error as PGError {
                 if failure == nil { failure = error }
             }
         }
         if let failure { throw failure }
-        return last ?? PostgresRows(columns: [], commandTag: "", affectedRows: 0, storage: [], cells: [], rowCount: 0)
+        return last ?? PGRows(columns: [], commandTag: "", affectedRows: 0, storage: [], cells: [], rowCount: 0)
     }
 
     /// Sends one statement text (simple query protocol) and returns its last result, as `PQexec` does.
-    func execute(_ sql: String) throws -> PostgresRows {
+    func execute(_ sql: String) throws -> PGRows {
         try self.exec { PQsendQuery(self.handle, sql) }
     }
 
     /// Sends one statement with `send` and returns its result, as `PQexec` does, but waiting for the reply
     /// with ``ReplyWait`` (busy polling first) instead of libpq's sleeping wait.
-    private func exec(_ send: () -> Int32) throws -> PostgresRows {
+    private func exec(_ send: () -> Int32) throws -> PGRows {
         guard send() == 1, LibPQ.flush(self.handle) else {
             throw LibPQ.error(result: nil, connection: self.handle)
         }
@@ -215,7 +215,7 @@ package final class PostgresSession {
 
     /// The cached prepared statement for `query`, prepared now if new; `nil` (send it unnamed) when the cache
     /// is full or the text is cached with other parameter types, so the server never accumulates statements.
-    private func preparedStatement(for query: PostgresQuery, types: UnsafePointer<Oid>?, count: Int32) throws -> String? {
+    private func preparedStatement(for query: PGQuery, types: UnsafePointer<Oid>?, count: Int32) throws -> String? {
         if let cached = self.statements[query.sql] {
             let same = cached.types.count == Int(count) && cached.types.indices.allSatisfy { cached.types[$0] == types![$0] }
             return same ? cached.name : nil
@@ -257,7 +257,7 @@ package final class PostgresSession {
     /// How each statement of a pipeline is sent: statements with parameters use the prepared statements, and
     /// new ones are prepared inside the same pipeline (so a repeated group commit parses nothing); the others,
     /// and any when the cache is full or disabled, go unnamed.
-    func pipelineSteps(for queries: [PostgresQuery]) -> [PipelineStep] {
+    func pipelineSteps(for queries: [PGQuery]) -> [PipelineStep] {
         guard self.policy.limit > 0 else { return Array(repeating: .unnamed, count: queries.count) }
         var new: [String: PreparedStatement] = [:]
         return queries.map { query -> PipelineStep in
@@ -274,7 +274,7 @@ package final class PostgresSession {
     }
 
     /// Records a statement that a pipeline prepared (its `Prepare` succeeded).
-    func registerPrepared(_ query: PostgresQuery, name: String) {
+    func registerPrepared(_ query: PGQuery, name: String) {
         self.statements[query.sql] = PreparedStatement(name: name, types: query.binds.map(\.type.rawValue))
     }
 
@@ -291,10 +291,10 @@ package final class PostgresSession {
     }
 
     /// The notifications read so far, in the order the server sent them.
-    func notifications() -> [PostgresNotification] {
-        var received: [PostgresNotification] = []
+    func notifications() -> [PGNotification] {
+        var received: [PGNotification] = []
         while let notify = PQnotifies(self.handle) {
-            received.append(PostgresNotification(
+            received.append(PGNotification(
                 channel: String(cString: notify.pointee.relname),
                 payload: String(cString: notify.pointee.extra),
                 senderPID: notify.pointee.be_pid))
@@ -324,4 +324,4 @@ package final class PostgresSession {
 }
 
 @available(*, unavailable)
-extension PostgresSession: Sendable {}
+extension PGSession: Sendable {}

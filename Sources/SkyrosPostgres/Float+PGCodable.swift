@@ -52,7 +52,7 @@ private func floatText(_ value: Double) -> String {
 }
 
 /// Whether floating-point numbers decode from a column of `type`.
-private func isFloatType(_ type: PostgresType) -> Bool {
+private func isFloatType(_ type: PGType) -> Bool {
     switch type {
     case .float8, .float4, .numeric, .int8, .int4, .int2, .unknown, .text: true
     default: false
@@ -69,26 +69,26 @@ private func parseDouble(_ bytes: ArraySlice<UInt8>) -> Double? {
     }
 }
 
-extension Double: PostgresArrayElement {
-    public static var postgresType: PostgresType { .float8 }
-    public static var postgresArrayType: PostgresType { .float8Array }
+extension Double: PGArrayElement {
+    public static var postgresType: PGType { .float8 }
+    public static var postgresArrayType: PGType { .float8Array }
     public func postgresText() throws -> String? { floatText(self) }
-    public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+    public init(postgresText bytes: ArraySlice<UInt8>, type: PGType) throws {
         guard isFloatType(type) else { throw typeMismatch(Double.self, type) }
         guard let value = parseDouble(bytes) else { throw decodingError(Double.self, type, bytes) }
         self = value
     }
 }
 
-extension Float: PostgresArrayElement {
-    public static var postgresType: PostgresType { .float4 }
-    public static var postgresArrayType: PostgresType { .float4Array }
+extension Float: PGArrayElement {
+    public static var postgresType: PGType { .float4 }
+    public static var postgresArrayType: PGType { .float4Array }
     public func postgresText() throws -> String? {
         if self.isNaN { return "NaN" }
         if self.isInfinite { return self < 0 ? "-Infinity" : "Infinity" }
         return self.description
     }
-    public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+    public init(postgresText bytes: ArraySlice<UInt8>, type: PGType) throws {
         guard isFloatType(type) else { throw typeMismatch(Float.self, type) }
         switch bytes.count {
         case 3 where bytes.elementsEqual("NaN".utf8): self = .nan

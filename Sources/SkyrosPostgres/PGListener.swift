@@ -2,7 +2,7 @@ import Foundation
 import Logging
 
 /// A notification received on a `LISTEN` channel.
-public struct PostgresNotification: Sendable, Hashable {
+public struct PGNotification: Sendable, Hashable {
     public var channel: String
     public var payload: String
     /// The backend process id of the notifying session.
@@ -16,7 +16,7 @@ public struct PostgresNotification: Sendable, Hashable {
 /// so a cache fed by it should re-read what it holds.
 ///
 /// ```swift
-/// let listener = try await PostgresListener.start(configuration: config, channels: ["orders"])
+/// let listener = try await PGListener.start(configuration: config, channels: ["orders"])
 /// for await event in listener.events {
 ///     switch event {
 ///     case .notification(let n): print(n.channel, n.payload)
@@ -36,13 +36,13 @@ public struct PostgresNotification: Sendable, Hashable {
 /// does not set itself, and after 30 seconds without a word from the server it sends an empty statement: when
 /// no reply comes within 20 seconds it reconnects (and yields ``Event/reconnected``) as for a dropped
 /// connection.
-public final class PostgresListener: Sendable {
+public final class PGListener: Sendable {
     /// What the listener reports, in order.
     public enum Event: Sendable, Hashable {
         /// LISTEN is active (yielded once, first).
         case listening
         /// A notification, in the order PostgreSQL delivered it.
-        case notification(PostgresNotification)
+        case notification(PGNotification)
         /// The connection was re-established after a drop: notifications may have been missed.
         case reconnected
     }
@@ -53,11 +53,11 @@ public final class PostgresListener: Sendable {
     private let stopped = Locked(false)
     /// The loop's thread ended (its connection closed), and who waits for it.
     private let ended = Locked<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-    private let configuration: PostgresConfiguration
+    private let configuration: PGConfiguration
     private let channels: [String]
     private let logger: Logger
     private let reconnectDelay: Duration
-    private let handles: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
+    private let handles: (@Sendable (PGNotification, ListenerSession) -> Bool)?
     private let idleCheck: IdleCheck
 
     /// When the listener checks that its server still answers: after `after` without a word from it, it sends an
@@ -85,8 +85,8 @@ public final class PostgresListener: Sendable {
     }
 
     private init(
-        configuration: PostgresConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration,
-        idleCheck: IdleCheck, handles: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
+        configuration: PGConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration,
+        idleCheck: IdleCheck, handles: (@Sendable (PGNotification, ListenerSession) -> Bool)?
     ) {
         (self.events, self.continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
         var configuration = configuration
@@ -107,12 +107,12 @@ public final class PostgresListener: Sendable {
     ///   - channels: channel names; each is quoted.
     ///   - reconnectDelay: the first retry delay after a drop; doubles up to two seconds.
     ///   - logger: receives reconnects and dropped connections; the password is never logged.
-    /// - Throws: ``PostgresError`` when the first connection or `LISTEN` fails.
+    /// - Throws: ``PGError`` when the first connection or `LISTEN` fails.
     public static func start(
-        configuration: PostgresConfiguration, channels: [String],
+        configuration: PGConfiguration, channels: [String],
         logger: Logger = Logger(label: "skyros.listener", factory: { _ in SwiftLogNoOpLogHandler() }),
         reconnectDelay: Duration = .milliseconds(50)
-    ) async throws -> PostgresListener {
+    ) async throws -> PGListener {
         try await self.start(configuration: configuration, channels: channels, logger: logger, reconnectDelay: reconnectDelay, handles: nil)
     }
 
@@ -122,10 +122,10 @@ public final class PostgresListener: Sendable {
     /// given (the listener's own connection, awake since it just delivered the notification); otherwise it
     /// must be quick and must not block: later notifications wait behind it.
     package static func start(
-        configuration: PostgresConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration = .milliseconds(50),
-        idleCheck: IdleCheck = .standard, handles: (@Sendable (PostgresNotification, ListenerSession) -> Bool)?
-    ) async throws -> PostgresListener {
-        let listener = PostgresListener(
+        configuration: PGConfiguration, channels: [String], logger: Logger, reconnectDelay: Duration = .milliseconds(50),
+        idleCheck: IdleCheck = .standard, handles: (@Sendable (PGNotification, ListenerSession) -> Bool)?
+    ) async throws -> PGListener {
+        let listener = PGListener(
             configuration: configuration, channels: channels, logger: logger, reconnectDelay: reconnectDelay,
             idleCheck: idleCheck, handles: handles)
         try await withCheckedThrowingContinuation { (ready: CheckedContinuation<Void, any Error>) in
@@ -170,17 +170,17 @@ public final class PostgresListener: Sendable {
     }
 
     /// A new connection with LISTEN active on every channel.
-    private func connect() -> Result<ListenerSession, PostgresError> {
+    private func connect() -> Result<ListenerSession, PGError> {
         do {
-            // Dates read through the listener's session decode as those of a ``Connection``: the session time
+            // Dates read through the listener's session decode as those of a ``PGConnection``: the session time
             // zone is set on both alike.
-            let session = try PostgresSession.open(self.configuration, statements: .listener)
+            let session = try PGSession.open(self.configuration, statements: .listener)
             for channel in self.channels {
                 _ = try session.execute("LISTEN \(quoteIdentifier(channel))")
             }
             return .success(ListenerSession(session))
         } catch {
-            return .failure(error as? PostgresError ?? PostgresError(kind: .server, message: "\(error)"))
+            return .failure(error as? PGError ?? PGError(kind: .server, message: "\(error)"))
         }
     }
 
@@ -211,7 +211,7 @@ public final class PostgresListener: Sendable {
                     self.logger.debug("listener reconnected")
                     self.continuation.yield(.reconnected)
                 case .failure(let error):
-                    self.logger.debug("listener reconnect failed", metadata: [PostgresLogKey.error: "\(error.message)"])
+                    self.logger.debug("listener reconnect failed", metadata: [PGLogKey.error: "\(error.message)"])
                     // In slices, so that a stop is not held up by the delay.
                     let until = clock.now.advanced(by: delay)
                     while !self.isStopped, clock.now < until { Thread.sleep(forTimeInterval: 0.02) }
@@ -243,12 +243,12 @@ public final class PostgresListener: Sendable {
     }
 }
 
-/// A ``PostgresListener``'s connection, lent to the handler that sees each notification on the listener's
+/// A ``PGListener``'s connection, lent to the handler that sees each notification on the listener's
 /// thread (one session per connection: a reconnect makes a new one). Not `Sendable`: it is only valid on that
 /// thread, during the call.
 package final class ListenerSession {
     /// The listener's libpq connection.
-    fileprivate let session: PostgresSession
+    fileprivate let session: PGSession
     /// How many notifications received with this one wait behind it: a handler that reads may leave the read
     /// out while they do, so a burst is not held up (notifications that arrive during a read are not counted).
     package fileprivate(set) var backlog = 0
@@ -258,21 +258,21 @@ package final class ListenerSession {
     /// holding a table's `ACCESS EXCLUSIVE` lock would otherwise stall the listener for as long).
     static let timeouts = "SET lock_timeout = '100ms'; SET statement_timeout = '1s'"
 
-    fileprivate init(_ session: PostgresSession) {
+    fileprivate init(_ session: PGSession) {
         self.session = session
     }
 
     /// The libpq options this connection was opened with (`PQconninfo`), passwords left out.
     package var connectionOptions: [String: String] { self.session.connectionOptions }
 
-    /// Runs one statement on the listener's connection and returns its rows, as ``Connection/query(_:)`` does
+    /// Runs one statement on the listener's connection and returns its rows, as ``PGConnection/query(_:)`` does
     /// (statements with parameters are prepared once per connection; one that a migration outdated is prepared
     /// again and run once more), within the ``timeouts`` set on the connection before its first read.
     /// Notifications that arrive meanwhile are kept by libpq and handled after the current one.
-    /// - Throws: ``PostgresError``; a failed connection is noticed (and re-established) by the listener's loop.
-    package func query(_ query: PostgresQuery) throws -> PostgresRows {
+    /// - Throws: ``PGError``; a failed connection is noticed (and re-established) by the listener's loop.
+    package func query(_ query: PGQuery) throws -> PGRows {
         if let encodingError = query.encodingError {
-            throw PostgresError(kind: .encoding, message: encodingError)
+            throw PGError(kind: .encoding, message: encodingError)
         }
         if !self.limited {
             _ = try self.session.execute(Self.timeouts)

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import Tracing
 
-/// Transaction isolation levels for ``Connection/withTransaction(isolation:_:)`` and the pool.
+/// Transaction isolation levels for ``PGConnection/withTransaction(isolation:_:)`` and the pool.
 public enum IsolationLevel: String, Sendable, Hashable {
     case readCommitted = "READ COMMITTED"
     case repeatableRead = "REPEATABLE READ"
@@ -17,7 +17,7 @@ public enum IsolationLevel: String, Sendable, Hashable {
 /// Cancelling the calling task cancels the running statement (`PQcancel`); the connection stays usable.
 ///
 /// ```swift
-/// let connection = try await Connection.connect(to: PostgresConfiguration(url: url), logger: logger)
+/// let connection = try await PGConnection.connect(to: PGConfiguration(url: url), logger: logger)
 /// let rows = try await connection.query("SELECT name FROM users WHERE id = \(42)")
 /// let name = try rows.first?.decode(String.self, at: 0)
 /// await connection.close()
@@ -30,7 +30,7 @@ public enum IsolationLevel: String, Sendable, Hashable {
 /// - ``copyFrom(table:columns:rows:)``
 /// - ``withTransaction(isolation:_:)``
 /// - ``rollback()``
-public actor Connection {
+public actor PGConnection {
     private let executor: ThreadExecutor
     public nonisolated var unownedExecutor: UnownedSerialExecutor { self.executor.asUnownedSerialExecutor() }
     /// The connection's thread, as a task executor (a task started on it runs there from its first step).
@@ -38,10 +38,10 @@ public actor Connection {
 
     /// A process-unique number for logs.
     public nonisolated let id: Int
-    public nonisolated let configuration: PostgresConfiguration
+    public nonisolated let configuration: PGConfiguration
     let logger: Logger
     /// The libpq connection, confined to this actor's thread; `nil` before it opened and after ``close()``.
-    private var session: PostgresSession?
+    private var session: PGSession?
     private var canceller: QueryCanceller?
     /// Whether named prepared statements are used (disable behind PgBouncer < 1.21 in transaction mode).
     private let usePreparedStatements: Bool
@@ -50,12 +50,12 @@ public actor Connection {
 
     private static let counter = IDCounter()
 
-    private init(configuration: PostgresConfiguration, logger: Logger, usePreparedStatements: Bool) {
+    private init(configuration: PGConfiguration, logger: Logger, usePreparedStatements: Bool) {
         self.id = Self.counter.next()
         self.executor = ThreadExecutor(name: "skyros-pg-\(self.id)")
         self.configuration = configuration
         var logger = logger
-        logger[metadataKey: PostgresLogKey.connectionID] = "\(self.id)"
+        logger[metadataKey: PGLogKey.connectionID] = "\(self.id)"
         self.logger = logger
         self.usePreparedStatements = usePreparedStatements
         self.spanTarget = StatementSpanTarget(configuration)
@@ -66,26 +66,26 @@ public actor Connection {
     ///   - configuration: where and how to connect; any libpq option.
     ///   - logger: receives connection events at debug level; the password is never logged.
     ///   - usePreparedStatements: cache named prepared statements (default `true`).
-    /// - Throws: ``PostgresError`` of kind `.connectionFailed`, `.authenticationFailed`, `.databaseNotFound`
+    /// - Throws: ``PGError`` of kind `.connectionFailed`, `.authenticationFailed`, `.databaseNotFound`
     ///   or `.invalidConfiguration`. The password never appears in it.
     public static func connect(
-        to configuration: PostgresConfiguration,
+        to configuration: PGConfiguration,
         logger: Logger = Logger(label: "skyros.postgres", factory: { _ in SwiftLogNoOpLogHandler() }),
         usePreparedStatements: Bool = true
-    ) async throws -> Connection {
-        let connection = Connection(
+    ) async throws -> PGConnection {
+        let connection = PGConnection(
             configuration: configuration, logger: logger, usePreparedStatements: usePreparedStatements)
         try await connection.open()
         return connection
     }
 
     private func open() throws {
-        let session: PostgresSession
+        let session: PGSession
         do {
-            session = try PostgresSession.open(self.configuration, statements: .connection(preparing: self.usePreparedStatements))
+            session = try PGSession.open(self.configuration, statements: .connection(preparing: self.usePreparedStatements))
         } catch {
-            let message = (error as? PostgresError)?.message ?? "\(error)"
-            self.logger.debug("connect failed", metadata: [PostgresLogKey.error: "\(message)"])
+            let message = (error as? PGError)?.message ?? "\(error)"
+            self.logger.debug("connect failed", metadata: [PGLogKey.error: "\(message)"])
             self.executor.shutdown()
             throw error
         }
@@ -94,8 +94,8 @@ public actor Connection {
         self.logger.debug(
             "connected",
             metadata: [
-                PostgresLogKey.host: "\(session.host)",
-                PostgresLogKey.database: "\(session.database)",
+                PGLogKey.host: "\(session.host)",
+                PGLogKey.database: "\(session.database)",
             ])
     }
 
@@ -123,8 +123,8 @@ public actor Connection {
     }
 
     /// The open session; `.connectionClosed` after ``close()``.
-    func openSession() throws -> PostgresSession {
-        guard let session else { throw PostgresError(kind: .connectionClosed, message: "the connection is closed") }
+    func openSession() throws -> PGSession {
+        guard let session else { throw PGError(kind: .connectionClosed, message: "the connection is closed") }
         return session
     }
 
@@ -133,15 +133,15 @@ public actor Connection {
     /// ```swift
     /// let rows = try await connection.query("SELECT id FROM users WHERE email = \(email)")
     /// ```
-    /// - Throws: ``PostgresError`` (server errors carry their SQLSTATE; `.encoding` for unsendable values;
+    /// - Throws: ``PGError`` (server errors carry their SQLSTATE; `.encoding` for unsendable values;
     ///   `.queryCancelled` when the task was cancelled).
     @discardableResult
-    public func query(_ query: PostgresQuery) async throws -> PostgresRows {
+    public func query(_ query: PGQuery) async throws -> PGRows {
         let session = try self.openSession()
         if let encodingError = query.encodingError {
-            throw PostgresError(kind: .encoding, message: encodingError)
+            throw PGError(kind: .encoding, message: encodingError)
         }
-        self.logger.debug("query", metadata: [PostgresLogKey.sql: "\(query.sql)"])
+        self.logger.debug("query", metadata: [PGLogKey.sql: "\(query.sql)"])
         guard let span = self.spanTarget.start(sql: query.sql) else {
             return try await self.cancellable { try session.run(query) }
         }
@@ -161,12 +161,12 @@ public actor Connection {
     /// try await connection.execute(script: "CREATE TABLE a (id int); CREATE TABLE b (id int);")
     /// ```
     @discardableResult
-    public func execute(script sql: String) async throws -> PostgresRows {
+    public func execute(script sql: String) async throws -> PGRows {
         let session = try self.openSession()
         if sql.utf8.contains(0) {
-            throw PostgresError(kind: .encoding, message: "statement text contains a NUL (0x00) character")
+            throw PGError(kind: .encoding, message: "statement text contains a NUL (0x00) character")
         }
-        self.logger.debug("script", metadata: [PostgresLogKey.sql: "\(sql)"])
+        self.logger.debug("script", metadata: [PGLogKey.sql: "\(sql)"])
         guard let span = self.spanTarget.start(sql: sql, text: false) else {
             return try await self.cancellable { try session.execute(script: sql) }
         }
@@ -182,7 +182,7 @@ public actor Connection {
     /// Runs `body` so that cancelling the current task sends `PQcancel` for the running statement.
     private func cancellable<R>(_ body: () throws -> R) async throws -> R {
         guard let canceller = self.canceller else {
-            throw PostgresError(kind: .connectionClosed, message: "the connection is closed")
+            throw PGError(kind: .connectionClosed, message: "the connection is closed")
         }
         canceller.begin()
         defer { canceller.end() }
@@ -197,7 +197,7 @@ public actor Connection {
 
     private func runUnlessCancelled<R>(_ body: () throws -> R) throws -> R {
         if Task.isCancelled {
-            throw PostgresError(kind: .queryCancelled, message: "the task was cancelled before the statement ran")
+            throw PGError(kind: .queryCancelled, message: "the task was cancelled before the statement ran")
         }
         return try body()
     }
@@ -214,7 +214,7 @@ public actor Connection {
     @discardableResult
     public nonisolated func withTransaction<R>(
         isolation: IsolationLevel? = nil,
-        _ body: (Connection) async throws -> R
+        _ body: (PGConnection) async throws -> R
     ) async throws -> R {
         if let isolation {
             try await self.execute(script: "BEGIN ISOLATION LEVEL \(isolation.rawValue)")
@@ -237,7 +237,7 @@ public actor Connection {
     ///
     /// Cleanup must not be skipped, so unlike ``execute(script:)`` this runs even when the calling task is
     /// cancelled, and cancelling the task does not cancel it. ``withTransaction(isolation:_:)`` and
-    /// ``ConnectionPool/release(_:)`` use it; use it after your own `BEGIN`:
+    /// ``PGConnectionPool/release(_:)`` use it; use it after your own `BEGIN`:
     ///
     /// ```swift
     /// try await connection.execute(script: "BEGIN")
@@ -249,22 +249,22 @@ public actor Connection {
     ///     throw error
     /// }
     /// ```
-    /// - Throws: ``PostgresError``: `.connectionClosed` after ``close()``, `.connectionLost` when the connection
+    /// - Throws: ``PGError``: `.connectionClosed` after ``close()``, `.connectionLost` when the connection
     ///   broke, or the server's error.
     public func rollback() throws {
         let session = try self.openSession()
         guard !session.isIdle else { return }
-        self.logger.debug("script", metadata: [PostgresLogKey.sql: "ROLLBACK"])
+        self.logger.debug("script", metadata: [PGLogKey.sql: "ROLLBACK"])
         _ = try session.execute("ROLLBACK")
     }
 
     /// Runs a statement that undoes session state (releases an advisory lock, resets a setting) even when the
     /// calling task is cancelled, and without cancelling it: like ``rollback()``, cleanup must not be skipped.
     /// The migrator releases its lock this way.
-    package func cleanUp(_ query: PostgresQuery) throws -> PostgresRows {
+    package func cleanUp(_ query: PGQuery) throws -> PGRows {
         let session = try self.openSession()
-        if let encodingError = query.encodingError { throw PostgresError(kind: .encoding, message: encodingError) }
-        self.logger.debug("query", metadata: [PostgresLogKey.sql: "\(query.sql)"])
+        if let encodingError = query.encodingError { throw PGError(kind: .encoding, message: encodingError) }
+        self.logger.debug("query", metadata: [PGLogKey.sql: "\(query.sql)"])
         return try session.run(query)
     }
 
@@ -278,7 +278,7 @@ public actor Connection {
                 try self.rollback()
             } catch {
                 self.logger.debug(
-                    "could not roll back a transaction left open", metadata: [PostgresLogKey.error: "\(error)"])
+                    "could not roll back a transaction left open", metadata: [PGLogKey.error: "\(error)"])
             }
         }
         return session.isConnected && session.isIdle
@@ -287,7 +287,7 @@ public actor Connection {
     /// Runs `body` with this connection's thread as the task's preferred executor, so a sequence of
     /// statements and the code between them run on one thread without hopping between threads.
     ///
-    /// ``ConnectionPool/withConnection(_:)`` does this for you. The thread is dedicated to this connection,
+    /// ``PGConnectionPool/withConnection(_:)`` does this for you. The thread is dedicated to this connection,
     /// so blocking work inside `body` never stalls Swift's cooperative pool (it only delays this connection).
     ///
     /// ```swift
@@ -319,13 +319,13 @@ public actor Connection {
     // MARK: Internals shared with pipeline and COPY
 
     /// Runs `body` with the connection's session, on its thread; cancelling the task cancels the statement.
-    func withSession<R>(_ body: (PostgresSession) throws -> R) async throws -> R {
+    func withSession<R>(_ body: (PGSession) throws -> R) async throws -> R {
         let session = try self.openSession()
         return try await self.cancellable { try body(session) }
     }
 
 
-    /// Whether the next reply will be busy-polled for first (for tests of ``PostgresConfiguration/busyPoll``).
+    /// Whether the next reply will be busy-polled for first (for tests of ``PGConfiguration/busyPoll``).
     package var busyPollsNextReply: Bool { self.session?.replyWait.pollsNext ?? false }
     /// How many connection threads may busy-poll at once, and the most that ever did (for tests).
     package static var busyPollers: (limit: Int, peak: Int) { (ReplyWait.maximumPollers, ReplyWait.peakConcurrentPollers) }
@@ -343,7 +343,7 @@ public actor Connection {
 }
 
 /// Metadata keys used in log records.
-public enum PostgresLogKey {
+public enum PGLogKey {
     public static let connectionID = "skyros.connection.id"
     public static let sql = "skyros.sql"
     public static let host = "skyros.host"

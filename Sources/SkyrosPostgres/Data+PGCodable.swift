@@ -2,9 +2,9 @@ import Foundation
 
 private let hexDigits = Array("0123456789abcdef".utf8)
 
-extension Data: PostgresArrayElement {
-    public static var postgresType: PostgresType { .bytea }
-    public static var postgresArrayType: PostgresType { .byteaArray }
+extension Data: PGArrayElement {
+    public static var postgresType: PGType { .bytea }
+    public static var postgresArrayType: PGType { .byteaArray }
     public func postgresText() throws -> String? {
         var out = [UInt8]()
         out.reserveCapacity(2 + self.count * 2)
@@ -16,7 +16,7 @@ extension Data: PostgresArrayElement {
         }
         return String(decoding: out, as: UTF8.self)
     }
-    public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+    public init(postgresText bytes: ArraySlice<UInt8>, type: PGType) throws {
         guard type == .bytea || type == .unknown else { throw typeMismatch(Data.self, type) }
         guard bytes.count >= 2, bytes[bytes.startIndex] == UInt8(ascii: "\\"),
             bytes[bytes.startIndex + 1] == UInt8(ascii: "x"), bytes.count % 2 == 0

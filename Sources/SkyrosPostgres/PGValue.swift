@@ -5,28 +5,28 @@ import Foundation
 /// Values are always sent as bound parameters (`$1`, `$2`, …), never spliced into statement text.
 ///
 /// ```swift
-/// let value = try PostgresValue(42)          // int8 "42"
-/// let null = PostgresValue.null              // NULL
+/// let value = try PGValue(42)          // int8 "42"
+/// let null = PGValue.null              // NULL
 /// ```
-public struct PostgresValue: Sendable, Hashable, CustomStringConvertible {
+public struct PGValue: Sendable, Hashable, CustomStringConvertible {
     /// The parameter type sent to the server (`.unspecified` lets the server infer it).
-    public var type: PostgresType
+    public var type: PGType
     /// The text-format representation, or `nil` for NULL.
     public var text: String?
 
-    public init(type: PostgresType, text: String?) {
+    public init(type: PGType, text: String?) {
         self.type = type
         self.text = text
     }
 
     /// Encodes a Swift value.
-    /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/encoding`` (for example text with a NUL).
-    public init<T: PostgresEncodable>(_ value: T) throws {
+    /// - Throws: ``PGError`` of kind ``PGError/Kind/encoding`` (for example text with a NUL).
+    public init<T: PGEncodable>(_ value: T) throws {
         self.type = T.postgresType
         self.text = try value.postgresText()
     }
 
-    public static let null = PostgresValue(type: .unspecified, text: nil)
+    public static let null = PGValue(type: .unspecified, text: nil)
 
     public var isNull: Bool { self.text == nil }
 
@@ -34,7 +34,7 @@ public struct PostgresValue: Sendable, Hashable, CustomStringConvertible {
     public var description: String { self.text == nil ? "NULL" : "<\(self.type) value>" }
 }
 
-extension PostgresValue: PostgresEncodable {
-    public static var postgresType: PostgresType { .unspecified }
+extension PGValue: PGEncodable {
+    public static var postgresType: PGType { .unspecified }
     public func postgresText() throws -> String? { self.text }
 }

@@ -1,7 +1,7 @@
 import Foundation
 
-extension Array: PostgresEncodable where Element: PostgresArrayElement {
-    public static var postgresType: PostgresType { Element.postgresArrayType }
+extension Array: PGEncodable where Element: PGArrayElement {
+    public static var postgresType: PGType { Element.postgresArrayType }
 
     /// The array literal `{…}` with every element quoted and NULL for nil elements.
     public func postgresText() throws -> String? {
@@ -30,8 +30,8 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
     }
 }
 
-extension Array: PostgresDecodable where Element: PostgresArrayElement {
-    public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+extension Array: PGDecodable where Element: PGArrayElement {
+    public init(postgresText bytes: ArraySlice<UInt8>, type: PGType) throws {
         guard type.isArray || type == .unknown || type == .text else { throw typeMismatch(Self.self, type) }
         let elementType = PostgresArrayCoding.elementType(of: type)
         var result: [Element] = []
@@ -47,7 +47,7 @@ extension Array: PostgresDecodable where Element: PostgresArrayElement {
 }
 
 enum PostgresArrayCoding {
-    static func elementType(of arrayType: PostgresType) -> PostgresType {
+    static func elementType(of arrayType: PGType) -> PGType {
         switch arrayType {
         case .boolArray: return .bool
         case .byteaArray: return .bytea
@@ -76,19 +76,19 @@ enum PostgresArrayCoding {
         // Skip an explicit bounds decoration such as "[0:2]=".
         if index < end, bytes[index] == UInt8(ascii: "[") {
             guard let equals = bytes[index...].firstIndex(of: UInt8(ascii: "=")) else {
-                throw PostgresError(kind: .decoding, message: "malformed array literal")
+                throw PGError(kind: .decoding, message: "malformed array literal")
             }
             index = equals + 1
         }
         guard index < end, bytes[index] == UInt8(ascii: "{"), bytes[end - 1] == UInt8(ascii: "}") else {
-            throw PostgresError(kind: .decoding, message: "malformed array literal")
+            throw PGError(kind: .decoding, message: "malformed array literal")
         }
         index += 1
         let close = end - 1
         if index == close { return }
         while index <= close {
             if bytes[index] == UInt8(ascii: "{") {
-                throw PostgresError(kind: .decoding, message: "multi-dimensional arrays are not supported")
+                throw PGError(kind: .decoding, message: "multi-dimensional arrays are not supported")
             }
             if bytes[index] == UInt8(ascii: "\"") {
                 index += 1

@@ -1,21 +1,21 @@
 /// A SQL statement and its bound parameters. Interpolated values become `$n` parameters, never text.
 ///
 /// ```swift
-/// let query: PostgresQuery = "SELECT * FROM \(identifier: table) WHERE id = \(id) AND name = \(name)"
+/// let query: PGQuery = "SELECT * FROM \(identifier: table) WHERE id = \(id) AND name = \(name)"
 /// // sql: SELECT * FROM "users" WHERE id = $1 AND name = $2, binds: [id, name]
 /// ```
 ///
 /// Raw text can only be added explicitly with `\(unsafeRaw:)` or ``init(unsafeSQL:binds:)``.
-public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolation, CustomStringConvertible {
+public struct PGQuery: Sendable, Hashable, ExpressibleByStringInterpolation, CustomStringConvertible {
     /// The statement text with `$1`, `$2`, … placeholders.
     public var sql: String
     /// The parameter values, in placeholder order.
-    public var binds: [PostgresValue]
+    public var binds: [PGValue]
     /// An interpolated value that failed to encode; reported when the query runs.
     var encodingError: String?
 
     /// A statement whose text is trusted and whose values are given separately.
-    public init(unsafeSQL sql: String, binds: [PostgresValue] = []) {
+    public init(unsafeSQL sql: String, binds: [PGValue] = []) {
         self.sql = sql
         self.binds = binds
     }
@@ -36,7 +36,7 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
 
     public struct StringInterpolation: StringInterpolationProtocol {
         var sql = ""
-        var binds: [PostgresValue] = []
+        var binds: [PGValue] = []
         /// The first encoding error, reported when the query runs.
         var error: String?
 
@@ -48,12 +48,12 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
         public mutating func appendLiteral(_ literal: String) { self.sql += literal }
 
         /// Binds a value as the next `$n` parameter.
-        public mutating func appendInterpolation<T: PostgresEncodable>(_ value: T) {
+        public mutating func appendInterpolation<T: PGEncodable>(_ value: T) {
             do {
-                self.binds.append(try PostgresValue(value))
+                self.binds.append(try PGValue(value))
             } catch {
-                self.binds.append(PostgresValue(type: T.postgresType, text: nil))
-                if self.error == nil { self.error = "parameter $\(self.binds.count): \((error as? PostgresError)?.message ?? "\(error)")" }
+                self.binds.append(PGValue(type: T.postgresType, text: nil))
+                if self.error == nil { self.error = "parameter $\(self.binds.count): \((error as? PGError)?.message ?? "\(error)")" }
             }
             self.sql += "$\(self.binds.count)"
         }
@@ -73,7 +73,7 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
     }
 
     /// Appends another query, renumbering its placeholders.
-    public mutating func append(_ other: PostgresQuery) {
+    public mutating func append(_ other: PGQuery) {
         if other.binds.isEmpty {
             self.sql += other.sql
             return

@@ -1,11 +1,11 @@
 import CLibPQ
 
-/// Connection settings: a `postgres://` URL or keyword conninfo, parsed by libpq itself so every libpq
+/// PGConnection settings: a `postgres://` URL or keyword conninfo, parsed by libpq itself so every libpq
 /// option (`sslmode`, `sslrootcert`, `target_session_attrs`, multi-host lists, …) passes through.
 ///
 /// ```swift
-/// let config = try PostgresConfiguration(url: "postgres://app:secret@db:5432/app?sslmode=verify-full")
-/// let config2 = try PostgresConfiguration(conninfo: "host=a,b port=5432 dbname=app target_session_attrs=read-write")
+/// let config = try PGConfiguration(url: "postgres://app:secret@db:5432/app?sslmode=verify-full")
+/// let config2 = try PGConfiguration(conninfo: "host=a,b port=5432 dbname=app target_session_attrs=read-write")
 /// ```
 ///
 /// `description` never contains a password: the value of every keyword whose name contains `password` (such as
@@ -15,13 +15,13 @@ import CLibPQ
 /// `%` → `%25`, a space → `%20`): otherwise libpq splits it elsewhere than meant, and pieces of the password
 /// would land in the host or the database. A URL whose user information holds an unencoded `@` or `/`, a space
 /// or a bad `%` escape, and a conninfo string whose unquoted password runs into other words, are rejected
-/// with ``PostgresError/Kind/invalidConfiguration`` and a message that quotes no part of them.
+/// with ``PGError/Kind/invalidConfiguration`` and a message that quotes no part of them.
 ///
 /// ```swift
 /// // The password is p@ss/word.
-/// let config3 = try PostgresConfiguration(url: "postgres://app:p%40ss%2Fword@db:5432/app")
+/// let config3 = try PGConfiguration(url: "postgres://app:p%40ss%2Fword@db:5432/app")
 /// ```
-public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible {
+public struct PGConfiguration: Sendable, Hashable, CustomStringConvertible {
     /// The libpq keyword/value pairs, in libpq's order; only the options that were set.
     public private(set) var options: [Option]
 
@@ -41,7 +41,7 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     /// matters more than latency.
     ///
     /// ```swift
-    /// var config = try PostgresConfiguration(url: url)
+    /// var config = try PGConfiguration(url: url)
     /// config.busyPoll = .zero   // remote database: never poll
     /// ```
     public var busyPoll: Duration = .microseconds(100)
@@ -57,11 +57,11 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     /// rejects startup options but keeps a `TimeZone` set this way for its client.
     ///
     /// ```swift
-    /// var config = try PostgresConfiguration(url: url)
+    /// var config = try PGConfiguration(url: url)
     /// config.sessionTimeZone = nil   // keep the server's zone (timestamp and date columns then shift)
     /// ```
     ///
-    /// A name PostgreSQL does not know makes connecting fail with ``PostgresError/Kind/invalidConfiguration``.
+    /// A name PostgreSQL does not know makes connecting fail with ``PGError/Kind/invalidConfiguration``.
     public var sessionTimeZone: String? = "UTC"
 
     /// How long opening one connection may take (libpq's `connect_timeout`) when the URL or conninfo sets no
@@ -74,7 +74,7 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     /// the URL or conninfo wins over this value.
     ///
     /// ```swift
-    /// var config = try PostgresConfiguration(url: "postgres://app:secret@db:5432/app")
+    /// var config = try PGConfiguration(url: "postgres://app:secret@db:5432/app")
     /// config.connectTimeout = .seconds(3)    // fail fast within one data center
     /// ```
     public var connectTimeout: Duration? = .seconds(10)
@@ -101,14 +101,14 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     }
 
     /// Parses a `postgres://` / `postgresql://` URL or a keyword conninfo string.
-    /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/invalidConfiguration``; the message never
+    /// - Throws: ``PGError`` of kind ``PGError/Kind/invalidConfiguration``; the message never
     ///   contains the password.
     public init(url: String) throws {
         try self.init(conninfo: url)
     }
 
     /// Parses a keyword conninfo string (`host=… port=… dbname=…`) or a URL.
-    /// - Throws: ``PostgresError`` of kind ``PostgresError/Kind/invalidConfiguration``; the message never
+    /// - Throws: ``PGError`` of kind ``PGError/Kind/invalidConfiguration``; the message never
     ///   contains the password, nor a piece of it.
     public init(conninfo: String) throws {
         try Self.checkPasswordSyntax(conninfo)
@@ -123,7 +123,7 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
                     .trimmingCharacters(in: .whitespacesAndNewlines)
                 PQfreemem(errorMessage)
             }
-            throw PostgresError(kind: .invalidConfiguration, message: message)
+            throw PGError(kind: .invalidConfiguration, message: message)
         }
         defer { PQconninfoFree(parsed) }
         var options: [Option] = []
@@ -149,7 +149,7 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
         if let ports = self["port"] {
             for port in ports.split(separator: ",", omittingEmptySubsequences: false) {
                 guard port.isEmpty || (Int(port).map { (1...65_535).contains($0) } ?? false) else {
-                    throw PostgresError(
+                    throw PGError(
                         kind: .invalidConfiguration,
                         message: Self.redact("invalid port \"\(port)\": expected a number from 1 to 65535", secrets: candidates))
                 }
@@ -157,7 +157,7 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
         }
         for keyword in ["connect_timeout", "keepalives_idle", "keepalives_interval", "keepalives_count"] {
             if let value = self[keyword], Int(value) == nil {
-                throw PostgresError(
+                throw PGError(
                     kind: .invalidConfiguration,
                     message: Self.redact("invalid \(keyword) \"\(value)\": expected an integer", secrets: candidates))
             }
@@ -198,7 +198,7 @@ public struct PostgresConfiguration: Sendable, Hashable, CustomStringConvertible
     var password: String? { self["password"] }
 
     /// A copy connecting to another database on the same server.
-    public func withDatabase(_ name: String) -> PostgresConfiguration {
+    public func withDatabase(_ name: String) -> PGConfiguration {
         var copy = self
         copy["dbname"] = name
         return copy

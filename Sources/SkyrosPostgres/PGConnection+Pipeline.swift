@@ -2,15 +2,15 @@ import CLibPQ
 import Foundation
 import Tracing
 
-extension Connection {
+extension PGConnection {
     /// Sends many statements in libpq pipeline mode: one round trip, one sync, results in order.
     ///
     /// The statements run in one implicit transaction unless they contain their own `BEGIN`/`COMMIT`: if one
     /// fails, PostgreSQL aborts the rest up to the sync, nothing commits, and the thrown error's
-    /// ``PostgresError/statementIndex`` names the failing statement. When they all succeed but the commit at the
+    /// ``PGError/statementIndex`` names the failing statement. When they all succeed but the commit at the
     /// sync fails (a deferred constraint), the error has no statement index. A statement that cannot be sent (a
     /// value that does not encode, a NUL character in its text or a parameter, more than 65535 parameters) fails
-    /// the pipeline with ``PostgresError/Kind/encoding`` and its index before anything is sent; should sending
+    /// the pipeline with ``PGError/Kind/encoding`` and its index before anything is sent; should sending
     /// still fail part way, the statements already sent never commit: the pipeline fails as if that statement had
     /// failed on the server (a transaction left open is left failed, for its owner to roll back). Statements with
     /// parameters use this
@@ -21,17 +21,17 @@ extension Connection {
     /// fails this once with SQLSTATE 26000.
     ///
     /// ```swift
-    /// let inserts = (0..<10_000).map { i -> PostgresQuery in "INSERT INTO t (n) VALUES (\(i))" }
+    /// let inserts = (0..<10_000).map { i -> PGQuery in "INSERT INTO t (n) VALUES (\(i))" }
     /// try await connection.pipeline(inserts)
     /// ```
-    /// - Returns: one ``PostgresRows`` per statement.
+    /// - Returns: one ``PGRows`` per statement.
     @discardableResult
-    public func pipeline(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
+    public func pipeline(_ queries: [PGQuery]) async throws -> [PGRows] {
         // Checked before pipeline mode is entered: a statement found unsendable half way would leave the ones
         // before it sent.
         for (i, query) in queries.enumerated() {
             if let reason = LibPQ.unsendableReason(query) {
-                throw PostgresError(kind: .encoding, message: reason, statementIndex: i)
+                throw PGError(kind: .encoding, message: reason, statementIndex: i)
             }
         }
         return try await self.pipelineWithoutChecking(queries)
@@ -39,7 +39,7 @@ extension Connection {
 
     /// ``pipeline(_:)`` without checking first that every statement can be sent: for tests of what happens when
     /// sending fails part way (the statements sent before are rolled back).
-    package func pipelineWithoutChecking(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
+    package func pipelineWithoutChecking(_ queries: [PGQuery]) async throws -> [PGRows] {
         if queries.isEmpty { return [] }
         self.logger.debug("pipeline", metadata: ["skyros.pipeline.count": "\(queries.count)"])
         guard let span = self.spanTarget.start(
@@ -55,16 +55,16 @@ extension Connection {
     }
 
     /// OpenTelemetry's name for a batch: `BATCH INSERT` when every statement is an insert, else `BATCH`.
-    static func batchOperationName(_ queries: [PostgresQuery]) -> String {
+    static func batchOperationName(_ queries: [PGQuery]) -> String {
         let first = StatementSpanTarget.operationName(of: queries[0].sql)
         return queries.dropFirst().allSatisfy { StatementSpanTarget.operationName(of: $0.sql) == first } ? "BATCH \(first)" : "BATCH"
     }
 
-    private func pipelineRetryingStale(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
+    private func pipelineRetryingStale(_ queries: [PGQuery]) async throws -> [PGRows] {
         let inTransaction = self.isInTransaction
         do {
             return try await self.pipelineOnce(queries)
-        } catch let error as PostgresError
+        } catch let error as PGError
             where error.sqlState == .invalidSQLStatementName && error.statementIndex == 0 && !inTransaction
             && !self.isInTransaction
         {
@@ -74,7 +74,7 @@ extension Connection {
         }
     }
 
-    private func pipelineOnce(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
+    private func pipelineOnce(_ queries: [PGQuery]) async throws -> [PGRows] {
         let session = try self.openSession()
         let steps = session.pipelineSteps(for: queries)
         var prepared: [Int] = []
@@ -88,12 +88,12 @@ extension Connection {
                 session.deallocateStaleStatements()
                 return try Self.runPipeline(queries, steps: steps, on: session, prepared: &prepared)
             }
-        } catch let error as PostgresError where error.sqlState == .featureNotSupported {
+        } catch let error as PGError where error.sqlState == .featureNotSupported {
             // A cached statement whose table changed since it was prepared ("cached plan must not change result
             // type"): forget it, so the next pipeline prepares it again (this one's transaction is aborted).
             if let index = error.statementIndex, case .prepared = steps[index] { session.forgetPrepared(queries[index].sql) }
             throw error
-        } catch let error as PostgresError where error.sqlState == .invalidSQLStatementName {
+        } catch let error as PGError where error.sqlState == .invalidSQLStatementName {
             // A cached statement is gone (`DEALLOCATE ALL`, `DISCARD ALL`), and likely every other one with it:
             // forget all those this pipeline used (the ones still allocated are deallocated before the next
             // statement), so the next pipeline prepares them again instead of failing on each in turn.
@@ -112,8 +112,8 @@ extension Connection {
         "DO $$BEGIN RAISE EXCEPTION 'skyros: a pipeline statement could not be sent; the pipeline is rolled back'; END$$"
 
     private static func runPipeline(
-        _ queries: [PostgresQuery], steps: [PipelineStep], on session: PostgresSession, prepared: inout [Int]
-    ) throws -> [PostgresRows] {
+        _ queries: [PGQuery], steps: [PipelineStep], on session: PGSession, prepared: inout [Int]
+    ) throws -> [PGRows] {
         let connection = session.handle
         guard PQenterPipelineMode(connection) == 1 else {
             throw LibPQ.error(result: nil, connection: connection)
@@ -208,7 +208,7 @@ extension Connection {
                         return PQsendQueryPrepared(connection, name, count, values, nil, nil, 0)
                     }
                 }
-            } catch var error as PostgresError {
+            } catch var error as PGError {
                 error.statementIndex = index
                 throw error
             }
@@ -260,12 +260,12 @@ private struct PipelineReader {
     /// Per item, in order: whether it is a `Prepare` (its result is not one of the statements' results).
     private(set) var prepareItems: [Bool]
     var item = 0
-    var results: [PostgresRows] = []
+    var results: [PGRows] = []
     /// The indices of the statements whose `Prepare` succeeded.
     var prepared: [Int] = []
-    var current: PostgresRows?
-    var currentError: PostgresError?
-    var failure: PostgresError?
+    var current: PGRows?
+    var currentError: PGError?
+    var failure: PGError?
     var finished = false
     /// A result was taken since the last NULL (each item ends with one NULL after its results).
     var tookResult = false
@@ -290,7 +290,7 @@ private struct PipelineReader {
         }
         do {
             self.current = try LibPQ.consume(result, connection: connection)
-        } catch var error as PostgresError {
+        } catch var error as PGError {
             if self.failure == nil, error.kind != .pipelineAborted {
                 // After every statement's result: the implicit transaction's commit failed (a deferred constraint).
                 error.statementIndex = self.item < self.prepareItems.count ? self.results.count : nil
@@ -322,7 +322,7 @@ private struct PipelineReader {
         }
         self.results.append(
             self.current
-                ?? PostgresRows(columns: [], commandTag: "", affectedRows: 0, storage: [], cells: [], rowCount: 0))
+                ?? PGRows(columns: [], commandTag: "", affectedRows: 0, storage: [], cells: [], rowCount: 0))
         self.current = nil
         self.currentError = nil
         return true

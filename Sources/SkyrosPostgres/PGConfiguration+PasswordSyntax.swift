@@ -6,7 +6,7 @@
 /// whole in its error. In a conninfo string, an unquoted value ends at the first space, so the rest of a password
 /// holding spaces becomes the next keyword, quoted in libpq's error. Each of these is rejected here, before
 /// libpq parses the text, with a message that quotes none of it.
-extension PostgresConfiguration {
+extension PGConfiguration {
     /// libpq's URL prefixes (matched as libpq does, case-sensitively).
     static let urlPrefixes = ["postgresql://", "postgres://"]
 
@@ -16,7 +16,7 @@ extension PostgresConfiguration {
         + "'%' as %25, a space as %20 (for example postgres://app:p%40ss%2Fword@db:5432/app for the password "
         + "p@ss/word)"
 
-    /// Throws ``PostgresError/Kind/invalidConfiguration`` when the password of `conninfo` (a URL or keyword
+    /// Throws ``PGError/Kind/invalidConfiguration`` when the password of `conninfo` (a URL or keyword
     /// conninfo) is written so that libpq would split it or quote it; the message names the problem, never
     /// the text.
     static func checkPasswordSyntax(_ conninfo: String) throws {
@@ -59,8 +59,8 @@ extension PostgresConfiguration {
         }
     }
 
-    private static func malformedURL(_ problem: String) -> PostgresError {
-        PostgresError(kind: .invalidConfiguration, message: "malformed PostgreSQL URL: \(problem); \(self.percentEncodingAdvice)")
+    private static func malformedURL(_ problem: String) -> PGError {
+        PGError(kind: .invalidConfiguration, message: "malformed PostgreSQL URL: \(problem); \(self.percentEncodingAdvice)")
     }
 
     /// Whether every `%` is followed by two hexadecimal digits that are not `00` (libpq's rule).
@@ -82,7 +82,7 @@ extension PostgresConfiguration {
             let next = index + 1
             let runsOn = next < pairs.count ? !self.libpqKeywords.contains(pairs[next].keyword) : !complete
             if runsOn {
-                throw PostgresError(
+                throw PGError(
                     kind: .invalidConfiguration,
                     message: "malformed connection string: the unquoted value of \(pair.keyword) is followed by words that "
                         + "are not a keyword=value pair, so the password likely holds a space; quote it: "

@@ -25,7 +25,7 @@ func parseInteger(_ bytes: ArraySlice<UInt8>) -> Int64? {
 }
 
 /// Whether integers decode from a column of `type` (a `switch`, not a `Set` lookup: it runs for every cell).
-private func isIntegerType(_ type: PostgresType) -> Bool {
+private func isIntegerType(_ type: PGType) -> Bool {
     switch type {
     case .int8, .int4, .int2, .oid, .xid, .unknown, .text: true
     default: false
@@ -35,7 +35,7 @@ private func isIntegerType(_ type: PostgresType) -> Bool {
 extension FixedWidthInteger {
     /// Decodes a column of an integer `type` (or text) whose value fits this integer type.
     @inline(__always)
-    fileprivate init(postgresInteger bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+    fileprivate init(postgresInteger bytes: ArraySlice<UInt8>, type: PGType) throws {
         guard isIntegerType(type) else { throw typeMismatch(Self.self, type) }
         guard let value = parseInteger(bytes), let exact = Self(exactly: value) else {
             throw decodingError(Self.self, type, bytes)
@@ -44,38 +44,38 @@ extension FixedWidthInteger {
     }
 }
 
-extension Int: PostgresArrayElement {
-    public static var postgresType: PostgresType { .int8 }
-    public static var postgresArrayType: PostgresType { .int8Array }
+extension Int: PGArrayElement {
+    public static var postgresType: PGType { .int8 }
+    public static var postgresArrayType: PGType { .int8Array }
     public func postgresText() throws -> String? { String(self) }
-    public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+    public init(postgresText bytes: ArraySlice<UInt8>, type: PGType) throws {
         try self.init(postgresInteger: bytes, type: type)
     }
 }
 
-extension Int64: PostgresArrayElement {
-    public static var postgresType: PostgresType { .int8 }
-    public static var postgresArrayType: PostgresType { .int8Array }
+extension Int64: PGArrayElement {
+    public static var postgresType: PGType { .int8 }
+    public static var postgresArrayType: PGType { .int8Array }
     public func postgresText() throws -> String? { String(self) }
-    public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+    public init(postgresText bytes: ArraySlice<UInt8>, type: PGType) throws {
         try self.init(postgresInteger: bytes, type: type)
     }
 }
 
-extension Int32: PostgresArrayElement {
-    public static var postgresType: PostgresType { .int4 }
-    public static var postgresArrayType: PostgresType { .int4Array }
+extension Int32: PGArrayElement {
+    public static var postgresType: PGType { .int4 }
+    public static var postgresArrayType: PGType { .int4Array }
     public func postgresText() throws -> String? { String(self) }
-    public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+    public init(postgresText bytes: ArraySlice<UInt8>, type: PGType) throws {
         try self.init(postgresInteger: bytes, type: type)
     }
 }
 
-extension Int16: PostgresArrayElement {
-    public static var postgresType: PostgresType { .int2 }
-    public static var postgresArrayType: PostgresType { .int2Array }
+extension Int16: PGArrayElement {
+    public static var postgresType: PGType { .int2 }
+    public static var postgresArrayType: PGType { .int2Array }
     public func postgresText() throws -> String? { String(self) }
-    public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+    public init(postgresText bytes: ArraySlice<UInt8>, type: PGType) throws {
         try self.init(postgresInteger: bytes, type: type)
     }
 }

@@ -1,9 +1,9 @@
-extension String: PostgresArrayElement {
-    public static var postgresType: PostgresType { .text }
-    public static var postgresArrayType: PostgresType { .textArray }
+extension String: PGArrayElement {
+    public static var postgresType: PGType { .text }
+    public static var postgresArrayType: PGType { .textArray }
     public func postgresText() throws -> String? {
         if self.utf8.contains(0) {
-            throw PostgresError(
+            throw PGError(
                 kind: .encoding,
                 message: "text value contains a NUL (0x00) character, which PostgreSQL text cannot store; use bytea"
             )
@@ -11,7 +11,7 @@ extension String: PostgresArrayElement {
         return self
     }
     /// Any column decodes as `String` (its text representation).
-    public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+    public init(postgresText bytes: ArraySlice<UInt8>, type: PGType) throws {
         self = String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -1,12 +1,12 @@
 import CLibPQ
 import Foundation
 
-extension Connection {
+extension PGConnection {
     /// Bulk-inserts rows with `COPY … FROM STDIN` (text format).
     ///
     /// ```swift
     /// try await connection.copyFrom(table: ["public", "events"], columns: ["id", "name"],
-    ///                               rows: [[try PostgresValue(1), try PostgresValue("a")]])
+    ///                               rows: [[try PGValue(1), try PGValue("a")]])
     /// ```
     /// - Parameters:
     ///   - table: the table name, optionally schema-qualified (`["schema", "table"]`); each part is quoted.
@@ -14,17 +14,17 @@ extension Connection {
     ///   - rows: one array of values per row, in column order.
     /// - Returns: the number of rows copied.
     @discardableResult
-    public func copyFrom(table: [String], columns: [String], rows: [[PostgresValue]]) async throws -> Int {
+    public func copyFrom(table: [String], columns: [String], rows: [[PGValue]]) async throws -> Int {
         let sql =
             "COPY \(table.map(quoteIdentifier).joined(separator: ".")) (\(columns.map(quoteIdentifier).joined(separator: ", "))) FROM STDIN"
-        self.logger.debug("copy", metadata: [PostgresLogKey.sql: "\(sql)", "skyros.copy.rows": "\(rows.count)"])
+        self.logger.debug("copy", metadata: [PGLogKey.sql: "\(sql)", "skyros.copy.rows": "\(rows.count)"])
         // Encode before starting COPY so a bad value fails without touching the server.
         var chunks: [[UInt8]] = []
         var chunk: [UInt8] = []
         chunk.reserveCapacity(1 << 16)
         for (r, row) in rows.enumerated() {
             guard row.count == columns.count else {
-                throw PostgresError(kind: .encoding, message: "row \(r) has \(row.count) values for \(columns.count) columns")
+                throw PGError(kind: .encoding, message: "row \(r) has \(row.count) values for \(columns.count) columns")
             }
             for (c, value) in row.enumerated() {
                 if c > 0 { chunk.append(UInt8(ascii: "\t")) }
@@ -36,7 +36,7 @@ extension Connection {
                 for byte in text.utf8 {
                     switch byte {
                     case 0:
-                        throw PostgresError(kind: .encoding, message: "row \(r), column \"\(columns[c])\" contains a NUL (0x00) character")
+                        throw PGError(kind: .encoding, message: "row \(r), column \"\(columns[c])\" contains a NUL (0x00) character")
                     case UInt8(ascii: "\\"): chunk += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
                     case UInt8(ascii: "\n"): chunk += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
                     case UInt8(ascii: "\r"): chunk += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
@@ -59,7 +59,7 @@ extension Connection {
             }
             guard PQresultStatus(start) == PGRES_COPY_IN else {
                 _ = try LibPQ.consume(start, connection: connection)
-                throw PostgresError(kind: .protocolViolation, message: "COPY did not enter COPY IN mode")
+                throw PGError(kind: .protocolViolation, message: "COPY did not enter COPY IN mode")
             }
             PQclear(start)
             // A chunk holds whole rows, so one huge row makes a chunk of any size: it is sent in parts that fit

@@ -7,11 +7,11 @@
 /// ```swift
 /// do {
 ///     try await connection.query("INSERT INTO users (email) VALUES (\(email))")
-/// } catch let error as PostgresError where error.kind == .uniqueViolation {
+/// } catch let error as PGError where error.kind == .uniqueViolation {
 ///     print("duplicate:", error.constraint ?? "?")
 /// }
 /// ```
-public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// The classification of an error. New kinds may be added; switch with a `default` case.
     public struct Kind: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
@@ -36,7 +36,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         public static let connectionLost = Kind(.connectionLost)
         /// The connection was closed by this process.
         public static let connectionClosed = Kind(.connectionClosed)
-        /// Any other error reported by the server; see ``PostgresError/sqlState``.
+        /// Any other error reported by the server; see ``PGError/sqlState``.
         public static let server = Kind(.server)
         public static let uniqueViolation = Kind(.uniqueViolation)
         public static let foreignKeyViolation = Kind(.foreignKeyViolation)
@@ -61,11 +61,11 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         public static let protocolViolation = Kind(.protocolViolation)
         /// A statement in a pipeline was skipped because an earlier statement failed.
         public static let pipelineAborted = Kind(.pipelineAborted)
-        /// A statement's result holds more than 2 GiB of values, more than one ``PostgresRows`` can hold: fetch
+        /// A statement's result holds more than 2 GiB of values, more than one ``PGRows`` can hold: fetch
         /// it in parts (`LIMIT`/`OFFSET`, or a cursor). The connection stays usable.
         ///
         /// ```swift
-        /// } catch let error as PostgresError where error.kind == .resultTooLarge {
+        /// } catch let error as PGError where error.kind == .resultTooLarge {
         ///     // read the table in pages instead
         /// }
         /// ```
@@ -145,7 +145,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     ]
 
     public var description: String {
-        var text = "PostgresError.\(self.kind)"
+        var text = "PGError.\(self.kind)"
         if let sqlState { text += " (\(sqlState.rawValue))" }
         text += ": \(self.message)"
         if let constraint { text += " [constraint \(constraint)]" }

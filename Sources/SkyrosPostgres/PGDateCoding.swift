@@ -1,7 +1,7 @@
 import Foundation
 
 /// Text-format date/time conversion with microsecond precision, without `Calendar` (fast and locale-free).
-enum PostgresDateCoding {
+enum PGDateCoding {
     /// Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm).
     static func days(year: Int, month: Int, day: Int) -> Int {
         let y = month <= 2 ? year - 1 : year
@@ -71,13 +71,13 @@ enum PostgresDateCoding {
 
     /// `YYYY-MM-DD HH:MM:SS.ffffff+00`, with ` BC` for years before 1; `infinity` and `-infinity` for
     /// `Date.distantFuture` and `Date.distantPast`.
-    /// - Throws: ``PostgresError`` of kind `.encoding` for a date PostgreSQL cannot store: NaN, infinite, or
+    /// - Throws: ``PGError`` of kind `.encoding` for a date PostgreSQL cannot store: NaN, infinite, or
     ///   outside its timestamp range (4714 BC to 294276 AD).
     static func format(_ date: Date) throws -> String {
         if date == .distantFuture { return "infinity" }
         if date == .distantPast { return "-infinity" }
         let interval = date.timeIntervalSince1970
-        let outOfRange = PostgresError(
+        let outOfRange = PGError(
             kind: .encoding,
             message: "cannot send a Date \(interval) seconds from 1970: PostgreSQL's timestamps range from 4714 BC to 294276 AD")
         // The bounds are whole seconds, exact in a Double; the margin lets rounding decide at the edges.

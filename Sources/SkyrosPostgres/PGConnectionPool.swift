@@ -2,21 +2,21 @@ import Foundation
 import Logging
 import ServiceLifecycle
 
-/// A pool of ``Connection``s: the root writer's connections and every query's lease.
+/// A pool of ``PGConnection``s: the root writer's connections and every query's lease.
 ///
 /// Leasing never hangs: when all connections are busy a caller waits at most ``Configuration/leaseTimeout``
-/// and then gets ``PostgresError/Kind/poolTimeout``. An idle connection that the server dropped (restart,
+/// and then gets ``PGError/Kind/poolTimeout``. An idle connection that the server dropped (restart,
 /// `pg_terminate_backend`) is detected when leased and replaced transparently.
 ///
 /// ```swift
-/// let pool = ConnectionPool(configuration: .init(maximumConnections: 8), postgres: config, logger: logger)
+/// let pool = PGConnectionPool(configuration: .init(maximumConnections: 8), postgres: config, logger: logger)
 /// let count = try await pool.withConnection { try await $0.query("SELECT count(*) FROM users") }
 /// try await pool.withTransaction(isolation: .serializable) { connection in … }
 /// ```
 ///
 /// `run()` (it is a `Service`) keeps `minimumConnections` open, closes idle connections and checks health;
 /// leasing works without it.
-public final class ConnectionPool: Service, Sendable {
+public final class PGConnectionPool: Service, Sendable {
     /// Pool sizing and timeouts.
     public struct Configuration: Sendable, Hashable {
         public var minimumConnections: Int
@@ -57,7 +57,7 @@ public final class ConnectionPool: Service, Sendable {
     }
 
     private struct Idle {
-        let connection: Connection
+        let connection: PGConnection
         /// When the connection became idle (for the idle timeout).
         let since: ContinuousClock.Instant
         /// When its health was last confirmed.
@@ -66,7 +66,7 @@ public final class ConnectionPool: Service, Sendable {
 
     private struct Waiter {
         let id: Int
-        let continuation: CheckedContinuation<Connection?, any Error>
+        let continuation: CheckedContinuation<PGConnection?, any Error>
     }
 
     private struct State {
@@ -83,13 +83,13 @@ public final class ConnectionPool: Service, Sendable {
     }
 
     public let configuration: Configuration
-    public let postgres: PostgresConfiguration
+    public let postgres: PGConfiguration
     private let logger: Logger
     private let state = Locked(State())
 
     /// Creates a pool; no connection is opened until one is needed (or `run()` starts).
     public init(
-        configuration: Configuration = .init(), postgres: PostgresConfiguration,
+        configuration: Configuration = .init(), postgres: PGConfiguration,
         logger: Logger = Logger(label: "skyros.pool", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
         self.configuration = configuration
@@ -107,14 +107,14 @@ public final class ConnectionPool: Service, Sendable {
     }
 
     private enum LeaseAction {
-        case use(Connection)
+        case use(PGConnection)
         case open
         case wait
-        case fail(PostgresError)
+        case fail(PGError)
     }
 
     /// Leases a connection; pair with ``release(_:)``. Prefer ``withConnection(_:)``.
-    public func lease() async throws -> Connection {
+    public func lease() async throws -> PGConnection {
         while true {
             let (connection, wasIdle) = try await self.leaseCandidate()
             if !wasIdle { return connection }
@@ -123,18 +123,18 @@ public final class ConnectionPool: Service, Sendable {
     }
 
     /// Whether an idle connection still works; a dropped one is discarded.
-    private func keepIfHealthy(_ connection: Connection) async -> Bool {
+    private func keepIfHealthy(_ connection: PGConnection) async -> Bool {
         if await connection.isHealthy() { return true }
-        self.logger.debug("discarding a dropped idle connection", metadata: [PostgresLogKey.connectionID: "\(connection.id)"])
+        self.logger.debug("discarding a dropped idle connection", metadata: [PGLogKey.connectionID: "\(connection.id)"])
         await self.discard(connection)
         return false
     }
 
     /// A leased connection: an idle one (`wasIdle`: its health is not checked yet) or a new one.
-    private func leaseCandidate() async throws -> (connection: Connection, wasIdle: Bool) {
+    private func leaseCandidate() async throws -> (connection: PGConnection, wasIdle: Bool) {
         while true {
             let action = self.state.withLock { state -> LeaseAction in
-                if state.shutDown { return .fail(PostgresError(kind: .poolClosed, message: "the connection pool is shut down")) }
+                if state.shutDown { return .fail(PGError(kind: .poolClosed, message: "the connection pool is shut down")) }
                 if let idle = state.idle.popLast() {
                     state.leased += 1
                     return .use(idle.connection)
@@ -170,8 +170,8 @@ public final class ConnectionPool: Service, Sendable {
 
     /// Opens a connection counted as `opening`, and counts it as leased once open (on failure it is still
     /// counted as `opening`: the caller undoes that).
-    private func openLeased() async throws -> Connection {
-        let connection = try await Connection.connect(
+    private func openLeased() async throws -> PGConnection {
+        let connection = try await PGConnection.connect(
             to: self.postgres, logger: self.logger, usePreparedStatements: self.configuration.usePreparedStatements)
         self.state.withLock {
             $0.opening -= 1
@@ -184,7 +184,7 @@ public final class ConnectionPool: Service, Sendable {
     /// Waits for a released connection (returned) or for free capacity (nil: try again), at most
     /// ``Configuration/leaseTimeout``: a child task sleeps for that long and then fails the wait with
     /// `.poolTimeout`, unless the wait ended first (the child is then cancelled and awaited).
-    private func waitForConnection() async throws -> Connection? {
+    private func waitForConnection() async throws -> PGConnection? {
         let id = self.state.withLock { state -> Int in
             state.nextWaiterID += 1
             return state.nextWaiterID
@@ -193,7 +193,7 @@ public final class ConnectionPool: Service, Sendable {
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 try await Task.sleep(for: timeout)
-                self.expire(waiter: id, error: PostgresError(
+                self.expire(waiter: id, error: PGError(
                     kind: .poolTimeout,
                     message: "no connection became available within \(timeout) (pool of \(self.configuration.maximumConnections), all in use)"))
             }
@@ -204,9 +204,9 @@ public final class ConnectionPool: Service, Sendable {
 
     /// Queues the waiter `id` until a connection is handed to it, capacity frees up, or ``expire(waiter:error:)``
     /// fails it (the lease timeout, or cancellation of the task: `.queryCancelled`).
-    private func enqueue(waiter id: Int) async throws -> Connection? {
+    private func enqueue(waiter id: Int) async throws -> PGConnection? {
         try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Connection?, any Error>) in
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<PGConnection?, any Error>) in
                 let enqueued = self.state.withLock { state -> Bool in
                     if state.shutDown || Task.isCancelled { return false }
                     if !state.idle.isEmpty || state.total < self.configuration.maximumConnections {
@@ -217,15 +217,15 @@ public final class ConnectionPool: Service, Sendable {
                     return true
                 }
                 if !enqueued {
-                    continuation.resume(throwing: PostgresError(kind: .poolClosed, message: "the connection pool is shut down or the task was cancelled"))
+                    continuation.resume(throwing: PGError(kind: .poolClosed, message: "the connection pool is shut down or the task was cancelled"))
                 }
             }
         } onCancel: {
-            self.expire(waiter: id, error: PostgresError(kind: .queryCancelled, message: "the task was cancelled while waiting for a connection"))
+            self.expire(waiter: id, error: PGError(kind: .queryCancelled, message: "the task was cancelled while waiting for a connection"))
         }
     }
 
-    private func expire(waiter id: Int, error: PostgresError) {
+    private func expire(waiter id: Int, error: PGError) {
         let waiter = self.state.withLock { state -> Waiter? in
             guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
             if error.kind == .poolTimeout { state.leaseTimeouts += 1 }
@@ -235,13 +235,13 @@ public final class ConnectionPool: Service, Sendable {
     }
 
     /// Returns a leased connection. A transaction left open is rolled back first, even when the task is
-    /// cancelled (see ``Connection/rollback()``); a broken connection, or one whose rollback failed, is closed,
+    /// cancelled (see ``PGConnection/rollback()``); a broken connection, or one whose rollback failed, is closed,
     /// so the next caller never gets a connection inside someone else's transaction.
-    public func release(_ connection: Connection) async {
+    public func release(_ connection: PGConnection) async {
         guard await connection.prepareForReuse() else {
             self.logger.debug(
                 "closing a released connection that cannot be reused",
-                metadata: [PostgresLogKey.connectionID: "\(connection.id)"])
+                metadata: [PGLogKey.connectionID: "\(connection.id)"])
             await self.discard(connection)
             return
         }
@@ -267,7 +267,7 @@ public final class ConnectionPool: Service, Sendable {
         waiter?.continuation.resume(returning: idle.connection)
     }
 
-    private func discard(_ connection: Connection) async {
+    private func discard(_ connection: PGConnection) async {
         let waiter = self.state.withLock { state -> Waiter? in
             state.leased -= 1
             state.closed += 1
@@ -278,14 +278,14 @@ public final class ConnectionPool: Service, Sendable {
     }
 
     /// Leases a connection for the duration of `body`, which runs on the connection's own thread (see
-    /// ``Connection/withOwnExecutor(_:)``): consecutive statements do not hop between threads.
+    /// ``PGConnection/withOwnExecutor(_:)``): consecutive statements do not hop between threads.
     ///
     /// ```swift
     /// let rows = try await pool.withConnection { try await $0.query("SELECT 1") }
     /// ```
     /// - Throws: `.poolTimeout` when no connection frees up within the lease timeout, or `body`'s error.
     @discardableResult
-    public func withConnection<R>(_ body: (Connection) async throws -> R) async throws -> R {
+    public func withConnection<R>(_ body: (PGConnection) async throws -> R) async throws -> R {
         while true {
             let (connection, wasIdle) = try await self.leaseCandidate()
             if let outcome = await self.run(body, on: connection, checkingHealth: wasIdle) { return try outcome.get() }
@@ -294,8 +294,8 @@ public final class ConnectionPool: Service, Sendable {
 
     /// An idle connection, leased now without waiting (no health check yet), or `nil` when none is idle. Pass
     /// it to ``withConnection(leased:_:)``, for instance from a task started on its thread
-    /// (``Connection/taskExecutor``).
-    package func leaseIdleNow() -> Connection? {
+    /// (``PGConnection/taskExecutor``).
+    package func leaseIdleNow() -> PGConnection? {
         self.state.withLock { state in
             guard !state.shutDown, let idle = state.idle.popLast() else { return nil }
             state.leased += 1
@@ -305,7 +305,7 @@ public final class ConnectionPool: Service, Sendable {
 
     /// ``withConnection(_:)`` with a connection ``leaseIdleNow()`` leased: its health is checked first, and if it
     /// was dropped, another is leased as usual.
-    package func withConnection<R>(leased connection: Connection, _ body: (Connection) async throws -> R) async throws -> R {
+    package func withConnection<R>(leased connection: PGConnection, _ body: (PGConnection) async throws -> R) async throws -> R {
         if let outcome = await self.run(body, on: connection, checkingHealth: true) { return try outcome.get() }
         return try await self.withConnection(body)
     }
@@ -314,7 +314,7 @@ public final class ConnectionPool: Service, Sendable {
     /// on the connection's thread: one hop there and one back per lease. `nil`: the idle connection was dropped
     /// (and is discarded); lease another.
     private func run<R>(
-        _ body: (Connection) async throws -> R, on connection: Connection, checkingHealth: Bool
+        _ body: (PGConnection) async throws -> R, on connection: PGConnection, checkingHealth: Bool
     ) async -> Result<R, any Error>? {
         await connection.withOwnExecutor {
             if checkingHealth, !(await self.keepIfHealthy(connection)) { return nil }
@@ -338,7 +338,7 @@ public final class ConnectionPool: Service, Sendable {
     /// ```
     @discardableResult
     public func withTransaction<R>(
-        isolation: IsolationLevel? = nil, _ body: (Connection) async throws -> R
+        isolation: IsolationLevel? = nil, _ body: (PGConnection) async throws -> R
     ) async throws -> R {
         try await self.withConnection { connection in
             try await connection.withTransaction(isolation: isolation, body)
@@ -360,8 +360,8 @@ public final class ConnectionPool: Service, Sendable {
     /// ``run()`` repeats it (package-visible for tests).
     package func maintain() async {
         let now = ContinuousClock.now
-        let expired = self.state.withLock { state -> [Connection] in
-            var expired: [Connection] = []
+        let expired = self.state.withLock { state -> [PGConnection] in
+            var expired: [PGConnection] = []
             var kept: [Idle] = []
             let total = state.total
             for idle in state.idle {
@@ -405,7 +405,7 @@ public final class ConnectionPool: Service, Sendable {
                 await self.release(try await self.openLeased())
             } catch {
                 self.state.withLock { $0.opening -= 1 }
-                self.logger.debug("could not open a pooled connection", metadata: [PostgresLogKey.error: "\(error)"])
+                self.logger.debug("could not open a pooled connection", metadata: [PGLogKey.error: "\(error)"])
                 break
             }
         }
@@ -413,7 +413,7 @@ public final class ConnectionPool: Service, Sendable {
 
     /// Refuses new leases, fails waiters, and closes idle connections; leased connections close on release.
     public func shutdown() async {
-        let (idle, waiters) = self.state.withLock { state -> ([Connection], [Waiter]) in
+        let (idle, waiters) = self.state.withLock { state -> ([PGConnection], [Waiter]) in
             state.shutDown = true
             let idle = state.idle.map(\.connection)
             state.closed += idle.count
@@ -423,7 +423,7 @@ public final class ConnectionPool: Service, Sendable {
             return (idle, waiters)
         }
         for waiter in waiters {
-            waiter.continuation.resume(throwing: PostgresError(kind: .poolClosed, message: "the connection pool is shut down"))
+            waiter.continuation.resume(throwing: PGError(kind: .poolClosed, message: "the connection pool is shut down"))
         }
         for connection in idle { await connection.close() }
     }

@@ -3,13 +3,13 @@ import Foundation
 private let posix = Locale(identifier: "en_US_POSIX")
 
 /// `numeric` as `Decimal`: exact up to 38 significant digits. A value `Decimal` cannot hold exactly (more digits,
-/// or beyond its exponent range) fails with ``PostgresError/Kind/decoding`` instead of being rounded; read such
+/// or beyond its exponent range) fails with ``PGError/Kind/decoding`` instead of being rounded; read such
 /// values as `String`.
-extension Decimal: PostgresArrayElement {
-    public static var postgresType: PostgresType { .numeric }
-    public static var postgresArrayType: PostgresType { .numericArray }
+extension Decimal: PGArrayElement {
+    public static var postgresType: PGType { .numeric }
+    public static var postgresArrayType: PGType { .numericArray }
     public func postgresText() throws -> String? { self.isNaN ? "NaN" : self.description }
-    public init(postgresText bytes: ArraySlice<UInt8>, type: PostgresType) throws {
+    public init(postgresText bytes: ArraySlice<UInt8>, type: PGType) throws {
         guard [.numeric, .int2, .int4, .int8, .unknown, .text].contains(type) else {
             throw typeMismatch(Decimal.self, type)
         }
@@ -20,7 +20,7 @@ extension Decimal: PostgresArrayElement {
         }
         // `Decimal(string:)` keeps what fits and silently drops the rest: refuse a value it cannot hold exactly.
         if !Self.holdsExactly(bytes) {
-            throw PostgresError(
+            throw PGError(
                 kind: .decoding,
                 message: "cannot decode \(type) value as Decimal: it has more significant digits than Decimal's 38, "
                     + "or is too large or too small; decode it as String")

@@ -1,0 +1,62 @@
+/// A PostgreSQL type, identified by its OID.
+public struct PGType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    public static let unspecified = PGType(rawValue: 0)
+    public static let bool = PGType(rawValue: 16)
+    public static let bytea = PGType(rawValue: 17)
+    public static let name = PGType(rawValue: 19)
+    public static let int8 = PGType(rawValue: 20)
+    public static let int2 = PGType(rawValue: 21)
+    public static let int4 = PGType(rawValue: 23)
+    public static let text = PGType(rawValue: 25)
+    public static let oid = PGType(rawValue: 26)
+    public static let xid = PGType(rawValue: 28)
+    public static let json = PGType(rawValue: 114)
+    public static let float4 = PGType(rawValue: 700)
+    public static let float8 = PGType(rawValue: 701)
+    public static let unknown = PGType(rawValue: 705)
+    public static let bpchar = PGType(rawValue: 1042)
+    public static let varchar = PGType(rawValue: 1043)
+    public static let date = PGType(rawValue: 1082)
+    public static let time = PGType(rawValue: 1083)
+    public static let timestamp = PGType(rawValue: 1114)
+    public static let timestamptz = PGType(rawValue: 1184)
+    public static let numeric = PGType(rawValue: 1700)
+    public static let uuid = PGType(rawValue: 2950)
+    public static let jsonb = PGType(rawValue: 3802)
+
+    public static let boolArray = PGType(rawValue: 1000)
+    public static let byteaArray = PGType(rawValue: 1001)
+    public static let int2Array = PGType(rawValue: 1005)
+    public static let int4Array = PGType(rawValue: 1007)
+    public static let textArray = PGType(rawValue: 1009)
+    public static let varcharArray = PGType(rawValue: 1015)
+    public static let int8Array = PGType(rawValue: 1016)
+    public static let float4Array = PGType(rawValue: 1021)
+    public static let float8Array = PGType(rawValue: 1022)
+    public static let timestampArray = PGType(rawValue: 1115)
+    public static let dateArray = PGType(rawValue: 1182)
+    public static let timestamptzArray = PGType(rawValue: 1185)
+    public static let numericArray = PGType(rawValue: 1231)
+    public static let uuidArray = PGType(rawValue: 2951)
+    public static let jsonArray = PGType(rawValue: 199)
+    public static let jsonbArray = PGType(rawValue: 3807)
+
+    private static let names: [UInt32: String] = [
+        0: "unspecified", 16: "bool", 17: "bytea", 19: "name", 20: "int8", 21: "int2", 23: "int4", 25: "text",
+        26: "oid", 28: "xid", 114: "json", 700: "float4", 701: "float8", 705: "unknown", 1042: "bpchar",
+        1043: "varchar", 1082: "date", 1083: "time", 1114: "timestamp", 1184: "timestamptz", 1700: "numeric",
+        2950: "uuid", 3802: "jsonb", 1000: "bool[]", 1001: "bytea[]", 1005: "int2[]", 1007: "int4[]",
+        1009: "text[]", 1015: "varchar[]", 1016: "int8[]", 1021: "float4[]", 1022: "float8[]",
+        1115: "timestamp[]", 1182: "date[]", 1185: "timestamptz[]", 1231: "numeric[]", 2951: "uuid[]",
+        199: "json[]", 3807: "jsonb[]",
+    ]
+
+    /// The type's SQL name when it is a built-in type this client knows, else `oid <n>`.
+    public var description: String { Self.names[self.rawValue] ?? "oid \(self.rawValue)" }
+
+    /// True for the one-dimensional array types listed above.
+    public var isArray: Bool { Self.names[self.rawValue]?.hasSuffix("[]") ?? false }
+}
