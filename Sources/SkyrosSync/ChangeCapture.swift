@@ -15,7 +15,8 @@ import SkyrosStore
 ///   `COMMIT`: it fills the row with the buffer and sends the hint (with the entry and its tag when small, see
 ///   ``HintKey``). So there is one log row and one hint per transaction, for committed data only, in commit
 ///   order. A buffer over ``spillBytes`` is written as a row of its own first, so a transaction of many statements
-///   costs linear time.
+///   costs linear time. The row's `changed_at` and the hint carry the commit time (`clock_timestamp()` at
+///   `COMMIT`, for the feed's lag metric), and the hint the number of rows captured (see ``ChangeLog/Hint``).
 ///
 /// The writing stack's id (`skyros.origin`) and the number of rows it changed (`skyros.origin_rows`) are set by
 /// its commit transaction. The entry carries that origin, so the writer skips it, only when the rows captured
@@ -24,10 +25,12 @@ import SkyrosStore
 ///
 /// Versioned: the functions carry ``version`` in their comment. A stack installs its definition when none or an
 /// older one is installed, never over a newer one, so instances of two versions can run side by side; each
-/// version writes the same log format.
+/// version writes the same log format. Version 2 adds the commit time and the row count to the hint: a stack of
+/// version 1 reads the log for a version 2 hint that carries its entry (it cannot verify it), and a stack of
+/// version 2 takes a version 1 hint as it is (with no lag to record).
 package struct ChangeCapture: Sendable {
     /// The version of the capture's definition (the functions' comment is `skyros capture <version>`).
-    package static let version = 1
+    package static let version = 2
 
     /// The origin of entries other writers made (no Skyros stack set one).
     package static let foreignOrigin = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
@@ -261,6 +264,8 @@ package struct ChangeCapture: Sendable {
               captured text := '[' || coalesce(current_setting('skyros.captured', true), '') || ']';
               announced text := nullif(current_setting('skyros.announced', true), '');
               spilled boolean := coalesce(current_setting('skyros.captured_spilled', true), '') = 'on';
+              changed text := coalesce(nullif(current_setting('skyros.captured_rows', true), ''), '0');
+              committed timestamptz := clock_timestamp();
               writer uuid := '\(foreign)';
               head text;
               hinted text;
@@ -271,11 +276,12 @@ package struct ChangeCapture: Sendable {
               END IF;
               PERFORM set_config('skyros.captured', '', true), set_config('skyros.capture_pending', '', true),
                 set_config('skyros.captured_rows', '', true), set_config('skyros.captured_spilled', '', true);
-              UPDATE \(log) SET changes = captured, origin = writer, changed_at = clock_timestamp() WHERE position = NEW.position;
+              UPDATE \(log) SET changes = captured, origin = writer, changed_at = committed WHERE position = NEW.position;
               IF spilled AND writer <> '\(foreign)' THEN
                 UPDATE \(log) SET origin = writer WHERE xid = NEW.xid AND position <> NEW.position;
               END IF;
-              head := NEW.position::text || ' ' || writer::text;
+              head := NEW.position::text || ' ' || writer::text || ' @' || floor(extract(epoch FROM committed) * 1000000)::int8::text
+                || '/' || changed;
               IF spilled THEN
                 hinted := NULL;
               ELSIF announced IS NOT NULL AND writer <> '\(foreign)' AND octet_length(announced) <= \(ChangeLog.announcedRowsHintLimit) THEN
