@@ -33,7 +33,7 @@ import Testing
         let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory))
         try await withCleanup {
             try await stack.write(durability: .committed) { context in
-                for id in 1...3 { try context.insert(MPItem(id: id, owner: 1, value: id, title: "item \(id)")) }
+                for id in 1...3 { try context.insert(MPItem(id: Int64(id), owner: 1, value: id, title: "item \(id)")) }
             }
             var query = stack.observe(FetchDescriptor<MPItem>(sortBy: [SortDescriptor(\.id)])).makeAsyncIterator()
             var row = stack.observe(MPItem.self, id: 2).makeAsyncIterator()
