@@ -156,6 +156,9 @@ package struct ChangeCapture: Sendable {
     package func install(tables names: [String], lock: (schema: String, table: String), on connection: Connection) async throws -> Inspection {
         let before = try await self.inspect(tables: names, on: connection)
         if before.isCurrent { return before }
+        // The functions run with a fixed `search_path` (they are `SECURITY DEFINER`), so they name the log's
+        // tables with their schema: the connection's current one when the stack has none.
+        let tableSchema = try await self.tableSchema(on: connection)
         var failedTable: String?
         var installed = before
         do {
@@ -168,7 +171,7 @@ package struct ChangeCapture: Sendable {
                 // Read again under the lock: another process may have installed it meanwhile.
                 let current = try await self.inspect(tables: names, on: connection)
                 if current.needsFunctions {
-                    _ = try await connection.execute(script: self.functionsSQL())
+                    _ = try await connection.execute(script: self.functionsSQL(tableSchema: tableSchema))
                 }
                 if current.needsFunctions || !current.hasFlushTrigger {
                     _ = try await connection.execute(script: self.flushTriggerSQL())
@@ -187,7 +190,7 @@ package struct ChangeCapture: Sendable {
                     this role may not install change capture on \(table) (\(error.message)); nothing was changed. \
                     A role that owns the tables must run the SQL below once (also printed by `migrate capture-sql`)
                     """,
-                sql: self.installSQL(before.tables))
+                sql: self.installSQL(before.tables, tableSchema: tableSchema))
         }
         // What the transaction made current (the key, rewriting and missing tables do not change by installing).
         installed.installedVersion = max(installed.installedVersion ?? 0, Self.version)
@@ -201,18 +204,29 @@ package struct ChangeCapture: Sendable {
     static let lockKeySQL =
         "('x' || substr(encode(sha256(convert_to(current_database() || '/' || $1 || '/' || $2, 'UTF8')), 'hex'), 1, 16))::bit(64)::int8"
 
+    /// The schema the functions name the log's tables in: the log's, else `connection`'s current schema.
+    func tableSchema(on connection: Connection) async throws -> String? {
+        if let schema = self.log.schema { return schema }
+        return try await connection.query("SELECT current_schema()::text").first?.decode(String?.self, at: 0)
+    }
+
     /// The whole installation as one script, for a DBA: the log's tables, the functions and every table's
     /// triggers, in a transaction. Idempotent.
-    package func installSQL(_ tables: [Table]) -> String {
-        var script = "BEGIN;\n" + self.log.createSQL + ";\n" + self.functionsSQL() + ";\n" + self.flushTriggerSQL() + ";\n"
+    /// - Parameter tableSchema: the schema of the log's tables when the log has none (see ``tableSchema(on:)``).
+    package func installSQL(_ tables: [Table], tableSchema: String? = nil) -> String {
+        var script = "BEGIN;\n" + self.log.createSQL + ";\n" + self.functionsSQL(tableSchema: tableSchema) + ";\n"
+            + self.flushTriggerSQL() + ";\n"
         for table in tables { script += self.triggersSQL(table) + ";\n" }
         return script + "COMMIT;\n"
     }
 
-    /// The two functions and the flush trigger on the log.
-    func functionsSQL() -> String {
+    /// The two functions. They run with `search_path = pg_catalog, pg_temp`, so the log's tables are named with
+    /// their schema: the log's, else `tableSchema` (the installing connection's current schema); the channel is
+    /// the log's own (stacks without a schema listen on the default one).
+    func functionsSQL(tableSchema: String? = nil) -> String {
         let foreign = Self.foreignOrigin.uuidString.lowercased()
-        let log = self.log.logTable
+        let tables = ChangeLog(schema: self.log.schema ?? tableSchema)
+        let log = tables.logTable
         let channel = self.log.channel
         return """
             CREATE OR REPLACE FUNCTION \(self.captureFunction)() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
@@ -295,7 +309,7 @@ package struct ChangeCapture: Sendable {
                 head := head || ' ' || NEW.xid::text;
                 PERFORM pg_notify('\(channel)', head || ' ' || coalesce((SELECT encode(substring(sha256(s.hint_outer
                   || sha256(s.hint_inner || convert_to(head || ' ' || hinted, 'UTF8'))) FROM 1 FOR \(HintKey.tagBytes)), 'hex')
-                  FROM \(self.log.stateTableQualified) AS s), '-') || ' ' || hinted);
+                  FROM \(tables.stateTableQualified) AS s), '-') || ' ' || hinted);
               END IF;
               RETURN NULL;
             END $skyros$;

@@ -69,6 +69,16 @@ import Testing
         #expect(old.entry(verifiedWith: key)?.changes.first?.i == "a b c")
     }
 
+    /// The capture's functions run with a fixed `search_path`: for a stack without a schema they name the log's
+    /// tables with the installing connection's schema, and notify on the default channel the stack listens on.
+    @Test func captureFunctionsNameTheLogTablesWithTheirSchemaWhenTheStackHasNone() {
+        let sql = ChangeCapture(log: ChangeLog(schema: nil)).functionsSQL(tableSchema: "public")
+        #expect(sql.contains(#"INSERT INTO "public"."skyros_change_log" (origin, changes)"#))
+        #expect(sql.contains(#"FROM "public"."skyros_change_log_state" AS s"#))
+        #expect(sql.contains("pg_notify('skyros_changes_default'"))
+        #expect(!sql.contains(#"INTO "skyros_change_log""#))
+    }
+
     @Test func theLoggedJSONDecodesToTheSameChanges() throws {
         let ids = ["plain", "quote \" and \\ backslash", "line\nbreak\ttab\r", "\u{1}\u{1f}", "naïve 表 🚀", ""]
         let changes = ids.enumerated().map { index, id in
