@@ -15,8 +15,20 @@ public struct CacheLimit: Sendable, Hashable {
     /// The maximum approximate size of the cached rows in bytes; `nil` for no byte bound.
     public var maxBytes: Int?
     /// How long a clean row may be served from the cache before it is read again; `nil` (the default) for no
-    /// bound. With the change capture installed (the default on PostgreSQL) every writer's changes reach the
-    /// cache and this is not needed; it bounds staleness for deployments that turn the change feed off.
+    /// bound.
+    ///
+    /// With the change capture installed (the default on PostgreSQL) every writer's committed changes reach
+    /// the cache within moments, and this is not needed. It bounds staleness for a deployment that declines
+    /// the capture's triggers and turns the change feed off, so that another writer's change is served from
+    /// memory for at most `maxAge`:
+    ///
+    /// ```swift
+    /// var configuration = DataStackConfiguration(store: .postgres(url), entities: [Author.self, Book.self])
+    /// configuration.changeFeed.isEnabled = false   // no triggers installed, no listener
+    /// configuration.cacheLimit = CacheLimit(maxRows: 10_000, maxAge: .seconds(30))
+    /// ```
+    ///
+    /// A row with changes still queued for commit is served as written, whatever its age.
     public var maxAge: Duration?
 
     /// Creates a bound.

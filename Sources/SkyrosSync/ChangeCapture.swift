@@ -15,7 +15,8 @@ import SkyrosStore
 ///   `COMMIT`: it fills the row with the buffer and sends the hint (with the entry and its tag when small, see
 ///   ``HintKey``). So there is one log row and one hint per transaction, for committed data only, in commit
 ///   order. A buffer over ``spillBytes`` is written as a row of its own first, so a transaction of many statements
-///   costs linear time.
+///   costs linear time. The row's `changed_at` and the hint carry the commit time (`clock_timestamp()` at
+///   `COMMIT`, for the feed's lag metric), and the hint the number of rows captured (see ``ChangeLog/Hint``).
 ///
 /// The writing stack's id (`skyros.origin`) and the number of rows it changed (`skyros.origin_rows`) are set by
 /// its commit transaction. The entry carries that origin, so the writer skips it, only when the rows captured
@@ -24,10 +25,12 @@ import SkyrosStore
 ///
 /// Versioned: the functions carry ``version`` in their comment. A stack installs its definition when none or an
 /// older one is installed, never over a newer one, so instances of two versions can run side by side; each
-/// version writes the same log format.
+/// version writes the same log format. Version 2 adds the commit time and the row count to the hint: a stack of
+/// version 1 reads the log for a version 2 hint that carries its entry (it cannot verify it), and a stack of
+/// version 2 takes a version 1 hint as it is (with no lag to record).
 package struct ChangeCapture: Sendable {
     /// The version of the capture's definition (the functions' comment is `skyros capture <version>`).
-    package static let version = 1
+    package static let version = 2
 
     /// The origin of entries other writers made (no Skyros stack set one).
     package static let foreignOrigin = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
@@ -153,6 +156,9 @@ package struct ChangeCapture: Sendable {
     package func install(tables names: [String], lock: (schema: String, table: String), on connection: PGConnection) async throws -> Inspection {
         let before = try await self.inspect(tables: names, on: connection)
         if before.isCurrent { return before }
+        // The functions run with a fixed `search_path` (they are `SECURITY DEFINER`), so they name the log's
+        // tables with their schema: the connection's current one when the stack has none.
+        let tableSchema = try await self.tableSchema(on: connection)
         var failedTable: String?
         var installed = before
         do {
@@ -165,7 +171,7 @@ package struct ChangeCapture: Sendable {
                 // Read again under the lock: another process may have installed it meanwhile.
                 let current = try await self.inspect(tables: names, on: connection)
                 if current.needsFunctions {
-                    _ = try await connection.execute(script: self.functionsSQL())
+                    _ = try await connection.execute(script: self.functionsSQL(tableSchema: tableSchema))
                 }
                 if current.needsFunctions || !current.hasFlushTrigger {
                     _ = try await connection.execute(script: self.flushTriggerSQL())
@@ -184,7 +190,7 @@ package struct ChangeCapture: Sendable {
                     this role may not install change capture on \(table) (\(error.message)); nothing was changed. \
                     A role that owns the tables must run the SQL below once (also printed by `migrate capture-sql`)
                     """,
-                sql: self.installSQL(before.tables))
+                sql: self.installSQL(before.tables, tableSchema: tableSchema))
         }
         // What the transaction made current (the key, rewriting and missing tables do not change by installing).
         installed.installedVersion = max(installed.installedVersion ?? 0, Self.version)
@@ -198,18 +204,29 @@ package struct ChangeCapture: Sendable {
     static let lockKeySQL =
         "('x' || substr(encode(sha256(convert_to(current_database() || '/' || $1 || '/' || $2, 'UTF8')), 'hex'), 1, 16))::bit(64)::int8"
 
+    /// The schema the functions name the log's tables in: the log's, else `connection`'s current schema.
+    func tableSchema(on connection: PGConnection) async throws -> String? {
+        if let schema = self.log.schema { return schema }
+        return try await connection.query("SELECT current_schema()::text").first?.decode(String?.self, at: 0)
+    }
+
     /// The whole installation as one script, for a DBA: the log's tables, the functions and every table's
     /// triggers, in a transaction. Idempotent.
-    package func installSQL(_ tables: [Table]) -> String {
-        var script = "BEGIN;\n" + self.log.createSQL + ";\n" + self.functionsSQL() + ";\n" + self.flushTriggerSQL() + ";\n"
+    /// - Parameter tableSchema: the schema of the log's tables when the log has none (see ``tableSchema(on:)``).
+    package func installSQL(_ tables: [Table], tableSchema: String? = nil) -> String {
+        var script = "BEGIN;\n" + self.log.createSQL + ";\n" + self.functionsSQL(tableSchema: tableSchema) + ";\n"
+            + self.flushTriggerSQL() + ";\n"
         for table in tables { script += self.triggersSQL(table) + ";\n" }
         return script + "COMMIT;\n"
     }
 
-    /// The two functions and the flush trigger on the log.
-    func functionsSQL() -> String {
+    /// The two functions. They run with `search_path = pg_catalog, pg_temp`, so the log's tables are named with
+    /// their schema: the log's, else `tableSchema` (the installing connection's current schema); the channel is
+    /// the log's own (stacks without a schema listen on the default one).
+    func functionsSQL(tableSchema: String? = nil) -> String {
         let foreign = Self.foreignOrigin.uuidString.lowercased()
-        let log = self.log.logTable
+        let tables = ChangeLog(schema: self.log.schema ?? tableSchema)
+        let log = tables.logTable
         let channel = self.log.channel
         return """
             CREATE OR REPLACE FUNCTION \(self.captureFunction)() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
@@ -261,6 +278,8 @@ package struct ChangeCapture: Sendable {
               captured text := '[' || coalesce(current_setting('skyros.captured', true), '') || ']';
               announced text := nullif(current_setting('skyros.announced', true), '');
               spilled boolean := coalesce(current_setting('skyros.captured_spilled', true), '') = 'on';
+              changed text := coalesce(nullif(current_setting('skyros.captured_rows', true), ''), '0');
+              committed timestamptz := clock_timestamp();
               writer uuid := '\(foreign)';
               head text;
               hinted text;
@@ -271,11 +290,12 @@ package struct ChangeCapture: Sendable {
               END IF;
               PERFORM set_config('skyros.captured', '', true), set_config('skyros.capture_pending', '', true),
                 set_config('skyros.captured_rows', '', true), set_config('skyros.captured_spilled', '', true);
-              UPDATE \(log) SET changes = captured, origin = writer, changed_at = clock_timestamp() WHERE position = NEW.position;
+              UPDATE \(log) SET changes = captured, origin = writer, changed_at = committed WHERE position = NEW.position;
               IF spilled AND writer <> '\(foreign)' THEN
                 UPDATE \(log) SET origin = writer WHERE xid = NEW.xid AND position <> NEW.position;
               END IF;
-              head := NEW.position::text || ' ' || writer::text;
+              head := NEW.position::text || ' ' || writer::text || ' @' || floor(extract(epoch FROM committed) * 1000000)::int8::text
+                || '/' || changed;
               IF spilled THEN
                 hinted := NULL;
               ELSIF announced IS NOT NULL AND writer <> '\(foreign)' AND octet_length(announced) <= \(ChangeLog.announcedRowsHintLimit) THEN
@@ -289,7 +309,7 @@ package struct ChangeCapture: Sendable {
                 head := head || ' ' || NEW.xid::text;
                 PERFORM pg_notify('\(channel)', head || ' ' || coalesce((SELECT encode(substring(sha256(s.hint_outer
                   || sha256(s.hint_inner || convert_to(head || ' ' || hinted, 'UTF8'))) FROM 1 FOR \(HintKey.tagBytes)), 'hex')
-                  FROM \(self.log.stateTableQualified) AS s), '-') || ' ' || hinted);
+                  FROM \(tables.stateTableQualified) AS s), '-') || ' ' || hinted);
               END IF;
               RETURN NULL;
             END $skyros$;

@@ -21,13 +21,26 @@ package struct ChangeFeedStatistics: Sendable, Hashable {
     package var refreshedRows = 0
     /// Rows an observer of one row watches, read again on the listener's connection as their hint arrived.
     package var rowsReadByListener = 0
+    /// Changed rows of the entries applied (``remoteEntries``): other stacks', and every writer's outside Skyros.
+    package var otherRows = 0
+    /// Changed rows of this stack's own entries (the capture named this stack as their writer), counted as their
+    /// hints arrive.
+    package var ownRows = 0
+    /// Entries whose lag from commit to applied was measured (those with a commit time: see
+    /// ``ChangeFeedMetrics``), their mean lag, and the latest one's.
+    package var applyLagSamples = 0
+    package var averageApplyLag = Duration.zero
+    package var latestApplyLag = Duration.zero
 
     package init(
         reads: Int = 0, remoteEntries: Int = 0, hintEntries: Int = 0, catchUps: Int = 0, flushes: Int = 0,
-        refreshedRows: Int = 0, rowsReadByListener: Int = 0
+        refreshedRows: Int = 0, rowsReadByListener: Int = 0, otherRows: Int = 0, ownRows: Int = 0,
+        applyLagSamples: Int = 0, averageApplyLag: Duration = .zero, latestApplyLag: Duration = .zero
     ) {
         (self.reads, self.remoteEntries, self.hintEntries, self.catchUps) = (reads, remoteEntries, hintEntries, catchUps)
         (self.flushes, self.refreshedRows, self.rowsReadByListener) = (flushes, refreshedRows, rowsReadByListener)
+        (self.otherRows, self.ownRows) = (otherRows, ownRows)
+        (self.applyLagSamples, self.averageApplyLag, self.latestApplyLag) = (applyLagSamples, averageApplyLag, latestApplyLag)
     }
 }
 
@@ -289,11 +302,15 @@ package final class ChangeFeed: Sendable {
     private func handle(_ payload: String, on session: ListenerSession) -> Bool {
         guard let hint = ChangeLog.Hint(payload) else { return false }
         self.scheduleTrailingRead()
-        if hint.origin == self.origin { return self.needsNoRead(hint) }
+        if hint.origin == self.origin {
+            // Every own transaction's hint passes here once (a hint is not sent again); its rows, as captured.
+            if let rows = hint.rows, rows > 0 { self.metrics.ownRows.increment(by: rows) }
+            return self.needsNoRead(hint)
+        }
         guard let key = self.state.withLock({ $0.forwardedHints == 0 && !$0.scheduler.stopped ? $0.hintKey : nil }),
             let entry = hint.entry(verifiedWith: key)
         else { return false }
-        return self.needsNoRead(hint) || self.take(entry, readingAgainOn: session)
+        return self.needsNoRead(hint) || self.take(entry, committedAt: hint.committedAt, readingAgainOn: session)
     }
 
     /// Handles a hint the listener's thread handed on, on the event loop.
@@ -303,7 +320,9 @@ package final class ChangeFeed: Sendable {
             return
         }
         if self.needsNoRead(hint) { return }
-        if let entry = hint.entry(verifiedWith: self.hintKey), self.take(entry, readingAgainOn: nil) { return }
+        if let entry = hint.entry(verifiedWith: self.hintKey), self.take(entry, committedAt: hint.committedAt, readingAgainOn: nil) {
+            return
+        }
         await self.readUntilDone()
     }
 
@@ -312,8 +331,10 @@ package final class ChangeFeed: Sendable {
     /// delivered already. Hints arrive in commit order while the listener is connected, and a reconnect
     /// triggers a read that catches up; the read that comes every so often (to advance the horizon) skips what
     /// hints delivered.
+    /// `committedAt`: the entry's commit time, microseconds since 1970 by the server's clock, when the hint
+    /// carried it (for ``ChangeFeedMetrics``' lag).
     /// - Returns: `false` when the log must be read instead (too many hints without a read).
-    private func take(_ entry: ChangeLogEntry, readingAgainOn session: ListenerSession?) -> Bool {
+    private func take(_ entry: ChangeLogEntry, committedAt: Int64?, readingAgainOn session: ListenerSession?) -> Bool {
         switch self.takeFromHint(entry) {
         case .deliver(let advanceHorizon):
             var rows: [RowKey: RemoteRefresh] = [:]
@@ -323,6 +344,7 @@ package final class ChangeFeed: Sendable {
             }
             self.deliver(.remote([entry], readAgain: rows))
             // Counted once applied: a reader of the counter then sees the stack's cache updated.
+            self.metrics.applied(CollectionOfOne(entry)) { _ in committedAt }
             self.metrics.entries.increment()
             self.metrics.hintEntries.increment()
             if advanceHorizon { self.startHorizonRead() }
@@ -410,7 +432,7 @@ package final class ChangeFeed: Sendable {
                 state.scheduler.readStarted(now: .now)
                 return state.cursor.window
             }
-            let (entries, snapshot, pruned, logID, hintKey) = try await self.pool.withConnection {
+            let (entries, committed, snapshot, pruned, logID, hintKey) = try await self.pool.withConnection {
                 try await self.log.read(after: window, excluding: self.origin, on: $0)
             }
             let outcome = self.state.withLock { state -> ChangeCursor.Outcome in
@@ -439,6 +461,7 @@ package final class ChangeFeed: Sendable {
                 let remote = fresh.filter { $0.origin != self.origin }
                 guard !remote.isEmpty else { return }
                 self.deliver(.remote(remote))
+                self.metrics.applied(remote) { committed[$0.position] }
                 self.metrics.entries.increment(by: remote.count)
             }
         }

@@ -235,27 +235,45 @@ package struct ChangeLog: Sendable {
         return anyRow
     }
 
-    /// A hint's payload: the entry's position and the stack that wrote it, and for a small entry its
-    /// transaction id, a tag that authenticates it (see ``HintKey``) and its changes
-    /// (`<position> <origin> <xid> <tag> <changes JSON>`).
+    /// A hint's payload: the entry's position and the stack that wrote it; from a capture of version 2 on, its
+    /// commit time and how many rows it changed (`@<microseconds since 1970>/<rows>`); and for a small entry
+    /// its transaction id, a tag that authenticates it (see ``HintKey``) and its changes
+    /// (`<position> <origin> [@<committed>/<rows>] <xid> <tag> <changes JSON>`).
+    ///
+    /// A stack of capture version 1 parses a version 2 hint's stamp as the transaction id: it does not verify,
+    /// so that stack reads the log for it (it still skips its own hints by their origin).
     struct Hint: Equatable {
         var position: Int64
         var origin: UUID?
+        /// The commit time (microseconds since 1970, by the server's clock), when the hint carries it.
+        var committedAt: Int64?
+        /// The rows the transaction changed, as the capture counted them, when the hint carries it.
+        var rows: Int?
         /// The transaction id, the tag and the changes' JSON, when the entry travelled in the hint; `head` is
-        /// `<position> <origin> <xid>`, which the tag covers with the changes.
+        /// `<position> <origin> [<stamp>] <xid>`, which the tag covers with the changes.
         var inline: (head: Substring, xid: Substring, tag: Substring, changes: Substring)?
 
-        /// Parses `<position> <origin> [<xid> <tag> <changes>]` (or a bare position).
+        /// Parses `<position> <origin> [@<committed>/<rows>] [<xid> <tag> <changes>]` (or a bare position).
         init?(_ payload: String) {
             // Split on the UTF-8 bytes: splitting the `String` compared grapheme clusters, a visible cost on the
             // path from another process's commit to an observer.
-            let parts = payload.utf8.split(separator: UInt8(ascii: " "), maxSplits: 4)
+            let utf8 = payload.utf8
+            let parts = utf8.split(separator: UInt8(ascii: " "), maxSplits: 5)
             guard let first = parts.first, let position = Int64(Substring(first)) else { return nil }
             self.position = position
             self.origin = parts.count > 1 ? UUID(uuidString: String(Substring(parts[1]))) : nil
-            if parts.count == 5 {
-                let head = Substring(payload.utf8[payload.utf8.startIndex..<parts[2].endIndex])
-                self.inline = (head, Substring(parts[2]), Substring(parts[3]), Substring(parts[4]))
+            var next = 2
+            if parts.count > 2, parts[2].first == UInt8(ascii: "@") {
+                let stamp = parts[2].dropFirst().split(separator: UInt8(ascii: "/"), maxSplits: 1)
+                self.committedAt = stamp.first.flatMap { Int64(Substring($0)) }
+                self.rows = stamp.count > 1 ? Int(Substring(stamp[1])) : nil
+                next = 3
+            }
+            if parts.count >= next + 3 {
+                // The changes run to the end (their JSON may hold spaces).
+                let head = Substring(utf8[utf8.startIndex..<parts[next].endIndex])
+                let changes = Substring(utf8[parts[next + 2].startIndex..<utf8.endIndex])
+                self.inline = (head, Substring(parts[next]), Substring(parts[next + 1]), changes)
             }
         }
 
@@ -270,7 +288,8 @@ package struct ChangeLog: Sendable {
         }
 
         static func == (lhs: Hint, rhs: Hint) -> Bool {
-            lhs.position == rhs.position && lhs.origin == rhs.origin && lhs.inline?.head == rhs.inline?.head
+            lhs.position == rhs.position && lhs.origin == rhs.origin && lhs.committedAt == rhs.committedAt
+                && lhs.rows == rhs.rows && lhs.inline?.head == rhs.inline?.head
                 && lhs.inline?.tag == rhs.inline?.tag && lhs.inline?.changes == rhs.inline?.changes
         }
     }
@@ -288,10 +307,15 @@ package struct ChangeLog: Sendable {
     /// The entries of `window` (see ``ChangeCursor/Window``; `nil`: those whose transaction id is at least the
     /// snapshot's `xmin`, so a new reader starts from now, not from the whole log), with the reading snapshot,
     /// the pruning watermark, and the log's identity (a new one after the schema was destroyed and the log
-    /// created again). One statement, so one snapshot and one round trip.
+    /// created again). One statement, so one snapshot and one round trip. `committed` holds each entry's commit
+    /// time by position (`changed_at`, which the capture's flush stamps with `clock_timestamp()` at `COMMIT`),
+    /// in microseconds since 1970.
     /// - Parameter excluding: an origin whose entries are left out (a stack's own: it skips them anyway).
     func read(after window: ChangeCursor.Window?, excluding origin: UUID? = nil, on connection: PGConnection) async throws
-        -> (entries: [ChangeLogEntry], snapshot: ReadSnapshot, prunedThrough: String, logID: UUID, hintKey: HintKey?)
+        -> (
+            entries: [ChangeLogEntry], committed: [Int64: Int64], snapshot: ReadSnapshot, prunedThrough: String, logID: UUID,
+            hintKey: HintKey?
+        )
     {
         // The head row (kind 0) first, then the entries; a join would make the planner guess the state table's
         // size (never analysed), overestimate the cost a thousandfold and JIT-compile a trivial query. The
@@ -302,10 +326,12 @@ package struct ChangeLog: Sendable {
             SELECT 0 AS kind, pg_snapshot_xmin(snap)::text, pruned_through::text,
                    NULL::int8 AS position, pg_snapshot_xmax(snap)::text, log_id,
                    substr(to_jsonb(s) ->> 'hint_inner', 3) || substr(to_jsonb(s) ->> 'hint_outer', 3),
-                   array_to_string(ARRAY(SELECT pg_snapshot_xip(snap)), ',')
+                   array_to_string(ARRAY(SELECT pg_snapshot_xip(snap)), ','), NULL::int8
             FROM \(unsafeRaw: self.stateTable) AS s, pg_current_snapshot() AS snap
             UNION ALL
-            SELECT 1, NULL, NULL, position, xid::text, origin, changes::text, NULL FROM \(unsafeRaw: self.logTable)
+            SELECT 1, NULL, NULL, position, xid::text, origin, changes::text, NULL,
+                   floor(extract(epoch FROM changed_at) * 1000000)::int8
+            FROM \(unsafeRaw: self.logTable)
             WHERE (xid >= coalesce(\(try PGValue(window?.from))::xid8, pg_snapshot_xmin(pg_current_snapshot()))
                    OR xid = ANY(\(running)::text::xid8[]))
               AND origin IS DISTINCT FROM \(try PGValue(origin))::uuid
@@ -322,14 +348,16 @@ package struct ChangeLog: Sendable {
         let logID = try first.decode(UUID.self, at: 5)
         let hintKey = try first.decode(String?.self, at: 6).flatMap { HintKey(hex: $0) }
         var entries: [ChangeLogEntry] = []
+        var committed: [Int64: Int64] = [:]
         for row in rows.dropFirst() {
+            let position = try row.decode(Int64.self, at: 3)
             entries.append(
                 ChangeLogEntry(
-                    position: try row.decode(Int64.self, at: 3), xid: try row.decode(String.self, at: 4),
-                    origin: try row.decode(UUID.self, at: 5),
+                    position: position, xid: try row.decode(String.self, at: 4), origin: try row.decode(UUID.self, at: 5),
                     changes: try LoggedRowChange.decodeList(try row.decode(String.self, at: 6))))
+            committed[position] = try row.decode(Int64.self, at: 8)
         }
-        return (entries, snapshot, pruned, logID, hintKey)
+        return (entries, committed, snapshot, pruned, logID, hintKey)
     }
 
     /// Deletes committed entries older than `age`, and beyond the newest `maxEntries`; raises the pruning

@@ -178,8 +178,94 @@ int64_t raw_fetch_100(raw_conn *conn, int n) {
     return now_ns() - start;
 }
 
-/* The change-log row Skyros's commit writes, with its pg_notify on `channel`: the hint carries the entry and
-   its tag, computed as ChangeLog.recordWithEntrySQL computes it (one parameter: the changes' JSON). */
+/* The statement a writer runs so that the capture names it as the entry's writer (ChangeLog.originStatement):
+   its id and the rows it changes; the capture's triggers then write the log row and send the hint at COMMIT. */
+#define ORIGIN_STATEMENT \
+    "SELECT set_config('skyros.origin', $1, true), set_config('skyros.origin_rows', '1', true), " \
+    "set_config('skyros.announced', '', true)"
+
+/* Queues, in pipeline mode, the transaction a durable Skyros write sends: the prepared write, the commit-id
+   row, the statement naming the writer (no such statement when origin is NULL: a stack without the change
+   feed), then a sync, which commits them as one implicit transaction (statements prepared by the caller). The
+   table is captured, so its triggers write the change log and send the hint either way. */
+static int send_durable_transaction(PGconn *pg, const char *write, int n, const char *const *write_values,
+                                    const char *commit, const char *origin, const char *const *origin_values) {
+    if (!PQenterPipelineMode(pg)) return 0;
+    PQsendQueryPrepared(pg, write, n, write_values, NULL, NULL, 0);
+    PQsendQueryPrepared(pg, commit, 0, NULL, NULL, NULL, 0);
+    if (origin != NULL) PQsendQueryPrepared(pg, origin, 1, origin_values, NULL, NULL, 0);
+    return PQpipelineSync(pg);
+}
+
+/* What a durable one-row write sends, as raw libpq: one pipeline per write holding the INSERT, the commit-id
+   row, the statement naming the writer, then the sync (the statements Skyros's group commit sends for a group
+   of one), as prepared statements. bench_insert is captured (a stack maps it), so the capture's triggers write
+   the change-log row and the hint in the same transaction, as for any client. The server-side floor of a
+   durable write with idempotency and change announcements. */
+int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id, int announced) {
+    Oid types[2] = {20, 25};
+    if (!prepare(conn, "raw_durable_insert", "INSERT INTO bench_insert (id, name) VALUES ($1, $2)", 2, types)) return -1;
+    if (!prepare(conn, "raw_durable_commit", "INSERT INTO skyros_commit_groups (first_id, last_id) SELECT u, u FROM gen_random_uuid() AS u", 0, NULL)) return -1;
+    Oid text_type[1] = {25};
+    if (!prepare(conn, "raw_durable_origin", ORIGIN_STATEMENT, 1, text_type)) return -1;
+    char id[24];
+    const char *values[2] = {id, "benchmark row"};
+    const char *origin_values[1] = {"6f1d8a52-93c4-4c1e-9a57-2b8f0e7d4c31"};
+    PGconn *pg = conn->pg;
+    int64_t start = now_ns();
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof id, "%lld", (long long)(first_id + i));
+        if (!send_durable_transaction(pg, "raw_durable_insert", 2, values, "raw_durable_commit", announced ? "raw_durable_origin" : NULL, origin_values)) return -1;
+        if (!finish_pipeline(pg)) return -1;
+    }
+    return now_ns() - start;
+}
+
+/* A psql-style writer: n autocommit one-row UPDATEs of `table` (columns id, n), ids cycling through 1...rows,
+   each its own transaction, prepared once per table. No Skyros statement: whatever the table's triggers do is
+   all the announcing there is. */
+int64_t raw_single_row_updates(raw_conn *conn, const char *table, int n, int rows) {
+    char name[96], sql[160];
+    snprintf(name, sizeof name, "raw_upd_%s", table);
+    snprintf(sql, sizeof sql, "UPDATE %s SET n = n + 1 WHERE id = $1", table);
+    Oid types[1] = {20};
+    if (!prepare(conn, name, sql, 1, types)) return -1;
+    char id[24];
+    const char *values[1] = {id};
+    int64_t start = now_ns();
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof id, "%d", 1 + i % rows);
+        if (!ok(PQexecPrepared(conn->pg, name, 1, values, NULL, NULL, 0))) return -1;
+    }
+    return now_ns() - start;
+}
+
+/* n autocommit runs of one statement without parameters (say, an UPDATE of every row of a table). */
+int64_t raw_repeat_statement(raw_conn *conn, const char *sql, int n) {
+    int64_t start = now_ns();
+    for (int i = 0; i < n; i++) {
+        if (!ok(PQexec(conn->pg, sql))) return -1;
+    }
+    return now_ns() - start;
+}
+
+/* One autocommit UPDATE of bench_observe row `id` to `value`, as psql or a job in another language would send
+   it. Returns ns or -1. */
+int64_t raw_update_counter(raw_conn *conn, int64_t id, int64_t value) {
+    Oid types[2] = {20, 20};
+    if (!prepare(conn, "raw_counter_update", "UPDATE bench_observe SET n = $2 WHERE id = $1", 2, types)) return -1;
+    char id_text[24], value_text[24];
+    snprintf(id_text, sizeof id_text, "%lld", (long long)id);
+    snprintf(value_text, sizeof value_text, "%lld", (long long)value);
+    const char *values[2] = {id_text, value_text};
+    int64_t start = now_ns();
+    if (!ok(PQexecPrepared(conn->pg, "raw_counter_update", 2, values, NULL, NULL, 0))) return -1;
+    return now_ns() - start;
+}
+
+/* The change-log row a client wrote before the capture (as ChangeLog.recordWithEntrySQL), with its pg_notify
+   on `channel`, the hint tagged as Skyros tags it (one parameter: the changes' JSON). The observer baseline
+   below keeps it: it is the hand-made equivalent of the capture's work on an uncaptured table. */
 #define LOG_STATEMENT(channel) \
     "WITH entry AS (INSERT INTO skyros_change_log (origin, changes) VALUES (gen_random_uuid(), $1) " \
     "RETURNING position, origin, xid), " \
@@ -187,45 +273,6 @@ int64_t raw_fetch_100(raw_conn *conn, int n) {
     "SELECT position, pg_notify('" channel "', head || ' ' || coalesce((SELECT encode(substring(sha256(" \
     "s.hint_outer || sha256(s.hint_inner || convert_to(head || ' ' || $1, 'UTF8'))) FROM 1 FOR 16), 'hex') " \
     "FROM skyros_change_log_state AS s), '-') || ' ' || $1) FROM hint"
-
-/* Queues, in pipeline mode, the transaction a durable Skyros write sends: the prepared write, the commit-id
-   row, the change-log row with its pg_notify, its hint tagged as Skyros tags it (no log row when log is NULL:
-   a stack without the change feed), then a sync, which commits them as one implicit transaction (statements
-   prepared by the caller). */
-static int send_durable_transaction(PGconn *pg, const char *write, int n, const char *const *write_values,
-                                    const char *commit, const char *log, const char *const *log_values) {
-    if (!PQenterPipelineMode(pg)) return 0;
-    PQsendQueryPrepared(pg, write, n, write_values, NULL, NULL, 0);
-    PQsendQueryPrepared(pg, commit, 0, NULL, NULL, NULL, 0);
-    if (log != NULL) PQsendQueryPrepared(pg, log, 1, log_values, NULL, NULL, 0);
-    return PQpipelineSync(pg);
-}
-
-/* What a durable one-row write sends, as raw libpq: one pipeline per write holding the INSERT, the commit-id
-   row, the change-log row (its JSON text as Skyros writes it) with its pg_notify, then the sync (the
-   statements Skyros's group commit sends for a group of one), the three writes as prepared statements. The server-side floor of a durable write with
-   idempotency and change announcements. */
-int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id, int announced) {
-    Oid types[2] = {20, 25};
-    if (!prepare(conn, "raw_durable_insert", "INSERT INTO bench_insert (id, name) VALUES ($1, $2)", 2, types)) return -1;
-    if (!prepare(conn, "raw_durable_commit", "INSERT INTO skyros_commit_groups (first_id, last_id) SELECT u, u FROM gen_random_uuid() AS u", 0, NULL)) return -1;
-    Oid text_type[1] = {25};
-    if (!prepare(conn, "raw_durable_log",
-            LOG_STATEMENT("skyros_raw_bench"), 1, text_type)) return -1;
-    char id[24];
-    char changes[96];
-    const char *values[2] = {id, "benchmark row"};
-    const char *log_values[1] = {changes};
-    PGconn *pg = conn->pg;
-    int64_t start = now_ns();
-    for (int i = 0; i < n; i++) {
-        snprintf(id, sizeof id, "%lld", (long long)(first_id + i));
-        snprintf(changes, sizeof changes, "[{\"t\":\"bench_insert\",\"o\":20,\"i\":\"%s\",\"k\":\"i\"}]", id);
-        if (!send_durable_transaction(pg, "raw_durable_insert", 2, values, "raw_durable_commit", announced ? "raw_durable_log" : NULL, log_values)) return -1;
-        if (!finish_pipeline(pg)) return -1;
-    }
-    return now_ns() - start;
-}
 
 /* The work behind one observer event, by hand. A writer connection sends the transaction Skyros's durable
    update sends (the UPDATE returning the row's version, the commit-id row, the change-log row with its

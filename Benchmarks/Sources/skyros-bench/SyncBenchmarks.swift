@@ -67,34 +67,48 @@ struct BenchCounter: Entity {
     static let columns: [EntityColumn<BenchCounter>] = [EntityColumn(\.id, "id"), EntityColumn(\.n, "n")]
 }
 
+/// A table the capture watches (a stack maps it), beside `bench_plain`, the same table unmapped: what the
+/// capture's triggers cost another writer.
+struct BenchCaptured: Entity {
+    var id: Int
+    var n: Int
+
+    static let tableName = "bench_captured"
+    static let columns: [EntityColumn<BenchCaptured>] = [EntityColumn(\.id, "id"), EntityColumn(\.n, "n")]
+}
+
 /// The commit queue (issue 6) and cross-stack observation latency (issue 7), each against raw libpq in the same run.
 struct SyncBenchmarks {
     let url: String
     let rounds: Int
     let iterations: Int
-    /// Which of the three measurements to run (`--only queue|durable|observe`; `--only sync` runs all).
+    /// Which of the measurements to run (`--only queue|durable|observe|capture`; `--only sync` runs all).
     let parts: Set<Part>
 
     enum Part: String, CaseIterable {
-        case queue, durable, observe
+        case queue, durable, observe, capture
     }
 
     func run(into report: inout Report) async throws {
         let config = try PGConfiguration(url: self.url)
         let setup = try await PGConnection.connect(to: config)
         try await setup.execute(script: """
-            DROP TABLE IF EXISTS bench_insert, bench_observe, bench_observe_raw, bench_owned;
+            DROP TABLE IF EXISTS bench_insert, bench_observe, bench_observe_raw, bench_owned, bench_captured, bench_plain;
             CREATE TABLE bench_insert (id int8 PRIMARY KEY, name text NOT NULL);
             CREATE TABLE bench_owned (id int8 PRIMARY KEY, name text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
             CREATE TABLE bench_observe (id int8 PRIMARY KEY, n int8 NOT NULL);
-            INSERT INTO bench_observe VALUES (1, 0), (2, 0);
+            INSERT INTO bench_observe VALUES (1, 0), (2, 0), (3, 0);
+            CREATE TABLE bench_captured (id int8 PRIMARY KEY, n int8 NOT NULL);
+            INSERT INTO bench_captured SELECT g, 0 FROM generate_series(1, 1000) AS g;
+            CREATE TABLE bench_plain (id int8 PRIMARY KEY, n int8 NOT NULL);
+            INSERT INTO bench_plain SELECT g, 0 FROM generate_series(1, 1000) AS g;
             CREATE TABLE bench_observe_raw (id int8 PRIMARY KEY, n int8 NOT NULL);
             INSERT INTO bench_observe_raw VALUES (1, 0);
             """)
         guard let raw = raw_connect(self.url) else { throw BenchmarkFailure(description: "raw connect failed") }
         defer { raw_finish(raw) }
         let stack = try await DataStack.start(DataStackConfiguration(
-            store: .postgres(config), entities: [BenchInsertRow.self, BenchCounter.self, BenchOwnedRow.self, BenchOwnedPlainRow.self]))
+            store: .postgres(config), entities: [BenchInsertRow.self, BenchCounter.self, BenchOwnedRow.self, BenchOwnedPlainRow.self, BenchCaptured.self]))
 
         var nextID = 1
         if self.parts.contains(.queue) {
@@ -104,7 +118,10 @@ struct SyncBenchmarks {
             try await self.durable(stack: stack, raw: raw, nextID: &nextID, into: &report)
         }
         if self.parts.contains(.observe) {
-            try await self.observe(stack: stack, config: config, into: &report)
+            try await self.observe(stack: stack, config: config, raw: raw, into: &report)
+        }
+        if self.parts.contains(.capture) {
+            try self.captureCost(raw: raw, into: &report)
         }
         await stack.shutdown()
         await setup.close()
@@ -200,6 +217,38 @@ struct SyncBenchmarks {
         report.add("The same without the change feed", microseconds(rawPipeline.median), microseconds(quietQueued.median), String(format: "%.0f%% of pipeline throughput", 100 * rawPipeline.median / quietQueued.median), "—")
     }
 
+    /// What the capture costs a writer outside Skyros: a plain libpq client's autocommit one-row UPDATEs, and
+    /// UPDATEs of 1,000 rows in one statement, on a captured table (the stack maps it) against the same table
+    /// without the capture's triggers, alternating rounds on one connection.
+    func captureCost(raw: OpaquePointer, into report: inout Report) throws {
+        var captured = Measurement()
+        var plain = Measurement()
+        var capturedBulk = Measurement()
+        var plainBulk = Measurement()
+        let n = max(200, self.iterations / 2)
+        let bulk = max(10, self.iterations / 100)
+        func round(_ measurement: inout Measurement, _ operations: Int, _ run: () -> Int64) throws {
+            let ns = run()
+            guard ns > 0 else { throw BenchmarkFailure(description: "raw capture round failed") }
+            measurement.add(totalNanoseconds: ns, operations: operations)
+        }
+        for index in 0..<self.rounds {
+            // Which table goes first alternates, so drift hits both.
+            let order = index % 2 == 0 ? ["bench_captured", "bench_plain"] : ["bench_plain", "bench_captured"]
+            for table in order {
+                if table == "bench_captured" {
+                    try round(&captured, n) { raw_single_row_updates(raw, table, Int32(n), 1000) }
+                    try round(&capturedBulk, bulk) { raw_repeat_statement(raw, "UPDATE bench_captured SET n = n + 1", Int32(bulk)) }
+                } else {
+                    try round(&plain, n) { raw_single_row_updates(raw, table, Int32(n), 1000) }
+                    try round(&plainBulk, bulk) { raw_repeat_statement(raw, "UPDATE bench_plain SET n = n + 1", Int32(bulk)) }
+                }
+            }
+        }
+        report.add("Capture's cost to a writer outside Skyros: autocommit one-row UPDATE (raw libpq), captured table vs the same table uncaptured", microseconds(plain.median), microseconds(captured.median), ratio(captured.median, plain.median), "—")
+        report.add("The same, one UPDATE of 1,000 rows per transaction", milliseconds(plainBulk.median), milliseconds(capturedBulk.median), ratio(capturedBulk.median, plainBulk.median), "—")
+    }
+
     /// Durable single write vs raw autocommit INSERT (and vs the same transaction in raw libpq; and without the
     /// change feed: no change-log row, no NOTIFY, no listener — what announcing costs).
     func durable(stack: DataStack, raw: OpaquePointer, nextID: inout Int, into report: inout Report) async throws {
@@ -274,14 +323,14 @@ struct SyncBenchmarks {
     /// Commit in one stack → observer event in another stack (own pool, own listener), vs raw LISTEN/NOTIFY; then
     /// again with a writer whose hints carry updated rows (`includesRowsInHints`), against baselines measured
     /// again beside it (that writer's listener is one more backend every NOTIFY signals).
-    func observe(stack: DataStack, config: PGConfiguration, into report: inout Report) async throws {
+    func observe(stack: DataStack, config: PGConfiguration, raw: OpaquePointer, into report: inout Report) async throws {
         // The observing stack runs in another OS process, as in a deployment of several instances; it stamps
         // each observed value with CLOCK_MONOTONIC, which this process reads too.
-        let observerProcess = try ObserverProcess(url: self.url, ids: [1, 2])
+        let observerProcess = try ObserverProcess(url: self.url, ids: [1, 2, 3])
         var observed = observerProcess.observations.makeAsyncIterator()
         var initial: Set<Int> = []
-        while initial.count < 2, let first = await observed.next() { initial.insert(first.id) }
-        guard initial.count == 2 else { throw BenchmarkFailure(description: "the observer process did not start") }
+        while initial.count < 3, let first = await observed.next() { initial.insert(first.id) }
+        guard initial.count == 3 else { throw BenchmarkFailure(description: "the observer process did not start") }
         let listener = try await PGListener.start(configuration: config, channels: ["skyros_bench"])
         let clock = ContinuousClock()
         let (notifiedArrivals, notifiedArrival) = AsyncStream.makeStream(of: (payload: String, at: ContinuousClock.Instant).self)
@@ -308,8 +357,13 @@ struct SyncBenchmarks {
         let warmUp = max(20, samples / 10)
         var sample = 0
 
-        /// One phase: `writer` updates row `id`, observed in the observer process, interleaved with the baselines.
-        func phase(writer: DataStack, id: Int, label: String, target: String) async throws {
+        /// One phase: `write` sets row `id` to a value, observed in the observer process, interleaved with the
+        /// baselines. Returns the phase's p50 and p99 (ns).
+        @discardableResult
+        func phase(
+            writer: DataStack, id: Int, label: String, target: String,
+            write: ((Int) async throws -> Void)? = nil
+        ) async throws -> (p50: Double, p99: Double) {
             var sameWorkLatencies: [Duration] = []
             var rawLatencies: [Duration] = []
             var stackLatencies: [Duration] = []
@@ -334,8 +388,12 @@ struct SyncBenchmarks {
                 }
 
                 let t1 = monotonicNanoseconds()
-                try await writer.write(durability: .committed) { context in
-                    try await context.update(BenchCounter(id: id, n: i))
+                if let write {
+                    try await write(i)
+                } else {
+                    try await writer.write(durability: .committed) { context in
+                        try await context.update(BenchCounter(id: id, n: i))
+                    }
                 }
                 writeLatencies.append(.nanoseconds(Int64(monotonicNanoseconds() - t1)))
                 while let arrival = await observed.next() {
@@ -382,9 +440,19 @@ struct SyncBenchmarks {
                 // third column holds that C figure).
                 report.add("Floor (no Skyros code): the same work by raw libpq vs raw NOTIFY, p99", microseconds(rawP99), microseconds(sameP99), ratio(sameP99, rawP99), "—")
             }
+            return (stackP50, stackP99)
         }
 
-        try await phase(writer: stack, id: 1, label: "", target: "p99 ≤ 2× raw")
+        let own = try await phase(writer: stack, id: 1, label: "", target: "p99 ≤ 2× raw")
+        // A writer outside Skyros (psql, a job in another language): an autocommit UPDATE from raw libpq, which the
+        // capture's triggers announce.
+        let foreign = try await phase(
+            writer: stack, id: 3, label: " (writer: psql-style raw libpq UPDATE, no Skyros)", target: "—",
+            write: { value in
+                guard raw_update_counter(raw, 3, Int64(value)) > 0 else { throw BenchmarkFailure(description: "raw update failed") }
+            })
+        report.add("psql-style write → observer vs a Skyros durable write → observer (same run), p50", microseconds(own.p50), microseconds(foreign.p50), ratio(foreign.p50, own.p50), "—")
+        report.add("psql-style write → observer vs a Skyros durable write → observer (same run), p99", microseconds(own.p99), microseconds(foreign.p99), ratio(foreign.p99, own.p99), "—")
         var rowsConfiguration = DataStackConfiguration(store: .postgres(config), entities: [BenchCounter.self])
         rowsConfiguration.changeFeed.includesRowsInHints = true
         let rowsWriter = try await DataStack.start(rowsConfiguration)

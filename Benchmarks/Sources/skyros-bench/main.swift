@@ -1,6 +1,6 @@
 import Foundation
 
-// Usage: DATABASE_URL=postgres://… swift run -c release skyros-bench [--rounds N] [--iterations N] [--only client|stack|cache|sync|queue|durable|observe]
+// Usage: DATABASE_URL=postgres://… swift run -c release skyros-bench [--rounds N] [--iterations N] [--only client|stack|cache|sync|queue|durable|observe|capture]
 // (Benchmarks/run --low-latency also holds CPU wake-up latency at 0 while it runs: see Benchmarks/run.)
 // Benchmarks/run starts a throw-away PostgreSQL and runs this.
 let arguments = CommandLine.arguments

@@ -290,9 +290,11 @@ private struct MPCounted: Entity, Equatable {
                     }
                 }
                 let genuine = try #require(payload)
-                let fields = genuine.split(separator: " ", maxSplits: 3)
+                // `<position> <origin> @<committed>/<rows> <xid> <tag> <changes>`.
+                let fields = genuine.split(separator: " ", maxSplits: 4)
                 let position = try #require(Int64(fields[0]))
-                let xid = try #require(UInt64(fields[2]))
+                #expect(fields[2].hasPrefix("@"))
+                let xid = try #require(UInt64(fields[3]))
                 let json = try #require(genuine.firstIndex(of: "[").map { genuine[$0...] })
                 let changes = try JSONDecoder().decode([LoggedRowChange].self, from: Data(json.utf8))
                 // `mp_items` is versioned by `xmin`: the version B caches is the genuine hint's transaction id

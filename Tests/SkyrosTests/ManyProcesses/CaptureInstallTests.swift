@@ -91,6 +91,9 @@ import Testing
             // A stack of this version upgrades it; both follow psql.
             let b = try await CaptureHarness.stack(schema: schema)
             defer { Task { await b.shutdown() } }
+            // A durable write from the second stack of this process, right after it started: the first follows it.
+            try await b.write(durability: .committed) { try await $0.update(CaptureBook(id: 3, authorID: 1, title: "from-b")) }
+            #expect(await Self.converges(a, book: 3, title: "from-b"))
             #expect(try await Self.installedComment(schema) == "skyros capture \(ChangeCapture.version)")
             _ = try await Psql.run("UPDATE cap_books SET title = 'upgraded' WHERE id = 2", schema: schema)
             #expect(await Self.converges(a, book: 2, title: "upgraded"))

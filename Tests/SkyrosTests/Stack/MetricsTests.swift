@@ -102,4 +102,49 @@ struct MetricsTests {
             await reader.shutdown()
         }
     }
+
+    /// Rows from this stack against rows from other writers, and the lag from commit to the cache, with a
+    /// plain session (as psql) as the other writer: a one-row update (its entry in the hint) and a 40-row insert
+    /// (too large for the hint: the log is read).
+    @Test("the change feed reports own and other writers' rows and the lag from commit to the cache")
+    func captureMetrics() async throws {
+        let metrics = RecordedMetrics.shared
+        try await StackTestServer.withQueueStack({ _ in }) { stack in
+            let other = RecordedMetrics.total("skyros.feed.other_rows")
+            let own = RecordedMetrics.total("skyros.feed.own_rows")
+            let lagSamples = (try? metrics.expectTimer("skyros.feed.apply_lag").values.count) ?? 0
+
+            // This stack's own write: two rows in one transaction, named as its own by the capture.
+            try await stack.write(durability: .committed) { context in
+                try context.insert(note(1))
+                try context.insert(note(2))
+            }
+            await eventually { stack.changeFeedStatistics.ownRows == 2 }
+            #expect(RecordedMetrics.total("skyros.feed.own_rows") - own >= 2)
+
+            // Another writer's one-row update: applied from its hint, with its commit time.
+            #expect(try await stack.mainContext.object(StackNote.self, id: 1)?.rank == 1)
+            try await StackTestServer.execute(stack, "UPDATE stack_notes SET rank = 100 WHERE id = 1")
+            await eventually { stack.changeFeedStatistics.otherRows == 1 }
+            #expect(try await stack.mainContext.object(StackNote.self, id: 1)?.rank == 100)
+            #expect(stack.changeFeedStatistics.applyLagSamples == 1)
+
+            // Another writer's 40 rows in one statement: the hint cannot carry them, the log is read.
+            let reads = stack.changeFeedStatistics.reads
+            try await StackTestServer.execute(
+                stack, "INSERT INTO stack_notes (id, title, rank) SELECT g, 'bulk', g FROM generate_series(100, 139) AS g")
+            await eventually { stack.changeFeedStatistics.otherRows == 41 }
+            let statistics = stack.changeFeedStatistics
+            #expect(statistics.reads > reads)
+            #expect(statistics.applyLagSamples == 2)
+            #expect(statistics.ownRows == 2, "another writer's rows are not this stack's")
+            // Same machine, so the two clocks agree: the lag is real and short.
+            #expect(statistics.latestApplyLag > .zero && statistics.latestApplyLag < .seconds(30))
+            #expect(statistics.averageApplyLag > .zero && statistics.averageApplyLag < .seconds(30))
+            #expect(RecordedMetrics.total("skyros.feed.other_rows") - other >= 41)
+            let lags = try metrics.expectTimer("skyros.feed.apply_lag").values
+            #expect(lags.count >= lagSamples + 2)
+            #expect(lags.allSatisfy { $0 >= 0 && $0 < 30_000_000_000 })
+        }
+    }
 }

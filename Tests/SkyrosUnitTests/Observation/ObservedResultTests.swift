@@ -25,4 +25,30 @@ import Testing
             await stack.shutdown()
         }
     }
+
+    /// The in-memory store's counterpart of a `TRUNCATE`: deleting every row of a table wakes that table's query
+    /// observers and the observers of its rows (the stack is the store's only writer, so every change is a
+    /// local save).
+    @Test func deletingEveryRowWakesTheTablesObservers() async throws {
+        let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory))
+        try await withCleanup {
+            try await stack.write(durability: .committed) { context in
+                for id in 1...3 { try context.insert(MPItem(id: Int64(id), owner: 1, value: id, title: "item \(id)")) }
+            }
+            var query = stack.observe(FetchDescriptor<MPItem>(sortBy: [SortDescriptor(\.id)])).makeAsyncIterator()
+            var row = stack.observe(MPItem.self, id: 2).makeAsyncIterator()
+            #expect(try await query.next()?.values.count == 3)
+            #expect(try await row.next()??.title == "item 2")
+            try await stack.write(durability: .committed) { context in
+                _ = try await context.delete(where: nil as Predicate<MPItem>?)
+            }
+            let emptied = try #require(try await query.next())
+            #expect(emptied.values.isEmpty)
+            #expect(emptied.diff.deleted.count == 3)
+            let gone = try await row.next()
+            #expect(gone == .some(nil))
+        } cleanup: {
+            await stack.shutdown()
+        }
+    }
 }

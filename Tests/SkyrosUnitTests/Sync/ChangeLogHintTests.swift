@@ -40,6 +40,45 @@ import Testing
         #expect(HintKey(hex: "00") == nil && HintKey(hex: String(repeating: "zz", count: 128)) == nil)
     }
 
+    /// Capture version 2 stamps its hints with the commit time and the rows captured (`@<µs>/<rows>` after the
+    /// origin); version 1 hints (none) still parse, with the changes running to the end even when they hold
+    /// spaces.
+    @Test func versionTwoHintsCarryTheCommitTimeAndTheRowCount() throws {
+        let origin = UUID().uuidString.lowercased()
+        let key = try #require(HintKey(hex: String(repeating: "5a", count: 64) + String(repeating: "C3", count: 64)))
+        func tag(_ head: String, _ changes: String) -> String {
+            key.tag([Substring(head).utf8, Substring(" ").utf8, Substring(changes).utf8]).map { String(format: "%02x", $0) }.joined()
+        }
+        let short = try #require(ChangeLog.Hint("42 \(origin) @1700000000123456/3"))
+        #expect(short.position == 42 && short.committedAt == 1_700_000_000_123_456 && short.rows == 3)
+        #expect(short.inline == nil && short.entry(verifiedWith: key) == nil)
+
+        // An id with spaces: the changes' JSON holds spaces, and the tag covers the stamp.
+        let json = LoggedRowChange.json([RowChange(entity: "E", table: "t", id: PGValue(type: .text, text: "a b c"), kind: .updated, version: 9)])
+        let head = "43 \(origin) @1700000000123456/1 1234"
+        let full = try #require(ChangeLog.Hint("\(head) \(tag(head, json)) \(json)"))
+        #expect(full.committedAt == 1_700_000_000_123_456 && full.rows == 1)
+        #expect(full.entry(verifiedWith: key)?.xid == "1234")
+        #expect(full.entry(verifiedWith: key)?.changes.first?.i == "a b c")
+        let forged = "43 \(origin) @1600000000000000/1 1234"
+        #expect(try #require(ChangeLog.Hint("\(forged) \(tag(head, json)) \(json)")).entry(verifiedWith: key) == nil)
+
+        let oldHead = "44 \(origin) 1234"
+        let old = try #require(ChangeLog.Hint("\(oldHead) \(tag(oldHead, json)) \(json)"))
+        #expect(old.committedAt == nil && old.rows == nil)
+        #expect(old.entry(verifiedWith: key)?.changes.first?.i == "a b c")
+    }
+
+    /// The capture's functions run with a fixed `search_path`: for a stack without a schema they name the log's
+    /// tables with the installing connection's schema, and notify on the default channel the stack listens on.
+    @Test func captureFunctionsNameTheLogTablesWithTheirSchemaWhenTheStackHasNone() {
+        let sql = ChangeCapture(log: ChangeLog(schema: nil)).functionsSQL(tableSchema: "public")
+        #expect(sql.contains(#"INSERT INTO "public"."skyros_change_log" (origin, changes)"#))
+        #expect(sql.contains(#"FROM "public"."skyros_change_log_state" AS s"#))
+        #expect(sql.contains("pg_notify('skyros_changes_default'"))
+        #expect(!sql.contains(#"INTO "skyros_change_log""#))
+    }
+
     @Test func theLoggedJSONDecodesToTheSameChanges() throws {
         let ids = ["plain", "quote \" and \\ backslash", "line\nbreak\ttab\r", "\u{1}\u{1f}", "naïve 表 🚀", ""]
         let changes = ids.enumerated().map { index, id in

@@ -22,10 +22,16 @@ int64_t raw_sequential_transaction(raw_conn *conn, int n, int64_t first_id);
 int64_t raw_pipeline_transaction(raw_conn *conn, int n, int64_t first_id);
 /// Fetches the 100 rows with score < 10 ordered by id, decoding every column, n times. Returns ns or -1.
 int64_t raw_fetch_100(raw_conn *conn, int n);
-/// n durable one-row writes as Skyros sends them: per write one pipeline of BEGIN, INSERT, the commit-id row,
-/// the change-log row with pg_notify (when announced is non-zero; without: a stack without the change feed),
-/// COMMIT. Returns elapsed ns or -1.
+/// n durable one-row writes as Skyros sends them: per write one pipeline of the INSERT into the captured
+/// bench_insert, the commit-id row, the statement naming the writer for the capture (when announced is
+/// non-zero; without: a stack without the change feed), then the sync. Returns elapsed ns or -1.
 int64_t raw_durable_transactions(raw_conn *conn, int n, int64_t first_id, int announced);
+/// n autocommit one-row UPDATEs (SET n = n + 1) of `table` (id, n), ids cycling through 1...rows. Returns ns or -1.
+int64_t raw_single_row_updates(raw_conn *conn, const char *table, int n, int rows);
+/// n autocommit runs of `sql` (no parameters). Returns ns or -1.
+int64_t raw_repeat_statement(raw_conn *conn, const char *sql, int n);
+/// One autocommit UPDATE of bench_observe row `id` to `value` (a psql-style writer). Returns ns or -1.
+int64_t raw_update_counter(raw_conn *conn, int64_t id, int64_t value);
 /// Prepares the observer baseline's statements and LISTENs on the observer connection; returns 0 on success.
 int raw_observe_prepare(raw_conn *writer, raw_conn *observer);
 /// One observer event done by hand: the writer's transaction with its NOTIFY, the observer's notification and
