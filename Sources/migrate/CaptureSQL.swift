@@ -16,11 +16,12 @@ struct CaptureSQL: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Option(name: .customLong("table"), help: "A mapped table (repeat the option for each).")
+    // Positional: `--table` is the history table's option (ConnectionOptions).
+    @Argument(help: "The mapped tables, in --schema.")
     var tables: [String] = []
 
     func validate() throws {
-        guard !self.tables.isEmpty else { throw ValidationError("name at least one --table") }
+        guard !self.tables.isEmpty else { throw ValidationError("name at least one table") }
     }
 
     func run() async throws {
