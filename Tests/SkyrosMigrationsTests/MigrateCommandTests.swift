@@ -310,6 +310,27 @@ struct MigrateCommandTests {
 
     /// `status --json` is one JSON document on stdout (Foundation parses it, and jq when installed); `up --json`
     /// and a failure under `--json` too.
+    @Test func captureSQLPrintsAnInstallThatCapturesEveryWriter() async throws {
+        try await withFixture { schema, directory in
+            let base = ["--dir", directory.path, "--schema", schema]
+            #expect(try await Self.migrate(["up"] + base).status == 0)
+            let missing = try await Self.migrate(["capture-sql", "--schema", schema, "no_such_table"])
+            #expect(missing.status != 0 && missing.stderr.contains("no_such_table"), "\(missing.stderr)")
+            let printed = try await Self.migrate(["capture-sql", "--schema", schema, "authors"])
+            #expect(printed.status == 0, "\(printed.stderr)")
+            #expect(printed.stdout.contains("CREATE TRIGGER skyros_capture_update AFTER UPDATE ON \(quoteIdentifier(schema)).\"authors\""))
+            // What a DBA runs: the printed script, then any writer's change is logged.
+            let connection = try await TestServer.connect()
+            try await connection.execute(script: printed.stdout)
+            try await connection.query("INSERT INTO \(qualified: [schema, "authors"]) (name) VALUES ('Ada')")
+            try await connection.query("UPDATE \(qualified: [schema, "authors"]) SET name = 'Ada L.'")
+            let logged = try await connection.query(
+                "SELECT count(*)::int FROM \(qualified: [schema, "skyros_change_log"]) WHERE changes <> ''")[0].decode(Int.self, at: 0)
+            #expect(logged == 2)
+            await connection.close()
+        }
+    }
+
     @Test func statusJSONParses() async throws {
         try await withFixture { schema, directory in
             let base = ["--dir", directory.path, "--schema", schema]
