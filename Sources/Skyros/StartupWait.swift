@@ -81,30 +81,36 @@ struct StartupWait {
             await (try await PGConnection.connect(to: probe, logger: logger)).close()
             return
         }
+        // The continuation is stored before either task starts, so the first to finish always finds it.
         let first = Locked<CheckedContinuation<Result<Void, any Error>, Never>?>(nil)
-        let attempt = Task {
-            let result: Result<Void, any Error>
-            do {
-                let connection = try await PGConnection.connect(to: probe, logger: logger)
-                await connection.close()
-                result = .success(())
-            } catch {
-                result = .failure(error)
-            }
-            first.withLock { $0.take() }?.resume(returning: result)
-        }
-        let timer = Task {
-            try? await Task.sleep(until: end, clock: .continuous)
-            let timedOut = PGError(kind: .connectionFailed, message: "timeout expired: the start-up deadline came before the server answered")
-            first.withLock { $0.take() }?.resume(returning: .failure(timedOut))
-        }
+        var timer: Task<Void, Never>?
         let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in first.withLock { $0 = continuation } }
+            await withCheckedContinuation { continuation in
+                first.withLock { $0 = continuation }
+                // Runs to its own end; nothing waits for it (see above).
+                Task {
+                    let result: Result<Void, any Error>
+                    do {
+                        let connection = try await PGConnection.connect(to: probe, logger: logger)
+                        await connection.close()
+                        result = .success(())
+                    } catch {
+                        result = .failure(error)
+                    }
+                    first.withLock { $0.take() }?.resume(returning: result)
+                }
+                timer = Task {
+                    // Cancelled once the attempt answered: then nothing is resumed here.
+                    guard (try? await Task.sleep(until: end, clock: .continuous)) != nil else { return }
+                    let timedOut = PGError(
+                        kind: .connectionFailed, message: "timeout expired: the start-up deadline came before the server answered")
+                    first.withLock { $0.take() }?.resume(returning: .failure(timedOut))
+                }
+            }
         } onCancel: {
             first.withLock { $0.take() }?.resume(returning: .failure(CancellationError()))
         }
-        timer.cancel()
-        _ = attempt  // runs to its own end; nothing waits for it (see above)
+        timer?.cancel()
         try result.get()
     }
 

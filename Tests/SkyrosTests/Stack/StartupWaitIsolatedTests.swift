@@ -9,8 +9,8 @@ import Testing
 
 /// `DataStack.start` waits for PostgreSQL: it retries while the server refuses or does not answer, logs each
 /// failed attempt at `warning`, and after ``DataStackConfiguration/waitForDatabase`` throws one clear error.
-@Suite("Start-up wait", .timeLimit(.minutes(2)))
-struct StartupWaitTests {
+@Suite("Start-up wait (run alone: it times its deadline)", .timeLimit(.minutes(2)))
+struct StartupWaitIsolatedTests {
     /// A logger recording every level into swift-log's in-memory handler.
     static func recordingLogger() -> (Logger, InMemoryLogHandler) {
         let handler = InMemoryLogHandler()
