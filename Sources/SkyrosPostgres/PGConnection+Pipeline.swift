@@ -43,7 +43,7 @@ extension PGConnection {
         if queries.isEmpty { return [] }
         self.logger.debug("pipeline", metadata: ["skyros.pipeline.count": "\(queries.count)"])
         guard let span = self.spanTarget.start(
-            sql: queries.map(\.sql).joined(separator: ";\n"), operation: Self.batchOperationName(queries), batch: queries.count)
+            sql: Self.distinctStatements(queries), operation: Self.batchOperationName(queries), batch: queries.count)
         else { return try await self.pipelineRetryingStale(queries) }
         defer { span.end() }
         do {
@@ -52,6 +52,13 @@ extension PGConnection {
             StatementSpanTarget.record(error, on: span)
             throw error
         }
+    }
+
+    /// A pipeline's statements for `db.query.text`, each text once in order of first use (a group commit repeats
+    /// a few statements many times).
+    static func distinctStatements(_ queries: [PGQuery]) -> String {
+        var seen: Set<String> = []
+        return queries.compactMap { seen.insert($0.sql).inserted ? $0.sql : nil }.joined(separator: ";\n")
     }
 
     /// OpenTelemetry's name for a batch: `BATCH INSERT` when every statement is an insert, else `BATCH`.

@@ -24,9 +24,15 @@ package struct StatementSpanTarget: Sendable {
     ///   - operation: `db.operation.name`; derived from the statement's first keyword when `nil`.
     ///   - text: whether `db.query.text` is recorded (not for scripts, which may carry literals).
     ///   - batch: `db.operation.batch.size` for a pipeline.
-    package func start(sql: String, operation: String? = nil, text: Bool = true, batch: Int? = nil) -> (any Span)? {
+    /// `sql` and `operation` are evaluated only when a span starts (a pipeline's text is built from all its
+    /// statements).
+    package func start(
+        sql makeSQL: @autoclosure () -> String, operation makeOperation: @autoclosure () -> String? = nil, text: Bool = true,
+        batch: Int? = nil
+    ) -> (any Span)? {
         guard let parent = ServiceContext.current else { return nil }
-        let operation = operation ?? Self.operationName(of: sql)
+        let sql = makeSQL()
+        let operation = makeOperation() ?? Self.operationName(of: sql)
         let span = InstrumentationSystem.tracer.startSpan(
             self.namespace.map { "\(operation) \($0)" } ?? operation, context: parent, ofKind: .client)
         guard span.isRecording else { return span }
