@@ -107,6 +107,25 @@ public final class DataContext: Sendable {
         try await self.lookup(type, id: id)?.value as? T
     }
 
+    /// Whether the row has changes not yet committed: this context's (or a parent's) unsaved ones, or a queued
+    /// write's. While it does, a reader sees the values the app wrote; the columns the database sets
+    /// (`DatabaseGenerated`: `now()` defaults, trigger-set columns, computed columns) hold the app's values
+    /// until the commit settles, then the stored ones.
+    ///
+    /// ```swift
+    /// try await stack.write { try $0.insert(ticket) }                 // queued
+    /// let pending = try stack.mainContext.hasPendingChanges(Ticket.self, id: ticket.id)   // true until it commits
+    /// ```
+    public func hasPendingChanges<T: Entity>(_ type: T.Type, id: T.ID) throws -> Bool {
+        try self.checkValid()
+        let key = try RowKey(type, id: id)
+        if self.tracker.withLock({ $0.row(key) }) != nil { return true }
+        switch self.parent {
+        case .root: return self.core.isPending(key)
+        case .context(let parent): return try parent.hasPendingChanges(type, id: id)
+        }
+    }
+
     // MARK: Writes
 
     /// Inserts a row (committed on save; a duplicate primary key fails the commit with `.uniqueViolation`) and

@@ -141,6 +141,11 @@ package final class StackCore: Sendable {
 
     /// Creates the row unless it exists, in the store at once (race-free across processes), and caches it.
     /// Whether a queued write deletes the row (the last queued change of it is a deletion).
+    /// Whether a queued write of this stack changes the row and has not committed (or failed) yet.
+    func isPending(_ key: RowKey) -> Bool {
+        self.state.withLock { state in state.view.pending[key]?.isEmpty == false }
+    }
+
     func isPendingDeletion(_ key: RowKey) -> Bool {
         self.state.withLock { state in state.view.pending[key]?.last.map { $0.row.value == nil } ?? false }
     }

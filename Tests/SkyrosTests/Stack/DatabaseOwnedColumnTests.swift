@@ -221,8 +221,13 @@ struct DatabaseOwnedColumnTests {
             let note = try await stack.write { try $0.insert(OwnedNote(id: 2, body: "queued", token: UUID(), createdAt: .distantPast, shout: "")) }
             let pending = try await stack.read { try await $0.object(OwnedNote.self, id: 2) }
             #expect(pending?.createdAt == .distantPast)
+            #expect(try stack.mainContext.hasPendingChanges(OwnedNote.self, id: 2))
+            let child = stack.mainContext.newChildContext()
+            #expect(try child.hasPendingChanges(OwnedNote.self, id: 2), "a child sees its root's queued write as pending")
+            #expect(try !stack.mainContext.hasPendingChanges(OwnedNote.self, id: 99))
             stack.releaseCommits()
             try await stack.mainContext.saveToStore()
+            #expect(await poll(within: .seconds(10)) { (try? stack.mainContext.hasPendingChanges(OwnedNote.self, id: 2)) == false })
             let committed = try await stack.read { try await $0.object(OwnedNote.self, id: 2) }
             #expect(committed?.createdAt != .distantPast)
             #expect(committed?.token != note.token)
