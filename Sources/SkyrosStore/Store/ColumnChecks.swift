@@ -463,17 +463,27 @@ package final class ColumnDoor: Sendable {
             let type = self.definitions(table: plan.tableName)[column]?.type.description ?? "text"
             throw ColumnValueError(entity: plan.entityName, column: column, columnType: type, reason: .nulCharacter)
         }
-        var changed = try self.rules(plan).check(&encoded)
-        if !changed {
-            for (index, column) in plan.dateColumns where !encoded[index].isNull {
-                if let date = value[keyPath: column.keyPath] as? Date, date != date.postgresStored {
-                    changed = true
-                    break
-                }
+        if try self.rules(plan).check(&encoded) {
+            // A number rounded to its scale, `char(n)` trimmed: the row as its values now read.
+            return (try RowDecoder(plan: plan).decode(values: encoded), encoded)
+        }
+        // Dates with sub-microsecond digits (most `Date()` values): their encoding is already rounded; the row
+        // gets the same values through its properties' key paths, without decoding it again.
+        var normalised = value
+        for (index, column) in plan.dateColumns where !encoded[index].isNull {
+            guard let date = value[keyPath: column.keyPath] as? Date else { continue }
+            let stored = date.postgresStored
+            if stored == date { continue }
+            if let path = column.keyPath as? WritableKeyPath<T, Date> {
+                normalised[keyPath: path] = stored
+            } else if let path = column.keyPath as? WritableKeyPath<T, Date?> {
+                normalised[keyPath: path] = stored
+            } else {
+                // A read-only property (a `let`, or computed): decode the row from its values.
+                return (try RowDecoder(plan: plan).decode(values: encoded), encoded)
             }
         }
-        guard changed else { return (value, encoded) }
-        return (try RowDecoder(plan: plan).decode(values: encoded), encoded)
+        return (normalised, encoded)
     }
 
     /// Checks and normalises a row's encoded values (the in-memory store's rows, kept encoded).

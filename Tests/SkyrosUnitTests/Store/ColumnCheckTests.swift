@@ -3,6 +3,21 @@ import Foundation
 @testable import SkyrosStore
 import Testing
 
+private struct Stamped: Entity, Equatable {
+    var id: Int
+    var at: Date
+    let fixed: Date
+    static let tableName = "stamped"
+    static let columns: [EntityColumn<Stamped>] = [EntityColumn(\.id, "id"), EntityColumn(\.at, "at"), EntityColumn(\.fixed, "fixed")]
+}
+
+private struct StampedVar: Entity, Equatable {
+    var id: Int
+    var at: Date
+    static let tableName = "stamped_var"
+    static let columns: [EntityColumn<StampedVar>] = [EntityColumn(\.id, "id"), EntityColumn(\.at, "at")]
+}
+
 private struct Checked: Entity, Equatable {
     var id: Int
     var small: Int
@@ -119,6 +134,17 @@ private struct Checked: Entity, Equatable {
         let error = try #require(Self.refusal { $0.count = 8_589_934_592 })
         #expect(error.description == #"entity Checked, column "count" (int4): value out of range for int4"#)
         #expect(!String(reflecting: error).contains("8589934592"))
+    }
+
+    /// A `var` date is rounded through its key path; a `let` one by decoding the row again: the same value.
+    @Test func datesOfVarAndLetPropertiesAreRoundedAlike() throws {
+        let at = Date(timeIntervalSince1970: 1_800_000_000.1234567)
+        let rounded = Date(timeIntervalSince1970: 1_800_000_000.123457)
+        let stamped = try ColumnDoor().admit(Stamped(id: 1, at: at, fixed: at))
+        #expect(stamped.value.at == rounded)
+        #expect(stamped.value.fixed == rounded)
+        let writable = try ColumnDoor().admit(StampedVar(id: 1, at: at))
+        #expect(writable.value.at == rounded)
     }
 
     @Test func datesAreRoundedToMicrosecondsTiesToEven() throws {
