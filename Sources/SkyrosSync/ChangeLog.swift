@@ -16,7 +16,7 @@ package struct ChangeLog: Sendable {
     let channel: String
 
     /// The statement texts of ``recordStatement(_:origin:includingRows:)``: the hint without and with the entry
-    /// (built once: the commit queue runs one per group).
+    /// (built once per log).
     private let recordSQL: String
     private let recordWithEntrySQL: String
 

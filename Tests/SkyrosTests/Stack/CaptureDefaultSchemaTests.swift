@@ -23,12 +23,12 @@ struct CaptureDefaultSchemaTests {
         try await admin.execute(script: "CREATE DATABASE \(quoteIdentifier(database))")
         var postgres = try TestServer.configuration
         postgres["dbname"] = database
-        do {
+        try await withCleanup {
             let setup = try await PGConnection.connect(to: postgres)
             try await setup.execute(script: "CREATE TABLE public_notes (id bigint PRIMARY KEY, text text NOT NULL)")
             await setup.close()
             let stack = try await DataStack.start(DataStackConfiguration(store: .postgres(postgres), entities: [PublicNote.self]))
-            do {
+            try await withCleanup {
                 try await stack.write(durability: .committed) { try $0.insert(PublicNote(id: 1, text: "own")) }
                 try await stack.write(durability: .committed) {
                     try await $0.update(PublicNote(id: 1, text: "own update"))
@@ -46,17 +46,12 @@ struct CaptureDefaultSchemaTests {
                     return one?.text == "psql update" && two?.text == "psql"
                 }
                 #expect(caught, "the stack's cache follows psql's insert and update")
-            } catch {
+            } cleanup: {
                 await stack.shutdown()
-                throw error
             }
-            await stack.shutdown()
-        } catch {
+        } cleanup: {
             _ = try? await admin.execute(script: "DROP DATABASE IF EXISTS \(quoteIdentifier(database)) WITH (FORCE)")
             await admin.close()
-            throw error
         }
-        try await admin.execute(script: "DROP DATABASE IF EXISTS \(quoteIdentifier(database)) WITH (FORCE)")
-        await admin.close()
     }
 }
