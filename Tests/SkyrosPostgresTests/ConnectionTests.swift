@@ -350,18 +350,19 @@ struct ConnectionTests {
 
     @Test func busyPollingSwitchesOffWhileRepliesAreSlowAndBackOnWhenFast() async throws {
         var configuration = try TestServer.configuration
-        configuration.busyPoll = .microseconds(100)
+        // A 5 ms window: wide enough that a local point select comes back within twice it even under
+        // ThreadSanitizer beside the parallel suite, narrow enough that a 100 ms sleep is far beyond it.
+        configuration.busyPoll = .milliseconds(5)
         let connection = try await PGConnection.connect(to: configuration)
         #expect(await connection.busyPollsNextReply)
-        // 20 ms is far beyond twice the window: the next wait sleeps at once.
-        try await connection.query("SELECT pg_sleep(0.02)")
+        try await connection.query("SELECT pg_sleep(0.1)")
         #expect(await connection.busyPollsNextReply == false)
         // A local point select comes back within twice the window (retried: the VM can stall any one of them).
         try await eventually("no point select came back within twice the window") {
             try await connection.query("SELECT 1")
             return await connection.busyPollsNextReply
         }
-        try await connection.pipeline(["SELECT pg_sleep(0.02)"])
+        try await connection.pipeline(["SELECT pg_sleep(0.1)"])
         #expect(await connection.busyPollsNextReply == false)
         var off = configuration
         off.busyPoll = .zero
