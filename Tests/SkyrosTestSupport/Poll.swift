@@ -1,4 +1,12 @@
+import Foundation
 import Testing
+
+/// The deadline ``eventually(within:every:_:sourceLocation:_:)`` waits by default: 10 s, and three times that
+/// under a sanitizer (`SKYROS_SANITIZE`, set by `scripts/test`), where the whole suite runs several times
+/// slower beside itself. A condition that holds returns as soon as it does, so a longer deadline costs
+/// nothing unless a test fails.
+public let defaultPollDeadline: Duration =
+    ProcessInfo.processInfo.environment["SKYROS_SANITIZE", default: ""].isEmpty ? .seconds(10) : .seconds(30)
 
 /// Polls `condition` every `interval` until it holds or `deadline` passes; whether it held. Records nothing:
 /// the primitive under ``eventually(within:every:_:sourceLocation:_:)``, for a caller that handles a timeout
@@ -20,7 +28,7 @@ public func poll(
 /// early; it need not `#expect` the result).
 @discardableResult
 public func eventually(
-    within deadline: Duration = .seconds(10), every interval: Duration = .milliseconds(10),
+    within deadline: Duration = defaultPollDeadline, every interval: Duration = .milliseconds(10),
     _ comment: @autoclosure () -> Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation,
     _ condition: () async throws -> Bool
 ) async rethrows -> Bool {
