@@ -276,8 +276,36 @@ public final class DataStack: DataStackProtocol, Service {
         try await self.write(durability: durability ?? self.configuration.defaultDurability, policy: mergePolicy, body)
     }
 
+    /// ``write(durability:_:)`` whose own log records go to `logger` instead of the stack's: pass a request's
+    /// logger, and a queued write that fails to commit after the handler returned is logged at `error` there,
+    /// with the request's metadata (its id) beside the entity, row, SQLSTATE and constraint.
+    ///
+    /// ```swift
+    /// var requestLogger = Logger(label: "tickets")
+    /// requestLogger[metadataKey: "request-id"] = "4f1c"
+    /// try await stack.write(logger: requestLogger) { context in
+    ///     try context.insert(book)
+    /// }
+    /// ```
+    /// - Parameters:
+    ///   - durability: as for ``write(durability:_:)``; the stack's ``DataStackConfiguration/defaultDurability``
+    ///     when `nil`.
+    ///   - mergePolicy: this write's merge policy; the stack's when `nil`.
+    ///   - logger: where this write's records go (the stack's own records, start-up and the change feed, stay
+    ///     with the stack's logger).
+    ///   - body: the changes.
+    @discardableResult
+    public func write<R>(
+        durability: WriteDurability? = nil, mergePolicy: MergePolicy? = nil, logger: Logger,
+        _ body: (DataContext) async throws -> R
+    ) async throws -> R {
+        try await self.write(
+            durability: durability ?? self.configuration.defaultDurability, policy: mergePolicy, logger: logger, body)
+    }
+
     private func write<R>(
-        durability: WriteDurability, policy mergePolicy: MergePolicy?, _ body: (DataContext) async throws -> R
+        durability: WriteDurability, policy mergePolicy: MergePolicy?, logger: Logger? = nil,
+        _ body: (DataContext) async throws -> R
     ) async throws -> R {
         let core = self.core
         try await core.waitForRoom()
@@ -285,7 +313,7 @@ public final class DataStack: DataStackProtocol, Service {
         if durability == .committed { core.startDrainAhead() }
         let context = self.newBackgroundContext()
         let result = try await context.perform(body)
-        let ticket = try context.push(policy: mergePolicy)
+        let ticket = try context.push(policy: mergePolicy, logger: logger)
         if durability == .committed, let ticket {
             try await ticket.wait()
             // A row the body returns comes back as stored: with the values the database set.

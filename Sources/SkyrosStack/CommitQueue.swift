@@ -71,7 +71,9 @@ final class CommitQueue: Sendable {
     /// Makes saved changes visible to every reader at once and queues their commit.
     /// - Returns: the commit's ticket and its number in the queue, or `nil` when there was nothing to commit.
     /// - Throws: ``DataStackError`` `.stackShutDown` after ``shutdown(timeout:)``.
-    func enqueue(_ slots: [ResolvedSlot], policy: MergePolicy?) throws -> (ticket: CommitTicket, commit: UInt64)? {
+    func enqueue(
+        _ slots: [ResolvedSlot], policy: MergePolicy?, logger: Logger? = nil
+    ) throws -> (ticket: CommitTicket, commit: UInt64)? {
         if slots.isEmpty { return nil }
         let ticket = CommitTicket()
         var slotBytes: [Int] = []
@@ -99,7 +101,7 @@ final class CommitQueue: Sendable {
             let action = state.queue.enqueue { id in
                 QueuedCommit(
                     id: id, slots: slots, ticket: ticket, commitID: UUID(commitPrefix: prefix, sequence: id), policy: policy,
-                    bytes: bytes, slotBytes: slotBytes, slotValues: slotValues, trace: trace)
+                    bytes: bytes, slotBytes: slotBytes, slotValues: slotValues, trace: trace, logger: logger)
             }
             if case .queued(let id, _) = action {
                 state.view.addPending(slots, commit: id)
@@ -351,10 +353,12 @@ final class CommitQueue: Sendable {
         default:
             metadata["skyros.error.type"] = "\(type(of: error))"
         }
+        // The writer's own logger when it passed one (a request's, with its id), else the stack's.
+        let logger = commit.logger ?? self.logger
         if commit.ticket.isAwaited {
-            self.logger.debug("a write failed to commit and was reverted", metadata: metadata)
+            logger.debug("a write failed to commit and was reverted", metadata: metadata)
         } else {
-            self.logger.error("a queued write failed to commit and was reverted", metadata: metadata)
+            logger.error("a queued write failed to commit and was reverted", metadata: metadata)
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import SkyrosPostgres
 import SkyrosStore
 
@@ -377,8 +378,9 @@ public final class DataContext: Sendable {
         }
     }
 
-    /// Saves into the parent; returns the commit ticket when the parent is the root.
-    package func push(policy: MergePolicy? = nil) throws -> CommitTicket? {
+    /// Saves into the parent; returns the commit ticket when the parent is the root. `logger` receives the
+    /// commit's own records (its failure) instead of the stack's logger.
+    package func push(policy: MergePolicy? = nil, logger: Logger? = nil) throws -> CommitTicket? {
         try self.checkValid()
         switch self.parent {
         case .root:
@@ -388,7 +390,7 @@ public final class DataContext: Sendable {
                 let generation = copy.generation
                 let slots = copy.take()
                 do {
-                    let queued = try self.core.enqueue(slots, policy: policy)
+                    let queued = try self.core.enqueue(slots, policy: policy, logger: logger)
                     if let queued { copy.noteSaved(slots, generation: generation, as: .pending(commit: queued.commit)) }
                     tracker = copy
                     return queued?.ticket

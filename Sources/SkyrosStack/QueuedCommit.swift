@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import SkyrosPostgres
 import SkyrosStore
 
@@ -20,10 +21,14 @@ package final class QueuedCommit: QueueableCommit, Sendable {
     let slotValues: [[PGValue]?]
     /// The writing task's trace, when it had one: the group commit's span goes under it.
     let trace: CommitTrace?
+    /// The logger the writer passed for this write's own records (its failure), when it passed one: a
+    /// request's logger, so the record carries the request's id.
+    let logger: Logger?
 
     init(
         id: UInt64, slots: [ResolvedSlot], ticket: CommitTicket, commitID: UUID, policy: MergePolicy, bytes: Int,
-        slotBytes: [Int], slotValues: [[PGValue]?], trace: CommitTrace? = nil
+        slotBytes: [Int], slotValues: [[PGValue]?], trace: CommitTrace? = nil,
+        logger: Logger? = nil
     ) {
         self.id = id
         self.slots = slots
@@ -34,5 +39,6 @@ package final class QueuedCommit: QueueableCommit, Sendable {
         self.slotBytes = slotBytes
         self.slotValues = slotValues
         self.trace = trace
+        self.logger = logger
     }
 }

@@ -206,9 +206,12 @@ package final class StackCore: Sendable {
 
     // MARK: Commits (the queue's)
 
-    /// Makes saved changes visible to every reader at once and queues their commit (``CommitQueue/enqueue(_:policy:)``).
-    func enqueue(_ slots: [ResolvedSlot], policy: MergePolicy? = nil) throws -> (ticket: CommitTicket, commit: UInt64)? {
-        try self.queue.enqueue(slots, policy: policy)
+    /// Makes saved changes visible to every reader at once and queues their commit
+    /// (``CommitQueue/enqueue(_:policy:logger:)``).
+    func enqueue(
+        _ slots: [ResolvedSlot], policy: MergePolicy? = nil, logger: Logger? = nil
+    ) throws -> (ticket: CommitTicket, commit: UInt64)? {
+        try self.queue.enqueue(slots, policy: policy, logger: logger)
     }
 
     package func startDrainAhead() { self.queue.startDrainAhead() }

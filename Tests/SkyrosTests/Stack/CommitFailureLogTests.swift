@@ -69,4 +69,33 @@ struct CommitFailureLogTests {
             #expect(stack.commitQueueStatistics.queueDepth == 0)
         }
     }
+
+    @Test("A queued write given a request's logger: its failure is logged there, with the request's metadata")
+    func queuedFailureGoesToTheWritersLogger() async throws {
+        try await Self.withLoggedStack(existing: 11) { stack, stackHandler in
+            let requestHandler = InMemoryLogHandler()
+            var requestLogger = Logger(label: "request", factory: { _ in requestHandler })
+            requestLogger[metadataKey: "request-id"] = "req-4f1c"
+            var errors = stack.errors.makeAsyncIterator()
+            try await stack.write(logger: requestLogger) { try $0.insert(StackNote(id: 11, title: "from a request", rank: 1)) }
+            #expect(await errors.next()?.code == .commitFailed)
+
+            let record = try #require(requestHandler.entries.first { $0.level == .error })
+            #expect(requestHandler.entries.filter { $0.level == .error }.count == 1)
+            #expect(record.metadata["request-id"]?.description == "req-4f1c")
+            #expect(record.metadata["skyros.error.constraint"]?.description == "stack_notes_pkey")
+            #expect(record.metadata["skyros.row.id"]?.description == "11")
+            // One record in all: the stack's logger does not repeat it.
+            #expect(stackHandler.entries.filter { $0.level == .error }.isEmpty)
+            #expect(stack.commitQueueStatistics.failures == 1)
+
+            // A write with a logger and a durability and merge policy of its own commits like any other.
+            let stored = try await stack.write(durability: .committed, mergePolicy: .contextWins, logger: requestLogger) {
+                try $0.insert(StackNote(id: 12, title: "ok", rank: 2))
+                return 12
+            }
+            #expect(stored == 12)
+            #expect(try await stack.read { try await $0.object(StackNote.self, id: 12) }?.title == "ok")
+        }
+    }
 }

@@ -28,16 +28,16 @@ struct TicketRoutes: Sendable {
             let body = try await request.decode(as: NewTicket.self, context: context)
             guard !body.title.isEmpty else { throw HTTPError(.badRequest, message: "title is empty") }
             let ticket = Ticket(id: UUID(), title: body.title, status: "open", priority: body.priority ?? 0)
-            // Durable: the response goes out after PostgreSQL committed, and a failure comes back here, to be
-            // logged with this request's id (the stack's API takes no per-call logger).
-            try await stack.write(durability: .committed) { try $0.insert(ticket) }
+            // Durable: the response goes out after PostgreSQL committed, and a failure comes back here. The
+            // request's logger makes the stack's own records of this write carry the request id too.
+            try await stack.write(durability: .committed, logger: context.logger) { try $0.insert(ticket) }
             context.logger.info("ticket created", metadata: ["ticket.id": "\(ticket.id)"])
             return EditedResponse(status: .created, response: ticket)
         }
         router.post("/tickets/:id/close") { _, context -> Ticket in
             let stack = try self.lifecycle.stack()
             let id = try context.parameters.require("id", as: UUID.self)
-            let closed = try await stack.write(durability: .committed) { context in
+            let closed = try await stack.write(durability: .committed, logger: context.logger) { context in
                 guard var ticket = try await context.object(Ticket.self, id: id) else {
                     throw HTTPError(.notFound, message: "no ticket \(id)")
                 }

@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import Synchronization
 import Skyros
 import SkyrosVapor
 import Testing
@@ -22,6 +24,11 @@ struct Note: Entity, Content, Equatable {
             let note = try req.content.decode(Note.self)
             try await req.skyros.write(durability: .committed) { try $0.insert(note) }
             return note
+        }
+        app.post("notes", "queued") { req -> HTTPStatus in
+            let note = try req.content.decode(Note.self)
+            try await req.skyros.write(durability: .visible) { try $0.insert(note) }   // returns before the commit
+            return .accepted
         }
         app.get("notes") { req -> [Note] in
             try await req.skyros.read { try await $0.fetch(FetchDescriptor<Note>()) }
@@ -86,5 +93,60 @@ struct Note: Entity, Content, Equatable {
         }
         #expect(app.skyros.runningStack == nil)
         try await app.asyncShutdown()   // nothing to drain; returns
+    }
+
+    @Test func aQueuedWritesFailureIsLoggedWithTheRequestsId() async throws {
+        let records = RecordedLogs()
+        try await withApp(configure: { app in
+            app.logger = Logger(label: "vapor-test", factory: { _ in RecordingLogHandler(records: records) })
+            Self.configure(app)
+        }) { app in
+            try await app.asyncBoot()
+            let stack = try #require(app.skyros.runningStack)
+            try await stack.write(durability: .committed) { try $0.insert(Note(id: 9, text: "there first")) }
+            var errors = stack.errors.makeAsyncIterator()
+            try await app.testing().test(.POST, "notes/queued", beforeRequest: { req in
+                req.headers.replaceOrAdd(name: "X-Request-Id", value: "req-vapor-77")
+                try req.content.encode(Note(id: 9, text: "again"))
+            }, afterResponse: { res in
+                #expect(res.status == .accepted)
+            })
+            #expect(await errors.next()?.code == .commitFailed)
+            // The commit failed after the handler returned: its one `error` record carries the request's id.
+            let failures = records.entries.filter { $0.level == .error }
+            #expect(failures.count == 1)
+            #expect(failures.first?.metadata["request-id"]?.description == "req-vapor-77")
+            #expect(failures.first?.metadata["skyros.entity"]?.description == "Note")
+        }
+    }
+}
+
+/// What a ``RecordingLogHandler`` saw, shared by every copy of it.
+final class RecordedLogs: Sendable {
+    struct Entry: Sendable {
+        var level: Logger.Level
+        var message: String
+        var metadata: Logger.Metadata
+    }
+    private let lock = Mutex<[Entry]>([])
+    var entries: [Entry] { self.lock.withLock { $0 } }
+    func append(_ entry: Entry) { self.lock.withLock { $0.append(entry) } }
+}
+
+/// A log handler that records every record with its merged metadata.
+struct RecordingLogHandler: LogHandler {
+    let records: RecordedLogs
+    var logLevel: Logger.Level = .trace
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { self.metadata[key] }
+        set { self.metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        self.records.append(
+            RecordedLogs.Entry(
+                level: event.level, message: "\(event.message)", metadata: self.metadata.merging(event.metadata ?? [:]) { $1 }))
     }
 }

@@ -19,9 +19,10 @@ extension Request {
 /// `req.skyros`: the application's ``DataStack`` seen from a request handler. It is a ``DataStackProtocol``,
 /// so code written against the protocol takes it as it is.
 ///
-/// The stack's API takes no logger per call: what the stack itself logs (commit failures of queued writes,
-/// retries) goes to the stack's logger. A read or write that throws here is also logged at `debug` with the
-/// request's logger, so a request's own failures carry its `request-id`.
+/// Writes go through ``DataStack/write(durability:mergePolicy:logger:_:)`` with the request's logger: a
+/// queued write that fails to commit after the handler returned is logged at `error` there, with the
+/// request's `request-id`. A read or write that throws here is also logged at `debug` with the request's
+/// logger. The stack's own records (start-up, the change feed, shutdown) stay with the stack's logger.
 public struct SkyrosRequest: DataStackProtocol {
     let request: Request
 
@@ -56,7 +57,7 @@ public struct SkyrosRequest: DataStackProtocol {
     /// ```
     public func write<R>(durability: WriteDurability, _ body: (DataContext) async throws -> R) async throws -> R {
         do {
-            return try await self.stack.write(durability: durability, body)
+            return try await self.stack.write(durability: durability, logger: self.request.logger, body)
         } catch {
             self.logFailure("write", error)
             throw error
@@ -70,7 +71,7 @@ public struct SkyrosRequest: DataStackProtocol {
     /// ```
     public func write<R>(_ body: (DataContext) async throws -> R) async throws -> R {
         do {
-            return try await self.stack.write(body)
+            return try await self.stack.write(logger: self.request.logger, body)
         } catch {
             self.logFailure("write", error)
             throw error
