@@ -122,11 +122,13 @@ public struct DatabaseGenerated: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The database sets the value when the row is inserted (a `DEFAULT` such as `now()` or
-    /// `gen_random_uuid()`, or a `BEFORE INSERT` trigger); an update never writes it.
+    /// `gen_random_uuid()`, or a `BEFORE INSERT` trigger); an update never writes it. Start refuses it
+    /// (`SchemaMismatchError`) on a column with no `DEFAULT` in a table with no enabled `BEFORE INSERT` row
+    /// trigger: nothing would set it, and every insert would store `NULL`.
     public static let onInsert = DatabaseGenerated(kind: .onInsert)
 
     /// The database sets the value on every insert and update (a `BEFORE INSERT OR UPDATE` trigger, e.g.
-    /// `updated_at`); the app's value is never written.
+    /// `updated_at`); the app's value is never written. Start checks the insert side as for ``onInsert``.
     public static let onInsertAndUpdate = DatabaseGenerated(kind: .onInsertAndUpdate)
 
     /// A `GENERATED ALWAYS AS (…) STORED` column: computed by PostgreSQL from the row, read-only.

@@ -114,7 +114,10 @@ public enum EntitySchema {
                    (a.attnotnull OR (t.typtype = 'd' AND t.typnotnull)),
                    a.attidentity::text, (a.attgenerated <> ''),
                    (pg_catalog.pg_get_serial_sequence(pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname),
-                                                      a.attname) IS NOT NULL)
+                                                      a.attname) IS NOT NULL),
+                   -- A row trigger that runs BEFORE INSERT (tgtype bits: ROW 1, BEFORE 2, INSERT 4).
+                   EXISTS (SELECT 1 FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = c.oid AND NOT tg.tgisinternal
+                           AND tg.tgenabled <> 'D' AND (tg.tgtype & 7) = 7)
             FROM pg_catalog.pg_class c
             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
@@ -132,6 +135,7 @@ public enum EntitySchema {
             return ([SchemaIssue(entity: entity, message: "table \(tableName) does not exist")], [:])
         }
         var live: [String: LiveColumn] = [:]
+        let setBeforeInsert = try rows[0].decode(Bool.self, at: 14)
         for row in rows {
             let column = LiveColumn(
                 name: try row.decode(String.self, at: 0), typeName: try row.decode(String.self, at: 1),
@@ -164,6 +168,13 @@ public enum EntitySchema {
                 issues.append(SchemaIssue(
                     entity: entity, column: declared.name, swiftType: swiftName, postgresType: column.displayType,
                     message: "the column is GENERATED ALWAYS AS IDENTITY: PostgreSQL refuses a value for it (declare it EntityColumn(…, generated: .identity))"))
+            }
+            if let generated = declared.generated, generated == .onInsert || generated == .onInsertAndUpdate,
+                !column.hasDefault, !setBeforeInsert
+            {
+                issues.append(SchemaIssue(
+                    entity: entity, column: declared.name, swiftType: swiftName, postgresType: column.displayType,
+                    message: "the column is declared .\(generated) but nothing in the database sets it: it has no DEFAULT and the table no enabled BEFORE INSERT row trigger, so every insert would store NULL\(column.notNull ? " and fail" : "") (add a DEFAULT, or declare it without generated:)"))
             }
             if declaredIdentity, !column.hasSequence {
                 issues.append(SchemaIssue(

@@ -66,6 +66,15 @@ struct UndeclaredOwned: Entity, ColumnKeyStrategyProviding {
     ]
 }
 
+/// A column declared `.onInsert`; which table it maps decides whether anything in the database sets it.
+struct StampedRow: Entity {
+    var id: Int
+    var stamp: Date
+
+    static let tableName = "stamped_rows"
+    static let columns: [EntityColumn<StampedRow>] = [EntityColumn(\.id, "id"), EntityColumn(\.stamp, "stamp", generated: .onInsert)]
+}
+
 /// Values the database decides (issue #26): ids handed out at `insert` from blocks of the sequence, defaults,
 /// trigger-set and generated columns read back after the commit into the writer's result and the cache.
 @Suite("Database-owned columns", .timeLimit(.minutes(3)))
@@ -246,6 +255,56 @@ struct DatabaseOwnedColumnTests {
             let mismatch = try #require((error as? DataStackError)?.underlying as? SchemaMismatchError)
             #expect(mismatch.issues.contains { $0.column == "id" && $0.message.contains(".identity") })
             #expect(mismatch.issues.contains { $0.column == "title_length" && $0.message.contains(".computed") })
+        }
+    }
+
+    @Test("Start refuses a column declared .onInsert that no DEFAULT or BEFORE INSERT trigger sets; a trigger suffices")
+    func anOnInsertColumnNothingSetsIsRefused() async throws {
+        let bare = """
+            -- migrate:up
+            CREATE TABLE stamped_rows (id integer PRIMARY KEY, stamp timestamptz NOT NULL);
+            """
+        let schema = StackTestServer.uniqueSchemaName()
+        try await StackTestServer.withMigrations(["1_bare.sql": bare]) { directory in
+            let configuration = DataStackConfiguration(
+                store: .postgres(try TestServer.configuration, schema: schema), migrations: .directory(directory),
+                entities: [StampedRow.self])
+            let error = await thrownError { _ = try await DataStack.start(configuration) }
+            await TestServer.dropSchema(schema)
+            let mismatch = try #require((error as? DataStackError)?.underlying as? SchemaMismatchError)
+            #expect(mismatch.issues.count == 1)
+            let issue = try #require(mismatch.issues.first)
+            #expect(issue.column == "stamp")
+            #expect(issue.message.contains(".onInsert") && issue.message.contains("DEFAULT"), "\(issue.message)")
+        }
+
+        // The same table with a BEFORE INSERT row trigger that sets the column: accepted, and an insert reads back
+        // the value the trigger stored.
+        let triggered = bare + """
+
+            CREATE FUNCTION stamp_row() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                NEW.stamp := '2030-01-02 03:04:05+00';
+                RETURN NEW;
+            END
+            $$;
+            CREATE TRIGGER stamp_row BEFORE INSERT ON stamped_rows FOR EACH ROW EXECUTE FUNCTION stamp_row();
+            """
+        let accepted = StackTestServer.uniqueSchemaName()
+        try await StackTestServer.withMigrations(["1_triggered.sql": triggered]) { directory in
+            let configuration = DataStackConfiguration(
+                store: .postgres(try TestServer.configuration, schema: accepted), migrations: .directory(directory),
+                entities: [StampedRow.self])
+            let stack = try await DataStack.start(configuration)
+            try await withCleanup {
+                let stored = try await stack.write(durability: .committed) {
+                    try $0.insert(StampedRow(id: 1, stamp: .distantPast))
+                }
+                #expect(stored.stamp == Date(timeIntervalSince1970: 1_893_553_445))
+            } cleanup: {
+                await stack.shutdown()
+                await TestServer.dropSchema(accepted)
+            }
         }
     }
 }
