@@ -104,7 +104,8 @@ public enum EntitySchema {
         let rows = try await connection.query(
             """
             SELECT a.attname::text, coalesce(bt.typname, t.typname)::text, coalesce(bt.typtype, t.typtype)::text,
-                   et.typname::text, a.attnotnull, (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''),
+                   et.typname::text, a.attnotnull,
+                   (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' OR (t.typtype = 'd' AND t.typdefault IS NOT NULL)),
                    EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisunique
                            AND i.indimmediate AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum AND i.indpred IS NULL),
                    (a.attidentity = 'a' OR a.attgenerated <> ''),
@@ -115,9 +116,10 @@ public enum EntitySchema {
                    a.attidentity::text, (a.attgenerated <> ''),
                    (pg_catalog.pg_get_serial_sequence(pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname),
                                                       a.attname) IS NOT NULL),
-                   -- A row trigger that runs BEFORE INSERT (tgtype bits: ROW 1, BEFORE 2, INSERT 4).
+                   -- A row trigger that fires BEFORE INSERT in an ordinary session (tgtype bits: ROW 1, BEFORE 2,
+                   -- INSERT 4; tgenabled O: origin and local, A: always).
                    EXISTS (SELECT 1 FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = c.oid AND NOT tg.tgisinternal
-                           AND tg.tgenabled <> 'D' AND (tg.tgtype & 7) = 7)
+                           AND tg.tgenabled IN ('O', 'A') AND (tg.tgtype & 7) = 7)
             FROM pg_catalog.pg_class c
             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped

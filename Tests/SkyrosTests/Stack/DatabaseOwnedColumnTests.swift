@@ -258,7 +258,7 @@ struct DatabaseOwnedColumnTests {
         }
     }
 
-    @Test("Start refuses a column declared .onInsert that no DEFAULT or BEFORE INSERT trigger sets; a trigger suffices")
+    @Test("Start refuses a column declared .onInsert that no DEFAULT or BEFORE INSERT trigger sets; a trigger or a domain's DEFAULT suffices")
     func anOnInsertColumnNothingSetsIsRefused() async throws {
         let bare = """
             -- migrate:up
@@ -278,7 +278,30 @@ struct DatabaseOwnedColumnTests {
             #expect(issue.message.contains(".onInsert") && issue.message.contains("DEFAULT"), "\(issue.message)")
         }
 
-        // The same table with a BEFORE INSERT row trigger that sets the column: accepted, and an insert reads back
+        // The column typed by a domain that has a DEFAULT: accepted, and an insert reads back the default.
+        let domain = """
+            -- migrate:up
+            CREATE DOMAIN stamp_default AS timestamptz DEFAULT '2031-01-01 00:00:00+00';
+            CREATE TABLE stamped_rows (id integer PRIMARY KEY, stamp stamp_default NOT NULL);
+            """
+        let defaulted = StackTestServer.uniqueSchemaName()
+        try await StackTestServer.withMigrations(["1_domain.sql": domain]) { directory in
+            let configuration = DataStackConfiguration(
+                store: .postgres(try TestServer.configuration, schema: defaulted), migrations: .directory(directory),
+                entities: [StampedRow.self])
+            let stack = try await DataStack.start(configuration)
+            try await withCleanup {
+                let stored = try await stack.write(durability: .committed) {
+                    try $0.insert(StampedRow(id: 1, stamp: .distantPast))
+                }
+                #expect(stored.stamp == Date(timeIntervalSince1970: 1_924_992_000))
+            } cleanup: {
+                await stack.shutdown()
+                await TestServer.dropSchema(defaulted)
+            }
+        }
+
+        // The bare table with a BEFORE INSERT row trigger that sets the column: accepted, and an insert reads back
         // the value the trigger stored.
         let triggered = bare + """
 
