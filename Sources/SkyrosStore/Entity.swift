@@ -114,6 +114,9 @@ public struct DatabaseGenerated: Sendable, Hashable, CustomStringConvertible {
     ///
     /// Ids left in a block when the process ends are never used: there are gaps, as with PostgreSQL's own
     /// sequence caching, and ids are increasing per process, not across processes.
+    ///
+    /// The allocation is a stack's (its contexts' `insert`, `upsert` and `bulkInsert`). A ``Store`` used on its
+    /// own writes every id as given, `0` included.
     public static let identity = DatabaseGenerated(kind: .identity(blockSize: 100))
 
     /// ``identity`` with another block size: larger blocks cost fewer round trips and leave larger gaps.
