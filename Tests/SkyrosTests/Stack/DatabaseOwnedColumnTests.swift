@@ -264,19 +264,12 @@ struct DatabaseOwnedColumnTests {
             -- migrate:up
             CREATE TABLE stamped_rows (id integer PRIMARY KEY, stamp timestamptz NOT NULL);
             """
-        let schema = StackTestServer.uniqueSchemaName()
-        try await StackTestServer.withMigrations(["1_bare.sql": bare]) { directory in
-            let configuration = DataStackConfiguration(
-                store: .postgres(try TestServer.configuration, schema: schema), migrations: .directory(directory),
-                entities: [StampedRow.self])
-            let error = await thrownError { _ = try await DataStack.start(configuration) }
-            await TestServer.dropSchema(schema)
-            let mismatch = try #require((error as? DataStackError)?.underlying as? SchemaMismatchError)
-            #expect(mismatch.issues.count == 1)
-            let issue = try #require(mismatch.issues.first)
-            #expect(issue.column == "stamp")
-            #expect(issue.message.contains(".onInsert") && issue.message.contains("DEFAULT"), "\(issue.message)")
-        }
+        let error = await thrownError { _ = try await Self.insertStamped(migration: bare) }
+        let mismatch = try #require((error as? DataStackError)?.underlying as? SchemaMismatchError)
+        #expect(mismatch.issues.count == 1)
+        let issue = try #require(mismatch.issues.first)
+        #expect(issue.column == "stamp")
+        #expect(issue.message.contains(".onInsert") && issue.message.contains("DEFAULT"), "\(issue.message)")
 
         // The column typed by a domain that has a DEFAULT: accepted, and an insert reads back the default.
         let domain = """
@@ -284,22 +277,7 @@ struct DatabaseOwnedColumnTests {
             CREATE DOMAIN stamp_default AS timestamptz DEFAULT '2031-01-01 00:00:00+00';
             CREATE TABLE stamped_rows (id integer PRIMARY KEY, stamp stamp_default NOT NULL);
             """
-        let defaulted = StackTestServer.uniqueSchemaName()
-        try await StackTestServer.withMigrations(["1_domain.sql": domain]) { directory in
-            let configuration = DataStackConfiguration(
-                store: .postgres(try TestServer.configuration, schema: defaulted), migrations: .directory(directory),
-                entities: [StampedRow.self])
-            let stack = try await DataStack.start(configuration)
-            try await withCleanup {
-                let stored = try await stack.write(durability: .committed) {
-                    try $0.insert(StampedRow(id: 1, stamp: .distantPast))
-                }
-                #expect(stored.stamp == Date(timeIntervalSince1970: 1_924_992_000))
-            } cleanup: {
-                await stack.shutdown()
-                await TestServer.dropSchema(defaulted)
-            }
-        }
+        #expect(try await Self.insertStamped(migration: domain) == Date(timeIntervalSince1970: 1_924_992_000))
 
         // The bare table with a BEFORE INSERT row trigger that sets the column: accepted, and an insert reads back
         // the value the trigger stored.
@@ -313,20 +291,29 @@ struct DatabaseOwnedColumnTests {
             $$;
             CREATE TRIGGER stamp_row BEFORE INSERT ON stamped_rows FOR EACH ROW EXECUTE FUNCTION stamp_row();
             """
-        let accepted = StackTestServer.uniqueSchemaName()
-        try await StackTestServer.withMigrations(["1_triggered.sql": triggered]) { directory in
+        #expect(try await Self.insertStamped(migration: triggered) == Date(timeIntervalSince1970: 1_893_553_445))
+    }
+
+    /// Starts a stack of `StampedRow` over `migration` in a schema of its own, inserts row 1 durably and
+    /// returns the `stamp` stored; the start's error when it refuses the schema.
+    static func insertStamped(migration: String) async throws -> Date {
+        let schema = StackTestServer.uniqueSchemaName()
+        return try await StackTestServer.withMigrations(["1_stamped.sql": migration]) { directory in
             let configuration = DataStackConfiguration(
-                store: .postgres(try TestServer.configuration, schema: accepted), migrations: .directory(directory),
+                store: .postgres(try TestServer.configuration, schema: schema), migrations: .directory(directory),
                 entities: [StampedRow.self])
-            let stack = try await DataStack.start(configuration)
-            try await withCleanup {
-                let stored = try await stack.write(durability: .committed) {
-                    try $0.insert(StampedRow(id: 1, stamp: .distantPast))
-                }
-                #expect(stored.stamp == Date(timeIntervalSince1970: 1_893_553_445))
+            let stack: DataStack
+            do {
+                stack = try await DataStack.start(configuration)
+            } catch {
+                await TestServer.dropSchema(schema)
+                throw error
+            }
+            return try await withCleanup {
+                try await stack.write(durability: .committed) { try $0.insert(StampedRow(id: 1, stamp: .distantPast)) }.stamp
             } cleanup: {
                 await stack.shutdown()
-                await TestServer.dropSchema(accepted)
+                await TestServer.dropSchema(schema)
             }
         }
     }
