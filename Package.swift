@@ -148,7 +148,7 @@ let package = Package(
         // What the test targets share (the server under test, child processes, deadline polls); not a product.
         .target(
             name: "SkyrosTestSupport",
-            dependencies: ["SkyrosPostgres"],
+            dependencies: ["SkyrosPostgres", .product(name: "Logging", package: "swift-log")],
             path: "Tests/SkyrosTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -184,7 +184,6 @@ let package = Package(
             dependencies: [
                 "SkyrosMigrations", "SkyrosPostgres", "SkyrosTestSupport",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
@@ -193,7 +192,6 @@ let package = Package(
             name: "SkyrosTests",
             dependencies: [
                 "Skyros", "SkyrosPostgres", "SkyrosTestEntities", "SkyrosTestFixtures", "SkyrosTestSupport",
-                .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

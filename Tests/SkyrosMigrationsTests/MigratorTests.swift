@@ -1,5 +1,4 @@
 import Foundation
-import InMemoryLogging
 import Logging
 import SkyrosPostgres
 import SkyrosTestSupport
@@ -335,7 +334,7 @@ struct MigratorTests {
             try newer.write("4_author_bio.sql", "ALTER TABLE authors ADD COLUMN bio text;\n")
             try await self.migrator(schema, newer).migrate(on: connection)
 
-            let handler = InMemoryLogHandler()
+            let handler = RecordingLogHandler()
             let logger = Logger(label: "test", factory: { _ in handler })
             let migrator = Migrator(
                 source: .directory(older.url), configuration: .init(schema: schema, lockWaitTimeout: .seconds(60)),

@@ -1,5 +1,4 @@
 import Foundation
-import InMemoryLogging
 import Logging
 import Skyros
 import SkyrosPostgres
@@ -15,9 +14,9 @@ struct CommitFailureLogTests {
     /// (unknown to the stack: inserting it fails at commit).
     static func withLoggedStack(
         existing id: Int, configure: (inout DataStackConfiguration) -> Void = { _ in },
-        _ body: (DataStack, InMemoryLogHandler) async throws -> Void
+        _ body: (DataStack, RecordingLogHandler) async throws -> Void
     ) async throws {
-        let handler = InMemoryLogHandler()
+        let handler = RecordingLogHandler()
         var logger = Logger(label: "skyros.test", factory: { _ in handler })
         logger.logLevel = .trace
         try await StackTestServer.withQueueStack(logger: logger, configure) { stack in
@@ -42,7 +41,7 @@ struct CommitFailureLogTests {
             #expect(record.metadata["skyros.error.sqlstate"]?.description == "23505")
             #expect(record.metadata["skyros.error.constraint"]?.description == "stack_notes_pkey")
             // No record carries a value the write held.
-            #expect(!handler.entries.contains { "\($0.message) \($0.metadata) \(String(describing: $0.error))".contains("secret-title-value") })
+            #expect(!handler.entries.contains { "\($0.message) \($0.metadata) \($0.error ?? "")".contains("secret-title-value") })
             #expect(stack.commitQueueStatistics.failures == 1)
         }
     }
@@ -73,7 +72,7 @@ struct CommitFailureLogTests {
     @Test("A queued write given a request's logger: its failure is logged there, with the request's metadata")
     func queuedFailureGoesToTheWritersLogger() async throws {
         try await Self.withLoggedStack(existing: 11) { stack, stackHandler in
-            let requestHandler = InMemoryLogHandler()
+            let requestHandler = RecordingLogHandler()
             var requestLogger = Logger(label: "request", factory: { _ in requestHandler })
             requestLogger[metadataKey: "request-id"] = "req-4f1c"
             var errors = stack.errors.makeAsyncIterator()

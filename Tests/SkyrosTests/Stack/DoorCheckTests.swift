@@ -1,5 +1,4 @@
 import Foundation
-import InMemoryLogging
 import Logging
 import Skyros
 import SkyrosPostgres
@@ -53,9 +52,9 @@ struct DoorCheckTests {
     ]
 
     static func withDoorStack(
-        _ kind: StackKind, _ body: (DataStack, InMemoryLogHandler) async throws -> Void
+        _ kind: StackKind, _ body: (DataStack, RecordingLogHandler) async throws -> Void
     ) async throws {
-        let handler = InMemoryLogHandler()
+        let handler = RecordingLogHandler()
         var logger = Logger(label: "skyros.test", factory: { _ in handler })
         logger.logLevel = .trace
         switch kind {
@@ -140,7 +139,7 @@ struct DoorCheckTests {
                 _ = await thrownError { try await stack.write { try $0.insert(row) } }
                 let visible = try await stack.mainContext.object(DoorTicket.self, id: 1)
                 #expect(visible == nil)
-                #expect(!handler.entries.contains { "\($0.message) \($0.metadata) \(String(describing: $0.error))".contains(secret) })
+                #expect(!handler.entries.contains { "\($0.message) \($0.metadata) \($0.error ?? "")".contains(secret) })
             }
             #expect(stack.commitQueueStatistics.sets == 0)
             #expect(stack.commitQueueStatistics.failures == 0)
@@ -159,7 +158,7 @@ struct DoorCheckTests {
                 let error = await thrownError { try await context.update(row) }
                 Self.expectRefused(error, column: column, type: type, reason: reason, secret: secret)
                 #expect(!context.hasChanges)
-                #expect(!handler.entries.contains { "\($0.message) \($0.metadata) \(String(describing: $0.error))".contains(secret) })
+                #expect(!handler.entries.contains { "\($0.message) \($0.metadata) \($0.error ?? "")".contains(secret) })
             }
             #expect(stack.commitQueueStatistics.sets == setsBefore)
             let stored = try await Self.storedRows(stack)

@@ -1,6 +1,5 @@
 import Foundation
 import Glibc
-import InMemoryLogging
 import Logging
 import Skyros
 import SkyrosPostgres
@@ -12,16 +11,16 @@ import Testing
 @Suite("Start-up wait (run alone: it times its deadline)", .timeLimit(.minutes(2)))
 struct StartupWaitIsolatedTests {
     /// A logger recording every level into swift-log's in-memory handler.
-    static func recordingLogger() -> (Logger, InMemoryLogHandler) {
-        let handler = InMemoryLogHandler()
+    static func recordingLogger() -> (Logger, RecordingLogHandler) {
+        let handler = RecordingLogHandler()
         var logger = Logger(label: "skyros.test", factory: { _ in handler })
         logger.logLevel = .trace
         return (logger, handler)
     }
 
     /// Every text a log record carries.
-    static func text(_ entry: InMemoryLogHandler.Entry) -> String {
-        "\(entry.message) \(entry.metadata) \(String(describing: entry.error))"
+    static func text(_ entry: RecordingLogHandler.Entry) -> String {
+        "\(entry.message) \(entry.metadata) \(entry.error ?? "")"
     }
 
     @Test("A server that accepts TCP and never answers: start fails after waitForDatabase, one warning per attempt")
