@@ -129,7 +129,7 @@ final class RecordedLogs: Sendable {
         var metadata: Logger.Metadata
     }
     private let lock = Mutex<[Entry]>([])
-    var entries: [Entry] { self.lock.withLock { $0 } }
+    var entries: [Entry] { self.lock.withLock { $0.map { $0 } } }   // a new array: no storage shared with writers
     func append(_ entry: Entry) { self.lock.withLock { $0.append(entry) } }
 }
 
