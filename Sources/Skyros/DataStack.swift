@@ -375,6 +375,8 @@ public final class DataStack: DataStackProtocol, Service {
         // that would write no change-log entry and send no hint, and other processes would keep what they cache
         // of it.
         core.holdCommits()
+        // Its first identity blocks before any writer can reach it: an insert would otherwise find no id.
+        try await core.prepareIdentities(self.configuration.entities)
         self.current.withLock { $0 = Current(core: core, main: DataContext(core: core, parent: .root, isMain: true)) }
         do {
             if let pool = self.pool {
@@ -385,7 +387,6 @@ public final class DataStack: DataStackProtocol, Service {
             throw error
         }
         core.releaseCommits()
-        try await core.prepareIdentities(self.configuration.entities)
         self.logger.info("store destroyed and rebuilt")
     }
 
