@@ -90,13 +90,14 @@ struct StackView: Sendable {
                 // For an entity whose columns the database sets, the row stored: the values written with the ones the
                 // write returned (`nil` when it returned none: read it again).
                 var stored: (any Entity)? = value
-                if row.kind.hasReadBack {
+                let hasReadBack = row.kind.hasReadBack
+                if hasReadBack {
                     stored = written?.readBack.flatMap { readBack in commit.slotValues[index].flatMap { row.kind.stored($0, readBack: readBack) } }
                 }
                 if let version = written?.version, let stored, !merged, !remoteChanged, !rewritten {
                     self.cache.put(row.key, value: stored, version: version, bytes: commit.slotBytes[index], pinned: stillPending)
                     // Observers were shown the values the app gave to the columns the database sets.
-                    if row.kind.hasReadBack { reread.append(slot) }
+                    if hasReadBack { reread.append(slot) }
                 } else {
                     // Not written (the store won a conflict), its version is unknown, the stored row holds
                     // another writer's columns (merged) or what a trigger made of it (rewritten), or another

@@ -145,14 +145,6 @@ public struct DatabaseGenerated: Sendable, Hashable, CustomStringConvertible {
         case .computed: "computed"
         }
     }
-
-    /// Whether the value is read back after an update too.
-    var changesOnUpdate: Bool {
-        switch self.kind {
-        case .onInsertAndUpdate, .computed: true
-        case .identity, .onInsert: false
-        }
-    }
 }
 
 extension EntityColumn {

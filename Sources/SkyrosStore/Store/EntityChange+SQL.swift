@@ -46,8 +46,7 @@ extension EntityChange {
         }
         var unchanged: [String] = []
         // The columns the database sets are returned as stored, not compared.
-        for index in values.indices
-        where index != plan.idIndex && !indices.contains(index) && !(plan.hasReadBack && plan.readBackIndices.contains(index)) {
+        for index in plan.insertedIndices where index != plan.idIndex && !indices.contains(index) {
             binds.append(values[index])
             unchanged.append("\(quoteIdentifier(plan.columnNames[index]))::text IS NOT DISTINCT FROM $\(binds.count)::text")
         }

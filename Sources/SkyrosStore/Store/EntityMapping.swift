@@ -151,8 +151,7 @@ package final class EntityPlan<T: Entity>: Sendable {
         self.insertedIndices = columns.indices.filter { !readBack.contains($0) }
         let names = self.columnNames
         self.returningReadBack = readBack.map { ", " + quoteIdentifier(names[$0]) }.joined()
-        self.quotedInsertedColumns = columns.indices.filter { !readBack.contains($0) }.map { quoteIdentifier(names[$0]) }
-            .joined(separator: ", ")
+        self.quotedInsertedColumns = self.insertedIndices.map { quoteIdentifier(names[$0]) }.joined(separator: ", ")
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for name in [T.tableName, T.versionColumn ?? ""] + self.columnNames {
             for byte in name.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }

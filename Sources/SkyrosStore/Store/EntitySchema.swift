@@ -108,7 +108,6 @@ public enum EntitySchema {
                    (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' OR (t.typtype = 'd' AND t.typdefault IS NOT NULL)),
                    EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisunique
                            AND i.indimmediate AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum AND i.indpred IS NULL),
-                   (a.attidentity = 'a' OR a.attgenerated <> ''),
                    (CASE WHEN a.atttypmod <> -1 THEN a.atttypmod ELSE t.typtypmod END)::int4,
                    (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_catalog.pg_enum e
                     WHERE e.enumtypid = coalesce(bt.oid, t.oid)),
@@ -137,16 +136,16 @@ public enum EntitySchema {
             return ([SchemaIssue(entity: entity, message: "table \(tableName) does not exist")], [:])
         }
         var live: [String: LiveColumn] = [:]
-        let setBeforeInsert = try rows[0].decode(Bool.self, at: 14)
+        let setBeforeInsert = try rows[0].decode(Bool.self, at: 13)
         for row in rows {
             let column = LiveColumn(
                 name: try row.decode(String.self, at: 0), typeName: try row.decode(String.self, at: 1),
                 typeKind: try row.decode(String.self, at: 2), elementType: try row.decode(String?.self, at: 3),
                 notNull: try row.decode(Bool.self, at: 4), hasDefault: try row.decode(Bool.self, at: 5),
-                unique: try row.decode(Bool.self, at: 6), generatedAlways: try row.decode(Bool.self, at: 7),
-                typeModifier: try row.decode(Int.self, at: 8), enumLabels: try row.decode([String]?.self, at: 9),
-                refusesNull: try row.decode(Bool.self, at: 10), identity: try row.decode(String.self, at: 11),
-                isGenerated: try row.decode(Bool.self, at: 12), hasSequence: try row.decode(Bool.self, at: 13))
+                unique: try row.decode(Bool.self, at: 6),
+                typeModifier: try row.decode(Int.self, at: 7), enumLabels: try row.decode([String]?.self, at: 8),
+                refusesNull: try row.decode(Bool.self, at: 9), identity: try row.decode(String.self, at: 10),
+                isGenerated: try row.decode(Bool.self, at: 11), hasSequence: try row.decode(Bool.self, at: 12))
             live[column.name] = column
         }
 
@@ -238,8 +237,6 @@ struct LiveColumn {
     var hasDefault: Bool
     /// Alone covered by a unique index (or the primary key).
     var unique: Bool
-    /// `GENERATED ALWAYS AS IDENTITY` or a generated column: an insert cannot give it a value.
-    var generatedAlways: Bool
 
     /// `atttypmod` (the domain's `typtypmod` for a domain column): a length, or a numeric's precision and scale;
     /// -1 for none.

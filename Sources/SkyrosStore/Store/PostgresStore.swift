@@ -252,15 +252,12 @@ struct PostgresWriteContext: Sendable {
     static func insertStatement<T>(_ plan: EntityPlan<T>, schema: String?, rows: [[PGValue]]) -> PGQuery {
         var sql = plan.insertPrefix(schema: schema)
         var binds: [PGValue] = []
-        binds.reserveCapacity(rows.count * plan.columnNames.count)
-        let skipsColumns = plan.hasReadBack
+        binds.reserveCapacity(rows.count * plan.insertedIndices.count)
         for (r, row) in rows.enumerated() {
             sql += r == 0 ? "(" : ", ("
-            var first = true
-            for (c, value) in row.enumerated() where !skipsColumns || !plan.readBackIndices.contains(c) {
-                binds.append(value)
-                sql += first ? "$\(binds.count)" : ", $\(binds.count)"
-                first = false
+            for (i, c) in plan.insertedIndices.enumerated() {
+                binds.append(row[c])
+                sql += i == 0 ? "$\(binds.count)" : ", $\(binds.count)"
             }
             if plan.versionColumn != nil { sql += ", 1" }
             sql += ")"
