@@ -40,12 +40,11 @@ struct CaptureDefaultSchemaTests {
                     .decode(Int.self, at: 0)
                 #expect(logged == 4, "one log row per transaction: two of the stack's, two of psql's")
                 await other.close()
-                let caught = await poll(within: .seconds(15)) {
+                await eventually("the stack's cache follows psql's insert and update") {
                     let one = try? await stack.mainContext.object(PublicNote.self, id: 1)
                     let two = try? await stack.mainContext.object(PublicNote.self, id: 2)
                     return one?.text == "psql update" && two?.text == "psql"
                 }
-                #expect(caught, "the stack's cache follows psql's insert and update")
             } cleanup: {
                 await stack.shutdown()
             }

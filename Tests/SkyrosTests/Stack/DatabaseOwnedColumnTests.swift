@@ -178,7 +178,10 @@ struct DatabaseOwnedColumnTests {
             #expect(ticket.createdAt > before)
             #expect(ticket.updatedAt >= ticket.createdAt)
             let stored = try #require(try await stack.store.object(OwnedTicket.self, id: ticket.id)).value
-            #expect(stored == ticket || kind == .inMemory && stored.titleLength == -1)
+            // The in-memory store does not compute generated columns: title_length keeps the value written.
+            var expected = ticket
+            if kind == .inMemory { expected.titleLength = -1 }
+            #expect(stored == expected)
             if kind == .postgres { #expect(ticket.titleLength == 7) }
             let cached = try await stack.read { try await $0.object(OwnedTicket.self, id: ticket.id) }
             #expect(cached == stored)
@@ -236,7 +239,7 @@ struct DatabaseOwnedColumnTests {
             #expect(try !stack.mainContext.hasPendingChanges(OwnedNote.self, id: 99))
             stack.releaseCommits()
             try await stack.mainContext.saveToStore()
-            #expect(await poll(within: .seconds(10)) { (try? stack.mainContext.hasPendingChanges(OwnedNote.self, id: 2)) == false })
+            await eventually { (try? stack.mainContext.hasPendingChanges(OwnedNote.self, id: 2)) == false }
             let committed = try await stack.read { try await $0.object(OwnedNote.self, id: 2) }
             #expect(committed?.createdAt != .distantPast)
             #expect(committed?.token != note.token)

@@ -184,7 +184,7 @@ struct DoorCheckTests {
             // Queued (or committed): readers see the stored form at once.
             let visible = try await stack.mainContext.object(DoorTicket.self, id: 9)
             #expect(visible == expected)
-            try await eventually(within: .seconds(30)) { try await !Self.storedRows(stack).isEmpty }
+            try await eventually { try await !Self.storedRows(stack).isEmpty }
             let stored = try await Self.storedRows(stack)
             #expect(stored == [expected])
             let at = try #require(expected.at)
@@ -206,6 +206,10 @@ struct DoorCheckTests {
             // Ties to even (rint), which the encoder and the in-memory normalisation use too.
             #expect(try rows[0].decode(String.self, at: 1) == "2027-01-15 08:00:00.123456+00")
             #expect(try rows[0].decode(String.self, at: 2) == "2027-01-15 08:00:00.123458+00")
+            // A Date with the same sub-µs digits, normalised by Skyros, equals what the server stores and returns.
+            let stored = try await connection.query(
+                "SELECT \(Date(timeIntervalSince1970: 1_800_000_000.1234567))::timestamptz")[0].decode(Date.self, at: 0)
+            #expect(Date(timeIntervalSince1970: 1_800_000_000.1234567).postgresStored == stored)
         } cleanup: {
             await connection.close()
         }

@@ -125,18 +125,23 @@ struct MetricsTests {
             // Another writer's one-row update: applied from its hint, with its commit time.
             #expect(try await stack.mainContext.object(StackNote.self, id: 1)?.rank == 1)
             try await StackTestServer.execute(stack, "UPDATE stack_notes SET rank = 100 WHERE id = 1")
-            await eventually { stack.changeFeedStatistics.otherRows == 1 }
+            // The rows are counted before the entry's lag is recorded: wait for both.
+            await eventually {
+                let statistics = stack.changeFeedStatistics
+                return statistics.otherRows == 1 && statistics.applyLagSamples == 1
+            }
             #expect(try await stack.mainContext.object(StackNote.self, id: 1)?.rank == 100)
-            #expect(stack.changeFeedStatistics.applyLagSamples == 1)
 
             // Another writer's 40 rows in one statement: the hint cannot carry them, the log is read.
             let reads = stack.changeFeedStatistics.reads
             try await StackTestServer.execute(
                 stack, "INSERT INTO stack_notes (id, title, rank) SELECT g, 'bulk', g FROM generate_series(100, 139) AS g")
-            await eventually { stack.changeFeedStatistics.otherRows == 41 }
+            await eventually {
+                let statistics = stack.changeFeedStatistics
+                return statistics.otherRows == 41 && statistics.applyLagSamples == 2
+            }
             let statistics = stack.changeFeedStatistics
             #expect(statistics.reads > reads)
-            #expect(statistics.applyLagSamples == 2)
             #expect(statistics.ownRows == 2, "another writer's rows are not this stack's")
             // Same machine, so the two clocks agree: the lag is real and short.
             #expect(statistics.latestApplyLag > .zero && statistics.latestApplyLag < .seconds(30))

@@ -175,7 +175,7 @@ private struct Checked: Entity, Equatable {
         func type(_ name: String, _ modifier: Int) -> String {
             LiveColumn(
                 name: "c", typeName: name, typeKind: "b", elementType: nil, notNull: true, hasDefault: false, unique: false,
-                generatedAlways: false, typeModifier: modifier
+                typeModifier: modifier
             ).columnType.description
         }
         #expect(type("varchar", 259) == "varchar(255)")
