@@ -13,10 +13,7 @@ extension Migrator {
         defer { span.end() }
         if span.isRecording {
             span.updateAttributes { attributes in
-                attributes["db.system"] = "postgresql"
-                attributes["db.system.name"] = "postgresql"
-                attributes["db.operation.name"] = "MIGRATE"
-                if let namespace = connection.spanTarget.namespace { attributes["db.namespace"] = namespace }
+                StatementSpanTarget.setDatabase(&attributes, operation: "MIGRATE", namespace: connection.spanTarget.namespace)
                 attributes["skyros.migration.version"] = Int(migration.version)
                 attributes["skyros.migration.file"] = migration.fileName
                 attributes["skyros.migration.direction"] = direction.rawValue

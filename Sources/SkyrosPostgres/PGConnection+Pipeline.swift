@@ -42,16 +42,9 @@ extension PGConnection {
     package func pipelineWithoutChecking(_ queries: [PGQuery]) async throws -> [PGRows] {
         if queries.isEmpty { return [] }
         self.logger.debug("pipeline", metadata: ["skyros.pipeline.count": "\(queries.count)"])
-        guard let span = self.spanTarget.start(
-            sql: Self.distinctStatements(queries), operation: Self.batchOperationName(queries), batch: queries.count)
-        else { return try await self.pipelineRetryingStale(queries) }
-        defer { span.end() }
-        do {
-            return try await self.pipelineRetryingStale(queries)
-        } catch {
-            StatementSpanTarget.record(error, on: span)
-            throw error
-        }
+        return try await self.spanTarget.trace(
+            sql: Self.distinctStatements(queries), operation: Self.batchOperationName(queries), batch: queries.count
+        ) { try await self.pipelineRetryingStale(queries) }
     }
 
     /// A pipeline's statements for `db.query.text`, each text once in order of first use (a group commit repeats

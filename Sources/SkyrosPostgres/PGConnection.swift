@@ -142,16 +142,7 @@ public actor PGConnection {
             throw PGError(kind: .encoding, message: encodingError)
         }
         self.logger.debug("query", metadata: [PGLogKey.sql: "\(query.sql)"])
-        guard let span = self.spanTarget.start(sql: query.sql) else {
-            return try await self.cancellable { try session.run(query) }
-        }
-        defer { span.end() }
-        do {
-            return try await self.cancellable { try session.run(query) }
-        } catch {
-            StatementSpanTarget.record(error, on: span)
-            throw error
-        }
+        return try await self.spanTarget.trace(sql: query.sql) { try await self.cancellable { try session.run(query) } }
     }
 
     /// Runs statements sent as one text (simple query protocol): several statements separated by `;`,
@@ -167,15 +158,8 @@ public actor PGConnection {
             throw PGError(kind: .encoding, message: "statement text contains a NUL (0x00) character")
         }
         self.logger.debug("script", metadata: [PGLogKey.sql: "\(sql)"])
-        guard let span = self.spanTarget.start(sql: sql, text: false) else {
-            return try await self.cancellable { try session.execute(script: sql) }
-        }
-        defer { span.end() }
-        do {
-            return try await self.cancellable { try session.execute(script: sql) }
-        } catch {
-            StatementSpanTarget.record(error, on: span)
-            throw error
+        return try await self.spanTarget.trace(sql: sql, text: false) {
+            try await self.cancellable { try session.execute(script: sql) }
         }
     }
 

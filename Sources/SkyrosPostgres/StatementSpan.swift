@@ -37,10 +37,7 @@ package struct StatementSpanTarget: Sendable {
             self.namespace.map { "\(operation) \($0)" } ?? operation, context: parent, ofKind: .client)
         guard span.isRecording else { return span }
         span.updateAttributes { attributes in
-            attributes["db.system"] = "postgresql"
-            attributes["db.system.name"] = "postgresql"
-            attributes["db.operation.name"] = operation
-            if let namespace = self.namespace { attributes["db.namespace"] = namespace }
+            Self.setDatabase(&attributes, operation: operation, namespace: self.namespace)
             if text { attributes["db.query.text"] = sql }
             if let batch { attributes["db.operation.batch.size"] = batch }
             if let address = self.address {
@@ -49,6 +46,34 @@ package struct StatementSpanTarget: Sendable {
             }
         }
         return span
+    }
+
+    /// Runs `body` inside a statement span when the current task is traced (``start(sql:operation:text:batch:)``),
+    /// marking the span failed when `body` throws; without a trace, runs `body` as is. Stays on the caller's
+    /// executor (a connection's thread).
+    package func trace<R>(
+        sql: @autoclosure () -> String, operation: @autoclosure () -> String? = nil, text: Bool = true, batch: Int? = nil,
+        isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> R
+    ) async throws -> R {
+        guard let span = self.start(sql: sql(), operation: operation(), text: text, batch: batch) else {
+            return try await body()
+        }
+        defer { span.end() }
+        do {
+            return try await body()
+        } catch {
+            Self.record(error, on: span)
+            throw error
+        }
+    }
+
+    /// The attributes every Skyros database span carries: the system, the operation and, when known, the
+    /// database (`db.namespace`).
+    package static func setDatabase(_ attributes: inout SpanAttributes, operation: String, namespace: String?) {
+        attributes["db.system"] = "postgresql"
+        attributes["db.system.name"] = "postgresql"
+        attributes["db.operation.name"] = operation
+        if let namespace { attributes["db.namespace"] = namespace }
     }
 
     /// Marks `span` failed with `error`; a server error's SQLSTATE becomes `db.response.status_code`.

@@ -1,3 +1,4 @@
+import SkyrosPostgres
 import SkyrosStore
 import Tracing
 
@@ -29,9 +30,7 @@ struct CommitTrace: Sendable {
         defer { span.end() }
         if span.isRecording {
             span.updateAttributes { attributes in
-                attributes["db.system"] = "postgresql"
-                attributes["db.system.name"] = "postgresql"
-                attributes["db.operation.name"] = "COMMIT"
+                StatementSpanTarget.setDatabase(&attributes, operation: "COMMIT", namespace: nil)
                 attributes["skyros.commit.sets"] = batch.count
                 attributes["skyros.commit.rows"] = batch.reduce(0) { $0 + $1.slots.count }
             }
