@@ -42,12 +42,7 @@ public struct SkyrosRequest: DataStackProtocol {
     /// let ticket = try await req.skyros.read { try await $0.object(Ticket.self, id: id) }
     /// ```
     public func read<R>(_ body: (DataContext) async throws -> R) async throws -> R {
-        do {
-            return try await self.stack.read(body)
-        } catch {
-            self.logFailure("read", error)
-            throw error
-        }
+        try await self.logged("read") { try await self.stack.read(body) }
     }
 
     /// ``DataStack/write(durability:_:)``.
@@ -55,13 +50,9 @@ public struct SkyrosRequest: DataStackProtocol {
     /// ```swift
     /// try await req.skyros.write(durability: .committed) { try $0.insert(ticket) }
     /// ```
+    @discardableResult
     public func write<R>(durability: WriteDurability, _ body: (DataContext) async throws -> R) async throws -> R {
-        do {
-            return try await self.stack.write(durability: durability, logger: self.request.logger, body)
-        } catch {
-            self.logFailure("write", error)
-            throw error
-        }
+        try await self.logged("write") { try await self.stack.write(durability: durability, logger: self.request.logger, body) }
     }
 
     /// ``DataStack/write(_:)``: the stack's default durability (``DataStackConfiguration/defaultDurability``).
@@ -69,13 +60,9 @@ public struct SkyrosRequest: DataStackProtocol {
     /// ```swift
     /// try await req.skyros.write { try $0.insert(ticket) }   // returns once every reader sees it
     /// ```
+    @discardableResult
     public func write<R>(_ body: (DataContext) async throws -> R) async throws -> R {
-        do {
-            return try await self.stack.write(logger: self.request.logger, body)
-        } catch {
-            self.logFailure("write", error)
-            throw error
-        }
+        try await self.logged("write") { try await self.stack.write(logger: self.request.logger, body) }
     }
 
     /// ``DataStack/write(_:completion:)``. The completion may run after the request ended.
@@ -86,8 +73,16 @@ public struct SkyrosRequest: DataStackProtocol {
         self.stack.write(body, completion: completion)
     }
 
-    private func logFailure(_ operation: String, _ error: any Error) {
-        // Skyros's errors never hold a password or a refused value (ColumnValueError names the column only).
-        self.request.logger.debug("skyros \(operation) failed", metadata: ["skyros.error": "\(error)"])
+    /// Runs `body`; an error it throws is logged at `debug` with the request's logger, then rethrown.
+    private func logged<R>(
+        _ operation: String, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> R
+    ) async throws -> R {
+        do {
+            return try await body()
+        } catch {
+            // Skyros's errors never hold a password or a refused value (ColumnValueError names the column only).
+            self.request.logger.debug("skyros \(operation) failed", metadata: ["skyros.error": "\(error)"])
+            throw error
+        }
     }
 }
