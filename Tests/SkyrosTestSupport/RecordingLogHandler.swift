@@ -20,6 +20,17 @@ public struct RecordingLogHandler: LogHandler {
         public var metadata: Logger.Metadata
         /// The error logged with the record, described (`String(reflecting:)`), or `nil`.
         public var error: String?
+
+        /// Every text the record carries (message, metadata, error), for checks that a value never reaches a log.
+        public var text: String { "\(self.message) \(self.metadata) \(self.error ?? "")" }
+    }
+
+    /// A logger at `trace` level whose records `handler` keeps.
+    public static func logger(label: String = "skyros.test") -> (logger: Logger, handler: RecordingLogHandler) {
+        let handler = RecordingLogHandler()
+        var logger = Logger(label: label, factory: { _ in handler })
+        logger.logLevel = .trace
+        return (logger, handler)
     }
 
     private final class Store: Sendable {

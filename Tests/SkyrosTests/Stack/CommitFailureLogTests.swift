@@ -16,9 +16,7 @@ struct CommitFailureLogTests {
         existing id: Int, configure: (inout DataStackConfiguration) -> Void = { _ in },
         _ body: (DataStack, RecordingLogHandler) async throws -> Void
     ) async throws {
-        let handler = RecordingLogHandler()
-        var logger = Logger(label: "skyros.test", factory: { _ in handler })
-        logger.logLevel = .trace
+        let (logger, handler) = RecordingLogHandler.logger()
         try await StackTestServer.withQueueStack(logger: logger, configure) { stack in
             try await StackTestServer.execute(stack, "INSERT INTO stack_notes (id, title, rank) VALUES (\(id), 'there first', 0)")
             try await body(stack, handler)
@@ -41,7 +39,7 @@ struct CommitFailureLogTests {
             #expect(record.metadata["skyros.error.sqlstate"]?.description == "23505")
             #expect(record.metadata["skyros.error.constraint"]?.description == "stack_notes_pkey")
             // No record carries a value the write held.
-            #expect(!handler.entries.contains { "\($0.message) \($0.metadata) \($0.error ?? "")".contains("secret-title-value") })
+            #expect(!handler.entries.contains { $0.text.contains("secret-title-value") })
             #expect(stack.commitQueueStatistics.failures == 1)
         }
     }

@@ -54,9 +54,7 @@ struct DoorCheckTests {
     static func withDoorStack(
         _ kind: StackKind, _ body: (DataStack, RecordingLogHandler) async throws -> Void
     ) async throws {
-        let handler = RecordingLogHandler()
-        var logger = Logger(label: "skyros.test", factory: { _ in handler })
-        logger.logLevel = .trace
+        let (logger, handler) = RecordingLogHandler.logger()
         switch kind {
         case .inMemory:
             let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory), logger: logger)
@@ -84,7 +82,7 @@ struct DoorCheckTests {
 
     /// Each refused change: the row, the column and type the error must name, the reason, and a text that must
     /// not appear in any log record or error text.
-    static func refusals(_ id: Int) -> [(DoorTicket, column: String, type: String, reason: ColumnValueError.Reason, secret: String)] {
+    static func refusals(_ id: Int) -> [(DoorTicket, column: String, type: String, reason: ColumnValueError.Reason, secret: String?)] {
         var overflow = DoorTicket.valid(id)
         overflow.priority = 9_999_999_999
         var long = DoorTicket.valid(id)
@@ -100,7 +98,7 @@ struct DoorCheckTests {
         return [
             (overflow, "priority", "int4", .outOfRange, "9999999999"),
             (long, "title", "varchar(255)", .tooLong, "Zqxxxx"),
-            (null, "note", "text", .nullNotAllowed, "\u{2603}"),
+            (null, "note", "text", .nullNotAllowed, nil),   // nil: no value to leak
             (money, "price", "numeric(6,2)", .numericOverflow, "12345"),
             (nul, "title", "varchar(255)", .nulCharacter, "cret"),
             (label, "mood", "door_mood", .notAnEnumLabel, "angry"),
@@ -108,7 +106,7 @@ struct DoorCheckTests {
     }
 
     static func expectRefused(
-        _ error: (any Error)?, column: String, type: String, reason: ColumnValueError.Reason, secret: String,
+        _ error: (any Error)?, column: String, type: String, reason: ColumnValueError.Reason, secret: String?,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
         guard let error = error as? ColumnValueError else {
@@ -120,8 +118,10 @@ struct DoorCheckTests {
         #expect(error.columnType == type, sourceLocation: sourceLocation)
         #expect(error.reason == reason, sourceLocation: sourceLocation)
         #expect(error.description.contains(column) && error.description.contains(type), sourceLocation: sourceLocation)
-        #expect(!String(reflecting: error).contains(secret), sourceLocation: sourceLocation)
-        #expect(!"\(error)".contains(secret), sourceLocation: sourceLocation)
+        if let secret {
+            #expect(!String(reflecting: error).contains(secret), sourceLocation: sourceLocation)
+            #expect(!"\(error)".contains(secret), sourceLocation: sourceLocation)
+        }
     }
 
     @Test("insert: each value its column cannot hold throws at once; nothing recorded, queued or stored", arguments: StackKind.allCases)
@@ -139,7 +139,7 @@ struct DoorCheckTests {
                 _ = await thrownError { try await stack.write { try $0.insert(row) } }
                 let visible = try await stack.mainContext.object(DoorTicket.self, id: 1)
                 #expect(visible == nil)
-                #expect(!handler.entries.contains { "\($0.message) \($0.metadata) \($0.error ?? "")".contains(secret) })
+                if let secret { #expect(!handler.entries.contains { $0.text.contains(secret) }) }
             }
             #expect(stack.commitQueueStatistics.sets == 0)
             #expect(stack.commitQueueStatistics.failures == 0)
@@ -158,7 +158,7 @@ struct DoorCheckTests {
                 let error = await thrownError { try await context.update(row) }
                 Self.expectRefused(error, column: column, type: type, reason: reason, secret: secret)
                 #expect(!context.hasChanges)
-                #expect(!handler.entries.contains { "\($0.message) \($0.metadata) \($0.error ?? "")".contains(secret) })
+                if let secret { #expect(!handler.entries.contains { $0.text.contains(secret) }) }
             }
             #expect(stack.commitQueueStatistics.sets == setsBefore)
             let stored = try await Self.storedRows(stack)

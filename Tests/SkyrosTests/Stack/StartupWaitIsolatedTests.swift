@@ -10,18 +10,8 @@ import Testing
 /// failed attempt at `warning`, and after ``DataStackConfiguration/waitForDatabase`` throws one clear error.
 @Suite("Start-up wait (run alone: it times its deadline)", .timeLimit(.minutes(2)))
 struct StartupWaitIsolatedTests {
-    /// A logger recording every level into swift-log's in-memory handler.
-    static func recordingLogger() -> (Logger, RecordingLogHandler) {
-        let handler = RecordingLogHandler()
-        var logger = Logger(label: "skyros.test", factory: { _ in handler })
-        logger.logLevel = .trace
-        return (logger, handler)
-    }
-
-    /// Every text a log record carries.
-    static func text(_ entry: RecordingLogHandler.Entry) -> String {
-        "\(entry.message) \(entry.metadata) \(entry.error ?? "")"
-    }
+    /// A logger recording every level.
+    static func recordingLogger() -> (Logger, RecordingLogHandler) { RecordingLogHandler.logger() }
 
     @Test("A server that accepts TCP and never answers: start fails after waitForDatabase, one warning per attempt")
     func silentServerFailsAfterTheDeadline() async throws {
@@ -50,10 +40,10 @@ struct StartupWaitIsolatedTests {
         let warnings = handler.entries.filter { $0.level == .warning }
         // 2 s per attempt, a short backoff between them: three attempts in 6 s, two when a loaded machine
         // (the suite runs in parallel) stretches an attempt; one warning for each, numbered in order.
-        #expect((2...3).contains(warnings.count), "\(warnings.map(Self.text))")
+        #expect((2...3).contains(warnings.count), "\(warnings.map(\.text))")
         #expect(warnings.allSatisfy { $0.metadata["skyros.error"]?.description.contains("timeout expired") == true })
         #expect(warnings.map { $0.metadata["skyros.start.attempt"]?.description } == (1...warnings.count).map { String($0) })
-        for text in handler.entries.map(Self.text) + ["\(stackError)", String(reflecting: stackError)] {
+        for text in handler.entries.map(\.text) + ["\(stackError)", String(reflecting: stackError)] {
             #expect(!text.contains(password), "\(text)")
         }
     }
@@ -111,11 +101,11 @@ struct StartupWaitIsolatedTests {
 
             #expect(elapsed >= .seconds(4), "took \(elapsed)")
             let warnings = handler.entries.filter { $0.level == .warning }
-            #expect(warnings.count >= 2, "\(warnings.map(Self.text))")
+            #expect(warnings.count >= 2, "\(warnings.map(\.text))")
             #expect(warnings.allSatisfy {
                 let reason = $0.metadata["skyros.error"]?.description ?? ""
                 return reason.contains("Connection refused") || reason.contains("the database system is starting up")
-            }, "\(warnings.map(Self.text))")
+            }, "\(warnings.map(\.text))")
             #expect(handler.entries.contains { $0.level == .info && $0.message.description == "PostgreSQL accepts connections" })
         } cleanup: {
             await fixture.stop()
@@ -133,7 +123,7 @@ struct StartupWaitIsolatedTests {
         #expect(postgresError.kind == .invalidConfiguration)
         #expect(postgresError.message.contains("malformed PostgreSQL URL"))
         #expect(postgresError.message.contains("'@' as %40, '/' as %2F"))
-        for text in handler.entries.map(Self.text) + ["\(postgresError)", String(reflecting: postgresError)] {
+        for text in handler.entries.map(\.text) + ["\(postgresError)", String(reflecting: postgresError)] {
             for piece in ["Qx7Sec", "ret", "Zk9Tail"] {
                 #expect(!text.contains(piece), "\"\(piece)\" shows in \(text)")
             }
