@@ -19,13 +19,14 @@ package final class IdentityAllocator: Sendable {
         var ids: [Int64] = []
         var next = 0
         let blockSize: Int
-        /// Fetches one block (one round trip).
-        let fetch: @Sendable () async throws -> [Int64]
+        /// Fetches that many ids (one round trip).
+        let fetch: @Sendable (Int) async throws -> [Int64]
         /// Whether a block is being fetched.
         var fetching = false
         /// Waiters for the block being fetched.
         var waiters: [CheckedContinuation<Void, Never>] = []
-        /// Blocks fetched since the stack started (one round trip each).
+        /// Blocks fetched since the stack started (one round trip each; a reservation larger than a block is
+        /// one).
         var blocksFetched = 0
 
         var available: Int { self.ids.count - self.next }
@@ -65,13 +66,16 @@ package final class IdentityAllocator: Sendable {
             return (id, fetch)
         }
         if fetch {
+            // Background work: its statement belongs to no caller's trace (the insert's span may have ended).
             self.tasks.spawn {
-                do {
-                    try await self.fetchBlock(table: plan.tableName)
-                } catch {
-                    self.logger.warning(
-                        "fetching a block of ids failed; the next write that needs one fetches it again",
-                        metadata: ["skyros.entity": "\(plan.entityName)", "skyros.error": "\(error)"])
+                await untraced {
+                    do {
+                        try await self.fetchBlock(table: plan.tableName, count: max(1, plan.identityBlockSize))
+                    } catch {
+                        self.logger.warning(
+                            "fetching a block of ids failed; the next write that needs one fetches it again",
+                            metadata: ["skyros.entity": "\(plan.entityName)", "skyros.error": "\(error)"])
+                    }
                 }
             }
         }
@@ -84,10 +88,11 @@ package final class IdentityAllocator: Sendable {
         return id
     }
 
-    /// Waits until `count` ids of `plan`'s entity are here, fetching blocks as needed.
+    /// Waits until `count` ids of `plan`'s entity are here, fetching what is missing (at least a block) in one
+    /// round trip.
     func reserve<T: Entity>(_ plan: EntityPlan<T>, count: Int) async throws {
         self.pools.withLock { pools in if pools[plan.tableName] == nil { pools[plan.tableName] = self.pool(plan) } }
-        try await self.fill(table: plan.tableName) { pool in pool.available < count }
+        try await self.fill(table: plan.tableName, while: { $0.available < count }, size: { max($0.blockSize, count - $0.available) })
     }
 
     /// Waits, for every entity whose ids were asked for so far, while fewer than a quarter of a block is left
@@ -100,7 +105,7 @@ package final class IdentityAllocator: Sendable {
             return low
         }
         for table in low {
-            try await self.fill(table: table) { pool in pool.available < pool.lowWater }
+            try await self.fill(table: table, while: { $0.available < $0.lowWater })
         }
     }
 
@@ -113,25 +118,27 @@ package final class IdentityAllocator: Sendable {
 
     private func pool<T: Entity>(_ plan: EntityPlan<T>) -> Pool {
         let blockSize = max(1, plan.identityBlockSize)
-        return Pool(blockSize: blockSize, fetch: { [store] in try await store.allocateIdentities(T.self, count: blockSize) })
+        return Pool(blockSize: blockSize, fetch: { [store] count in try await store.allocateIdentities(T.self, count: count) })
     }
 
-    /// While `short(pool)` holds, waits for the block on its way or fetches one.
-    private func fill(table: String, while short: (Pool) -> Bool) async throws {
+    /// While `short(pool)` holds, waits for the block on its way or fetches `size(pool)` ids (a block unless told).
+    private func fill(
+        table: String, while short: (Pool) -> Bool, size: (Pool) -> Int = { $0.blockSize }
+    ) async throws {
         while true {
-            enum Step { case done, wait, fetch }
+            enum Step { case done, wait, fetch(Int) }
             let step = self.pools.withLock { pools -> Step in
                 guard var pool = pools[table], short(pool) else { return .done }
                 if pool.fetching { return .wait }
                 pool.fetching = true
                 pools[table] = pool
-                return .fetch
+                return .fetch(size(pool))
             }
             switch step {
             case .done:
                 return
-            case .fetch:
-                try await self.fetchBlock(table: table)
+            case .fetch(let count):
+                try await self.fetchBlock(table: table, count: count)
             case .wait:
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                     let waiting = self.pools.withLock { pools -> Bool in
@@ -145,13 +152,13 @@ package final class IdentityAllocator: Sendable {
         }
     }
 
-    /// Fetches one block for the pool of `table`, whose `fetching` the caller set, and adds it; wakes the waiters
-    /// either way.
-    private func fetchBlock(table: String) async throws {
+    /// Fetches `count` ids for the pool of `table`, whose `fetching` the caller set, and adds them; wakes the
+    /// waiters either way.
+    private func fetchBlock(table: String, count: Int) async throws {
         guard let fetch = self.pools.withLock({ $0[table]?.fetch }) else { return }
         let result: Result<[Int64], any Error>
         do {
-            result = .success(try await fetch())
+            result = .success(try await fetch(count))
         } catch {
             result = .failure(error)
         }

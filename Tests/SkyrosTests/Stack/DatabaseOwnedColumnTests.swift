@@ -168,6 +168,22 @@ struct DatabaseOwnedColumnTests {
         }
     }
 
+    @Test("Reserving more ids than a block holds takes them in one round trip; a write then inserts them all",
+          arguments: StackKind.allCases)
+    func aLargeReservationIsOneRoundTrip(kind: StackKind) async throws {
+        try await Self.withOwnedStack(kind) { stack, _ in
+            let before = stack.identityBlocksFetched(IdentityRow.self)
+            let ids = try await stack.write(durability: .committed) { context in
+                try await context.reserveIdentities(IdentityRow.self, count: 500)   // ten blocks of 50
+                return try (0..<500).map { try context.insert(IdentityRow(id: 0, n: $0)).id }
+            }
+            #expect(Set(ids).count == 500 && !ids.contains(0))
+            // One fetch for the 500 (a block fetched ahead in the background may follow it).
+            let fetched = stack.identityBlocksFetched(IdentityRow.self) - before
+            #expect(fetched >= 1 && fetched <= 2, "fetches: \(fetched)")
+        }
+    }
+
     @Test("A durable write returns the stored row: default now(), trigger-set updated_at, generated column; the cache agrees",
           arguments: StackKind.allCases)
     func durableWriteReturnsStoredValues(kind: StackKind) async throws {
