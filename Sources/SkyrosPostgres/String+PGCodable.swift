@@ -3,8 +3,9 @@ extension String: PGArrayElement {
     public static var postgresArrayType: PGType { .textArray }
     public func postgresText() throws -> String? {
         if self.utf8.contains(0) {
+            // 22021 is what PostgreSQL answers for a 0x00 byte in text ("invalid byte sequence").
             throw PGError(
-                kind: .encoding,
+                kind: .encoding, sqlState: .characterNotInRepertoire,
                 message: "text value contains a NUL (0x00) character, which PostgreSQL text cannot store; use bytea"
             )
         }

@@ -458,7 +458,9 @@ package final class ColumnDoor: Sendable {
         var encoded: [PGValue]
         do {
             encoded = try RowEncoder(plan: plan).encode(value)
-        } catch let error as PGError where error.kind == .encoding && error.column != nil && error.message.contains("NUL") {
+        } catch let error as PGError where error.kind == .encoding && error.column != nil
+            && error.sqlState == .characterNotInRepertoire
+        {
             let column = error.column ?? ""
             let type = self.definitions(table: plan.tableName)[column]?.type.description ?? "text"
             throw ColumnValueError(entity: plan.entityName, column: column, columnType: type, reason: .nulCharacter)
