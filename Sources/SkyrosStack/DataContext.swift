@@ -272,13 +272,14 @@ public final class DataContext: Sendable {
     public func delete<T: Entity>(where predicate: Predicate<T>?) async throws -> Int {
         let matching = try await self.layeredFetch(FetchDescriptor<T>(predicate: predicate))
         let kind = EntityKind<T>()
+        let matches = try InMemoryQuery.evaluator(predicate)   // translated once, checked per row
         let changes = try matching.map { row in
             PendingRow(key: try RowKey(row.value), kind: kind, id: row.value.id, state: .deleted(base: .none, emit: false))
         }
         let operation = PendingDeleteWhere(
             table: T.tableName,
             emit: { $0.delete(where: predicate) },
-            matches: { value in (value as? T).map { (try? InMemoryQuery.matches(predicate, $0)) ?? false } ?? false })
+            matches: { value in (value as? T).map { (try? matches($0)) ?? false } ?? false })
         self.tracker.withLock { tracker in
             tracker.record(deleteWhere: operation)
             for change in changes { tracker.record(change, moveToEnd: true) }

@@ -19,17 +19,21 @@ package enum InMemoryQuery {
     /// Whether `value` satisfies `predicate` (`true` for a `nil` predicate).
     /// - Throws: ``QueryError`` when the predicate has no SQL translation; errors from `evaluate`.
     package static func matches<T: Entity>(_ predicate: Predicate<T>?, _ value: T) throws -> Bool {
-        guard let predicate else { return true }
+        try self.evaluator(predicate)(value)
+    }
+
+    /// ``matches(_:_:)`` for many values: the predicate is translated and its dates rounded once.
+    package static func evaluator<T: Entity>(_ predicate: Predicate<T>?) throws -> @Sendable (T) throws -> Bool {
+        guard let predicate else { return { _ in true } }
         let condition = try SQLQueryBuilder.condition(predicate)
-        return try PredicateDateRounding.evaluator(predicate, binds: condition?.binds ?? [])(value)
+        return PredicateDateRounding.evaluator(predicate, binds: condition?.binds ?? [])
     }
 
     /// The values that satisfy `predicate`, in their original order (the predicate is checked once).
     /// - Throws: ``QueryError`` when the predicate has no SQL translation; errors from `evaluate`.
     package static func filter<T: Entity>(_ predicate: Predicate<T>?, _ values: [T]) throws -> [T] {
-        guard let predicate else { return values }
-        let condition = try SQLQueryBuilder.condition(predicate)
-        let evaluate = PredicateDateRounding.evaluator(predicate, binds: condition?.binds ?? [])
+        guard predicate != nil else { return values }
+        let evaluate = try self.evaluator(predicate)
         return try values.filter { try evaluate($0) }
     }
 

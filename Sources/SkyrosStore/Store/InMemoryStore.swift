@@ -241,13 +241,17 @@ extension EntityChange: InMemoryOperation {
         let definitions = plan.hasReadBack ? database.door.definitions(table: table) : [:]
         /// What the database sets: a default it can evaluate (`now()`, `gen_random_uuid()`, a constant) on insert,
         /// and on update for ``DatabaseGenerated/onInsertAndUpdate`` (a trigger's `now()`); otherwise the app's
-        /// value stays.
-        func setByDatabase(_ values: inout [PGValue], inserting: Bool) {
+        /// value stays. Returns the indices it set.
+        @discardableResult
+        func setByDatabase(_ values: inout [PGValue], inserting: Bool) -> [Int] {
+            var set: [Int] = []
             for index in plan.readBackIndices {
                 guard let defaultValue = definitions[plan.columnNames[index]]?.defaultValue else { continue }
                 if !inserting, T.columns[index].generated?.kind != .onInsertAndUpdate { continue }
                 values[index] = defaultValue.evaluate()
+                set.append(index)
             }
+            return set
         }
         func withReadBack(_ change: RowChange, _ values: [PGValue]) -> RowChange {
             guard plan.hasReadBack else { return change }
@@ -303,14 +307,7 @@ extension EntityChange: InMemoryOperation {
             var written = try RowEncoder(plan: plan).encode(value)
             try database.door.check(plan, &written)
             var writtenIndices = indices
-            if plan.hasReadBack {
-                setByDatabase(&written, inserting: false)
-                for index in plan.readBackIndices where T.columns[index].generated?.kind == .onInsertAndUpdate
-                    && definitions[plan.columnNames[index]]?.defaultValue != nil
-                {
-                    writtenIndices.append(index)
-                }
-            }
+            if plan.hasReadBack { writtenIndices += setByDatabase(&written, inserting: false) }
             row.set(written, at: writtenIndices, plan: plan)
             row.version += 1
             database.setRow(table, key, row)
@@ -350,10 +347,7 @@ extension EntityChange: InMemoryOperation {
                 return [withReadBack(change(key, .inserted, database.insert(values, columns: plan.columnNames, key: key, table: table).version), values)]
             }
             var indices = plan.insertedIndices
-            if plan.hasReadBack {
-                setByDatabase(&values, inserting: false)
-                indices += plan.readBackIndices.filter { T.columns[$0].generated?.kind == .onInsertAndUpdate && definitions[plan.columnNames[$0]]?.defaultValue != nil }
-            }
+            if plan.hasReadBack { indices += setByDatabase(&values, inserting: false) }
             row.set(values, at: indices, plan: plan)
             row.version += 1
             database.setRow(table, key, row)
@@ -362,11 +356,12 @@ extension EntityChange: InMemoryOperation {
         case .deleteWhere(let predicate):
             guard let rows = database.tables[table]?.rows.values.sorted(by: { $0.sequence < $1.sequence }) else { return [] }
             let decoder = RowDecoder(plan: plan)
+            let matches = try InMemoryQuery.evaluator(predicate)
             var deleted: [RowChange] = []
             for row in rows {
                 let values = row.values(for: plan)
                 let value = try decoder.decode(values: values)
-                guard try InMemoryQuery.matches(predicate, value) else { continue }
+                guard try matches(value) else { continue }
                 let key = values[plan.idIndex]
                 database.setRow(table, key, nil)
                 deleted.append(change(key, .deleted, nil))
