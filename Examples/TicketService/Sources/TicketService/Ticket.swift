@@ -15,12 +15,11 @@ struct Ticket: Entity, ResponseCodable, Equatable {
         EntityColumn(\.priority, "priority"),
     ]
     static let versionColumn: String? = "row_version"
-    static let defaultSort = [SortDescriptor(\Ticket.priority, order: .reverse), SortDescriptor(\Ticket.id)]
+    static let defaultSort = [SortDescriptor(\Ticket.priority, order: .reverse)]   // then the id, always
 
     /// The open tickets, most urgent first: what the list and the live stream show.
     static let open = FetchDescriptor<Ticket>(
-        predicate: #Predicate { $0.status == "open" },
-        sortBy: [SortDescriptor(\.priority, order: .reverse), SortDescriptor(\.id)], fetchLimit: 100)
+        predicate: #Predicate { $0.status == "open" }, fetchLimit: 100)   // in the default order
 }
 
 /// The body of `POST /tickets`.

@@ -15,12 +15,11 @@ public struct Ticket: Entity, Content, Equatable {
         EntityColumn(\.priority, "priority"),
     ]
     public static let versionColumn: String? = "row_version"
-    public static let defaultSort = [SortDescriptor(\Ticket.priority, order: .reverse), SortDescriptor(\Ticket.id)]
+    public static let defaultSort = [SortDescriptor(\Ticket.priority, order: .reverse)]   // then the id, always
 
     /// The open tickets, most urgent first: what the list shows.
     public static let open = FetchDescriptor<Ticket>(
-        predicate: #Predicate { $0.status == "open" },
-        sortBy: [SortDescriptor(\.priority, order: .reverse), SortDescriptor(\.id)], fetchLimit: 100)
+        predicate: #Predicate { $0.status == "open" }, fetchLimit: 100)   // in the default order
 
     public init(id: UUID, title: String, status: String, priority: Int) {
         self.id = id

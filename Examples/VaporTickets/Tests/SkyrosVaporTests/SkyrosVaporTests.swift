@@ -64,10 +64,12 @@ struct Note: Entity, Content, Equatable {
         try await stack.write { try $0.insert(Note(id: 2, text: "queued")) }   // not awaited to commit
         try await app.asyncShutdown()
         #expect(app.skyros.runningStack == nil)
-        // After the drain the stack refuses writes: it shut down.
-        await #expect(throws: DataStackError.self) {
+        // The queued write was drained into the store, and the stack refuses writes: it shut down.
+        #expect(try await stack.store.object(Note.self, id: 2)?.value.text == "queued")
+        let refused = await #expect(throws: DataStackError.self) {
             try await stack.write { try $0.insert(Note(id: 3, text: "late")) }
         }
+        #expect(refused?.code == .stackShutDown)
     }
 
     @Test func synchronousBootIsRefusedWithAClearError() async throws {
