@@ -29,8 +29,8 @@ struct Up: AsyncParsableCommand {
         let progress = ProgressReporter(json: self.output.json)
         let report = try await progress.ticking {
             try await self.connection.withConnection { connection in
-                    try await migrator.migrate(
-                        on: connection, to: self.to, dryRun: self.dryRun, progress: { progress.handle($0) })
+                try await migrator.migrate(
+                    on: connection, to: self.to, dryRun: self.dryRun, progress: { progress.handle($0) })
             }
         }
         if self.output.json {
@@ -76,8 +76,8 @@ struct Down: AsyncParsableCommand {
         let progress = ProgressReporter(json: self.output.json)
         let report = try await progress.ticking {
             try await self.connection.withConnection { connection in
-                    try await migrator.rollback(
-                        steps: self.steps, on: connection, dryRun: self.dryRun, progress: { progress.handle($0) })
+                try await migrator.rollback(
+                    steps: self.steps, on: connection, dryRun: self.dryRun, progress: { progress.handle($0) })
             }
         }
         if self.output.json {

@@ -138,7 +138,7 @@ final class ProgressReporter: Sendable {
     }
 
     /// Ends the running line, if any, and stops its ticker (the run finished or failed).
-    func stopTicking() {
+    private func stopTicking() {
         self.state.withLock { state in
             state.generation += 1
             state.ticker?.cancel()
