@@ -52,14 +52,19 @@ enum PGDateCoding {
         return (seconds, fraction)
     }
 
+    /// Whether seconds from 1970 may be within PostgreSQL's timestamp range: finite, and within a second of it.
+    /// The bounds are whole seconds, exact in a Double; the margin lets rounding to microseconds decide at the
+    /// edges.
+    private static func mayBeStored(_ interval: Double) -> Bool {
+        interval.isFinite && interval > Double(minimumSeconds - 1) && interval < Double(endSeconds + 1)
+    }
+
     /// The date as PostgreSQL stores it after ``format(_:)``: rounded to microseconds, and built the way
     /// ``parse(_:)`` builds it, so that `stored(d) == parse(format(d))`. A date ``format(_:)`` refuses, or one
     /// too far out to hold microseconds, is returned as it is.
     static func stored(_ date: Date) -> Date {
         let interval = date.timeIntervalSince1970
-        guard interval.isFinite, date != .distantFuture, date != .distantPast,
-            interval > Double(minimumSeconds - 1), interval < Double(endSeconds + 1)
-        else { return date }
+        guard date != .distantFuture, date != .distantPast, self.mayBeStored(interval) else { return date }
         let (seconds, fraction) = self.microseconds(interval)
         let (micros, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000)
         if !overflow {
@@ -80,10 +85,7 @@ enum PGDateCoding {
         let outOfRange = PGError(
             kind: .encoding,
             message: "cannot send a Date \(interval) seconds from 1970: PostgreSQL's timestamps range from 4714 BC to 294276 AD")
-        // The bounds are whole seconds, exact in a Double; the margin lets rounding decide at the edges.
-        guard interval.isFinite, interval > Double(minimumSeconds - 1), interval < Double(endSeconds + 1) else {
-            throw outOfRange
-        }
+        guard self.mayBeStored(interval) else { throw outOfRange }
         let (seconds, fraction) = self.microseconds(interval)
         guard seconds >= minimumSeconds, seconds < endSeconds else { throw outOfRange }
         var dayNumber = seconds / 86_400
