@@ -345,7 +345,8 @@ package struct ColumnRules: Sendable {
         // `char(n)` pads with spaces, and its value reads back without trailing spaces (they are not significant
         // for it): kept that way.
         if padded, stored.utf8.last == UInt8(ascii: " ") {
-            stored = String(stored.unicodeScalars.reversed().drop { $0 == " " }.reversed().map(Character.init))
+            let scalars = stored.unicodeScalars
+            stored = scalars.lastIndex { $0 != " " }.map { String(scalars[...$0]) } ?? ""
         }
         return stored == text ? nil : stored
     }

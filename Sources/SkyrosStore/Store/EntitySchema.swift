@@ -267,7 +267,7 @@ struct LiveColumn {
         case "int4": return .integer
         case "int8": return .bigint
         case "text": return .text
-        case "varchar": return self.typeModifier >= 4 ? .varchar(self.typeModifier - 4) : ColumnType(.characters(limit: nil, padded: false))
+        case "varchar": return self.typeModifier >= 4 ? .varchar(self.typeModifier - 4) : .text
         case "bpchar": return self.typeModifier >= 4 ? .char(self.typeModifier - 4) : ColumnType(.characters(limit: nil, padded: true))
         case "numeric":
             guard self.typeModifier >= 4 else { return .unconstrainedNumeric }
