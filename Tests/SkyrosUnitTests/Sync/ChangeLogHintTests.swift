@@ -9,13 +9,18 @@ import Testing
 /// What the change log writes and parses without a server: the NOTIFY hint and its tag, the logged change
 /// list's JSON, announced rows, channel names.
 @Suite struct ChangeLogHintTests {
+    static let key = HintKey(hex: String(repeating: "5a", count: 64) + String(repeating: "C3", count: 64))!
+
+    /// The hex tag a hint carries for `head` and `changes` under `key`.
+    static func tag(_ head: String, _ changes: String, _ key: HintKey = Self.key) -> String {
+        key.tag([Substring(head).utf8, Substring(" ").utf8, Substring(changes).utf8]).map { String(format: "%02x", $0) }.joined()
+    }
+
     @Test func hintsParseWithAndWithoutTheirEntryWhichOnlyAVerifiedTagLetsThrough() throws {
         let origin = UUID().uuidString.lowercased()
-        let key = try #require(HintKey(hex: String(repeating: "5a", count: 64) + String(repeating: "C3", count: 64)))
+        let key = Self.key
         let otherKey = try #require(HintKey(hex: String(repeating: "5a", count: 64) + String(repeating: "c4", count: 64)))
-        func tag(_ head: String, _ changes: String, _ key: HintKey) -> String {
-            key.tag([Substring(head).utf8, Substring(" ").utf8, Substring(changes).utf8]).map { String(format: "%02x", $0) }.joined()
-        }
+        func tag(_ head: String, _ changes: String, _ key: HintKey) -> String { Self.tag(head, changes, key) }
         let short = try #require(ChangeLog.Hint("42 \(origin)"))
         #expect(short.position == 42 && short.origin?.uuidString.lowercased() == origin && short.entry(verifiedWith: key) == nil)
         let json = LoggedRowChange.json([RowChange(entity: "E", table: "t", id: try PGValue(Int64(7)), kind: .updated, version: 9)])
@@ -45,10 +50,8 @@ import Testing
     /// spaces.
     @Test func versionTwoHintsCarryTheCommitTimeAndTheRowCount() throws {
         let origin = UUID().uuidString.lowercased()
-        let key = try #require(HintKey(hex: String(repeating: "5a", count: 64) + String(repeating: "C3", count: 64)))
-        func tag(_ head: String, _ changes: String) -> String {
-            key.tag([Substring(head).utf8, Substring(" ").utf8, Substring(changes).utf8]).map { String(format: "%02x", $0) }.joined()
-        }
+        let key = Self.key
+        func tag(_ head: String, _ changes: String) -> String { Self.tag(head, changes) }
         let short = try #require(ChangeLog.Hint("42 \(origin) @1700000000123456/3"))
         #expect(short.position == 42 && short.committedAt == 1_700_000_000_123_456 && short.rows == 3)
         #expect(short.inline == nil && short.entry(verifiedWith: key) == nil)
