@@ -59,8 +59,13 @@ package struct PendingRow: Sendable {
         self.encoded = encoded
     }
 
-    /// An insert or upsert, with its value's encoding (as the door checked it).
+    /// An insert or upsert, with its value's encoding (as the door checked it). It has no original: the empty
+    /// one stored is never read (an update of the row replaces `state`, which clears `encoded`).
     init(key: RowKey, kind: any AnyEntityKind, id: any Sendable, state: State, encoded: [PGValue]) {
+        switch state {
+        case .inserted, .upserted: break
+        case .updated, .deleted: preconditionFailure("PendingRow(encoded:) is for inserts and upserts")
+        }
         self.init(key: key, kind: kind, id: id, state: state)
         self.encoded = (encoded, [])
     }
