@@ -240,6 +240,9 @@ public final class DataStack: DataStackProtocol, Service {
     ///   - durability: `WriteDurability/visible` (default) returns once every reader in the process sees
     ///     the change; `WriteDurability/committed` returns after the PostgreSQL commit.
     ///   - body: the changes.
+    /// - Returns: the body's value. With `.committed`, a body that returns one entity gets it back as stored
+    ///   (with the values the database set, `DatabaseGenerated`); any other value (an array, a tuple, an id) is
+    ///   returned as the body gave it: read the rows again for their stored values.
     /// - Throws: the body's error; with `.committed`, the commit's error (`StoreError`, `PGError`);
     ///   `DataStackError` (`.stackShutDown`, `.contextInvalidated`). Waits first while the commit queue is
     ///   full (`CommitQueueConfiguration/maximumQueuedCommits`, `CommitQueueConfiguration/maximumQueuedBytes`).
