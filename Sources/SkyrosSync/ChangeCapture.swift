@@ -27,10 +27,12 @@ import SkyrosStore
 /// older one is installed, never over a newer one, so instances of two versions can run side by side; each
 /// version writes the same log format. Version 2 adds the commit time and the row count to the hint: a stack of
 /// version 1 reads the log for a version 2 hint that carries its entry (it cannot verify it), and a stack of
-/// version 2 takes a version 1 hint as it is (with no lag to record).
+/// version 2 takes a version 1 hint as it is (with no lag to record). Version 3 writes the same log and hints; it
+/// reads user rows only as `alias.*` and lets no column shadow its variables, so a table with a column named
+/// `n`, `o` or `prefix` is captured like any other (see ``functionsTemplate``).
 package struct ChangeCapture: Sendable {
     /// The version of the capture's definition (the functions' comment is `skyros capture <version>`).
-    package static let version = 2
+    package static let version = 3
 
     /// The origin of entries other writers made (no Skyros stack set one).
     package static let foreignOrigin = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
@@ -72,7 +74,6 @@ package struct ChangeCapture: Sendable {
 
     private var schemaPrefix: String { self.log.schema.map { quoteIdentifier($0) + "." } ?? "" }
     private var captureFunction: String { self.schemaPrefix + "skyros_capture" }
-    private var flushFunction: String { self.schemaPrefix + "skyros_capture_flush" }
 
     private func qualified(_ table: String) -> String { self.schemaPrefix + quoteIdentifier(table) }
 
@@ -156,9 +157,6 @@ package struct ChangeCapture: Sendable {
     package func install(tables names: [String], lock: (schema: String, table: String), on connection: PGConnection) async throws -> Inspection {
         let before = try await self.inspect(tables: names, on: connection)
         if before.isCurrent { return before }
-        // The functions run with a fixed `search_path` (they are `SECURITY DEFINER`), so they name the log's
-        // tables with their schema: the connection's current one when the stack has none.
-        let tableSchema = try await self.tableSchema(on: connection)
         var failedTable: String?
         var installed = before
         do {
@@ -170,15 +168,13 @@ package struct ChangeCapture: Sendable {
                 try await self.log.create(on: connection)
                 // Read again under the lock: another process may have installed it meanwhile.
                 let current = try await self.inspect(tables: names, on: connection)
-                if current.needsFunctions {
-                    _ = try await connection.execute(script: self.functionsSQL(tableSchema: tableSchema))
-                }
-                if current.needsFunctions || !current.hasFlushTrigger {
-                    _ = try await connection.execute(script: self.flushTriggerSQL())
-                }
+                var script = ""
+                if current.needsFunctions { script += Self.functionsTemplate + ";\n" }
+                if current.needsFunctions || !current.hasFlushTrigger { script += Self.flushTriggerTemplate + ";\n" }
+                if !script.isEmpty { _ = try await connection.execute(script: try await self.render(script, on: connection)) }
                 for table in current.needsFunctions ? current.tables : current.tablesToInstall {
                     failedTable = table.name
-                    _ = try await connection.execute(script: self.triggersSQL(table))
+                    _ = try await connection.execute(script: try await self.render(Self.triggersTemplate, table: table, on: connection))
                 }
                 failedTable = nil
                 installed = current
@@ -190,7 +186,7 @@ package struct ChangeCapture: Sendable {
                     this role may not install change capture on \(table) (\(error.message)); nothing was changed. \
                     A role that owns the tables must run the SQL below once (also printed by `migrate capture-sql`)
                     """,
-                sql: self.installSQL(before.tables, tableSchema: tableSchema))
+                sql: try await self.installSQL(before.tables, on: connection))
         }
         // What the transaction made current (the key, rewriting and missing tables do not change by installing).
         installed.installedVersion = max(installed.installedVersion ?? 0, Self.version)
@@ -204,33 +200,56 @@ package struct ChangeCapture: Sendable {
     static let lockKeySQL =
         "('x' || substr(encode(sha256(convert_to(current_database() || '/' || $1 || '/' || $2, 'UTF8')), 'hex'), 1, 16))::bit(64)::int8"
 
-    /// The schema the functions name the log's tables in: the log's, else `connection`'s current schema.
-    func tableSchema(on connection: PGConnection) async throws -> String? {
-        if let schema = self.log.schema { return schema }
-        return try await connection.query("SELECT current_schema()::text").first?.decode(String?.self, at: 0)
-    }
-
     /// The whole installation as one script, for a DBA: the log's tables, the functions and every table's
-    /// triggers, in a transaction. Idempotent.
-    /// - Parameter tableSchema: the schema of the log's tables when the log has none (see ``tableSchema(on:)``).
-    package func installSQL(_ tables: [Table], tableSchema: String? = nil) -> String {
-        var script = "BEGIN;\n" + self.log.createSQL + ";\n" + self.functionsSQL(tableSchema: tableSchema) + ";\n"
-            + self.flushTriggerSQL() + ";\n"
-        for table in tables { script += self.triggersSQL(table) + ";\n" }
+    /// triggers, in a transaction. Idempotent. Rendered by the server (see ``render(_:table:on:)``).
+    package func installSQL(_ tables: [Table], on connection: PGConnection) async throws -> String {
+        var script = "BEGIN;\n" + self.log.createSQL + ";\n"
+            + (try await self.render(Self.functionsTemplate + ";\n" + Self.flushTriggerTemplate + ";\n", on: connection))
+        for table in tables { script += try await self.render(Self.triggersTemplate, table: table, on: connection) + ";\n" }
         return script + "COMMIT;\n"
     }
 
-    /// The two functions. They run with `search_path = pg_catalog, pg_temp`, so the log's tables are named with
-    /// their schema: the log's, else `tableSchema` (the installing connection's current schema); the channel is
-    /// the log's own (stacks without a schema listen on the default one).
-    func functionsSQL(tableSchema: String? = nil) -> String {
-        let foreign = Self.foreignOrigin.uuidString.lowercased()
-        let tables = ChangeLog(schema: self.log.schema ?? tableSchema)
-        let log = tables.logTable
-        let channel = self.log.channel
+    // MARK: Generated SQL
+
+    /// Fills a template of the capture's SQL in on the server, with `format()`: every identifier and literal is
+    /// quoted by PostgreSQL (`%I`, `%L`), none is spliced by Skyros. The arguments:
+    /// - `%1$I`: the schema of the functions and the log's tables: the log's, else the connection's current
+    ///   schema (the functions are `SECURITY DEFINER` with a fixed `search_path`, so they name it);
+    /// - `%2$L`: the NOTIFY channel (stacks without a schema listen on the default one);
+    /// - for ``triggersTemplate``: `%3$I` the table, `%4$L` its key column, `%5$L` the key's type OID.
+    /// - Throws: ``CaptureError`` when the log has no schema and the connection has no current schema.
+    func render(_ template: String, table: Table? = nil, on connection: PGConnection) async throws -> String {
+        var binds = [PGValue(type: .text, text: template), PGValue(type: .text, text: self.log.schema), PGValue(type: .text, text: self.log.channel)]
+        if let table {
+            binds += [
+                PGValue(type: .text, text: table.name), PGValue(type: .text, text: table.keyColumn),
+                PGValue(type: .text, text: String(table.keyType)),
+            ]
+        }
+        let arguments = (2...binds.count).map { $0 == 2 ? "coalesce($2, current_schema())" : "$\($0)" }.joined(separator: ", ")
+        let rendered = try await connection.query(PGQuery(unsafeSQL: "SELECT format($1, \(arguments))", binds: binds))
+            .first?.decode(String?.self, at: 0)
+        guard let rendered else {
+            throw CaptureError(message: "the connection has no current schema to install change capture in: set search_path or configure a schema")
+        }
+        return rendered
+    }
+
+    /// The two functions (see ``render(_:table:on:)`` for the arguments). They run with
+    /// `search_path = pg_catalog, pg_temp`, so they name everything with its schema.
+    ///
+    /// No name a user's table can hold shadows anything: `#variable_conflict use_variable` makes the functions'
+    /// variables win over columns of the same name (`prefix`, `part`), and rows are taken whole as `alias.*`,
+    /// which names a relation only (`to_jsonb(n)` would read a column named `n`). The transition tables are the
+    /// only user relations read, and only through `to_jsonb(<alias>.*)`.
+    static let functionsTemplate: String = {
+        let foreign = ChangeCapture.foreignOrigin.uuidString.lowercased()
+        let log = "%1$I.\(ChangeLog.logTableName)"
+        let state = "%1$I.\(ChangeLog.stateTableName)"
         return """
-            CREATE OR REPLACE FUNCTION \(self.captureFunction)() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+            CREATE OR REPLACE FUNCTION %1$I.skyros_capture() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
             SET search_path = pg_catalog, pg_temp AS $skyros$
+            #variable_conflict use_variable
             DECLARE
               part text;
               changed int8;
@@ -238,17 +257,17 @@ package struct ChangeCapture: Sendable {
               prefix text := '{"t":' || to_json(TG_TABLE_NAME::text)::text || ',"o":' || TG_ARGV[1] || ',"i":';
             BEGIN
               IF TG_OP = 'INSERT' THEN
-                SELECT string_agg(prefix || to_json(to_jsonb(n) ->> TG_ARGV[0])::text || ',"k":"i"}', ','), count(*)
-                  INTO part, changed FROM skyros_new AS n;
+                SELECT string_agg(prefix || to_json(to_jsonb(skyros_n.*) ->> TG_ARGV[0])::text || ',"k":"i"}', ','), count(*)
+                  INTO part, changed FROM skyros_new AS skyros_n;
               ELSIF TG_OP = 'UPDATE' THEN
-                SELECT string_agg(prefix || to_json(k.id)::text || k.kind, ','), count(*) INTO part, changed FROM (
-                  SELECT to_jsonb(n) ->> TG_ARGV[0] AS id, ',"k":"u"}' AS kind FROM skyros_new AS n
+                SELECT string_agg(prefix || to_json(skyros_k.id)::text || skyros_k.kind, ','), count(*) INTO part, changed FROM (
+                  SELECT to_jsonb(skyros_n.*) ->> TG_ARGV[0] AS id, ',"k":"u"}' AS kind FROM skyros_new AS skyros_n
                   UNION ALL
-                  SELECT o.id, ',"k":"d"}' FROM (SELECT to_jsonb(o) ->> TG_ARGV[0] AS id FROM skyros_old AS o) AS o
-                  WHERE o.id NOT IN (SELECT to_jsonb(n) ->> TG_ARGV[0] FROM skyros_new AS n)) AS k;
+                  SELECT skyros_o.id, ',"k":"d"}' FROM (SELECT to_jsonb(skyros_r.*) ->> TG_ARGV[0] AS id FROM skyros_old AS skyros_r) AS skyros_o
+                  WHERE skyros_o.id NOT IN (SELECT to_jsonb(skyros_n.*) ->> TG_ARGV[0] FROM skyros_new AS skyros_n)) AS skyros_k;
               ELSIF TG_OP = 'DELETE' THEN
-                SELECT string_agg(prefix || to_json(to_jsonb(o) ->> TG_ARGV[0])::text || ',"k":"d"}', ','), count(*)
-                  INTO part, changed FROM skyros_old AS o;
+                SELECT string_agg(prefix || to_json(to_jsonb(skyros_r.*) ->> TG_ARGV[0])::text || ',"k":"d"}', ','), count(*)
+                  INTO part, changed FROM skyros_old AS skyros_r;
               ELSE
                 part := prefix || '"","k":"t"}';
                 changed := -1;
@@ -258,7 +277,7 @@ package struct ChangeCapture: Sendable {
                 WHEN changed < 0 OR current_setting('skyros.captured_rows', true) = '-1' THEN '-1'
                 ELSE (coalesce(nullif(current_setting('skyros.captured_rows', true), '')::int8, 0) + changed)::text END, true);
               buffered := coalesce(current_setting('skyros.captured', true), '');
-              IF octet_length(buffered) + octet_length(part) > \(Self.spillBytes) AND buffered <> '' THEN
+              IF octet_length(buffered) + octet_length(part) > \(ChangeCapture.spillBytes) AND buffered <> '' THEN
                 INSERT INTO \(log) (origin, changes) VALUES ('\(foreign)', '[' || buffered || ']');
                 PERFORM set_config('skyros.captured_spilled', 'on', true);
                 buffered := '';
@@ -270,10 +289,11 @@ package struct ChangeCapture: Sendable {
               END IF;
               RETURN NULL;
             END $skyros$;
-            COMMENT ON FUNCTION \(self.captureFunction)() IS 'skyros capture \(Self.version)';
+            COMMENT ON FUNCTION %1$I.skyros_capture() IS 'skyros capture \(ChangeCapture.version)';
 
-            CREATE OR REPLACE FUNCTION \(self.flushFunction)() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+            CREATE OR REPLACE FUNCTION %1$I.skyros_capture_flush() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
             SET search_path = pg_catalog, pg_temp AS $skyros$
+            #variable_conflict use_variable
             DECLARE
               captured text := '[' || coalesce(current_setting('skyros.captured', true), '') || ']';
               announced text := nullif(current_setting('skyros.announced', true), '');
@@ -304,54 +324,46 @@ package struct ChangeCapture: Sendable {
                 hinted := captured;
               END IF;
               IF hinted IS NULL THEN
-                PERFORM pg_notify('\(channel)', head);
+                PERFORM pg_notify(%2$L, head);
               ELSE
                 head := head || ' ' || NEW.xid::text;
-                PERFORM pg_notify('\(channel)', head || ' ' || coalesce((SELECT encode(substring(sha256(s.hint_outer
+                PERFORM pg_notify(%2$L, head || ' ' || coalesce((SELECT encode(substring(sha256(s.hint_outer
                   || sha256(s.hint_inner || convert_to(head || ' ' || hinted, 'UTF8'))) FROM 1 FOR \(HintKey.tagBytes)), 'hex')
-                  FROM \(tables.stateTableQualified) AS s), '-') || ' ' || hinted);
+                  FROM \(state) AS s), '-') || ' ' || hinted);
               END IF;
               RETURN NULL;
             END $skyros$;
-            COMMENT ON FUNCTION \(self.flushFunction)() IS 'skyros capture \(Self.version)'
+            COMMENT ON FUNCTION %1$I.skyros_capture_flush() IS 'skyros capture \(ChangeCapture.version)'
             """
-    }
+    }()
 
     /// The constraint trigger that flushes a transaction's changes at `COMMIT` (on the log table, so made again
     /// whenever the log is).
-    func flushTriggerSQL() -> String {
-        let log = self.log.logTable
-        return """
-            DROP TRIGGER IF EXISTS skyros_capture_flush ON \(log);
-            CREATE CONSTRAINT TRIGGER skyros_capture_flush AFTER INSERT ON \(log) DEFERRABLE INITIALLY DEFERRED
-              FOR EACH ROW WHEN (NEW.changes = '') EXECUTE FUNCTION \(self.flushFunction)();
-            ALTER TABLE \(log) ENABLE ALWAYS TRIGGER skyros_capture_flush
-            """
-    }
+    static let flushTriggerTemplate = """
+        DROP TRIGGER IF EXISTS skyros_capture_flush ON %1$I.\(ChangeLog.logTableName);
+        CREATE CONSTRAINT TRIGGER skyros_capture_flush AFTER INSERT ON %1$I.\(ChangeLog.logTableName) DEFERRABLE INITIALLY DEFERRED
+          FOR EACH ROW WHEN (NEW.changes = '') EXECUTE FUNCTION %1$I.skyros_capture_flush();
+        ALTER TABLE %1$I.\(ChangeLog.logTableName) ENABLE ALWAYS TRIGGER skyros_capture_flush
+        """
 
     /// One table's four triggers (dropped first: `CREATE OR REPLACE TRIGGER` needs PostgreSQL 14), enabled
     /// `ALWAYS`: a session in `session_replication_role = replica` (a logical-replication apply, a restore) is
-    /// captured too.
-    func triggersSQL(_ table: Table) -> String {
-        let name = self.qualified(table.name)
-        let arguments = "'\(table.keyColumn.replacingOccurrences(of: "'", with: "''"))', '\(table.keyType)'"
-        let function = "EXECUTE FUNCTION \(self.captureFunction)(\(arguments))"
-        return """
-            DROP TRIGGER IF EXISTS skyros_capture_insert ON \(name);
-            CREATE TRIGGER skyros_capture_insert AFTER INSERT ON \(name) REFERENCING NEW TABLE AS skyros_new
-              FOR EACH STATEMENT \(function);
-            DROP TRIGGER IF EXISTS skyros_capture_update ON \(name);
-            CREATE TRIGGER skyros_capture_update AFTER UPDATE ON \(name) REFERENCING OLD TABLE AS skyros_old NEW TABLE AS skyros_new
-              FOR EACH STATEMENT \(function);
-            DROP TRIGGER IF EXISTS skyros_capture_delete ON \(name);
-            CREATE TRIGGER skyros_capture_delete AFTER DELETE ON \(name) REFERENCING OLD TABLE AS skyros_old
-              FOR EACH STATEMENT \(function);
-            DROP TRIGGER IF EXISTS skyros_capture_truncate ON \(name);
-            CREATE TRIGGER skyros_capture_truncate AFTER TRUNCATE ON \(name) FOR EACH STATEMENT \(function);
-            ALTER TABLE \(name) ENABLE ALWAYS TRIGGER skyros_capture_insert, ENABLE ALWAYS TRIGGER skyros_capture_update,
-              ENABLE ALWAYS TRIGGER skyros_capture_delete, ENABLE ALWAYS TRIGGER skyros_capture_truncate
-            """
-    }
+    /// captured too. The arguments are the key column and the key's type OID (see ``render(_:table:on:)``).
+    static let triggersTemplate = """
+        DROP TRIGGER IF EXISTS skyros_capture_insert ON %1$I.%3$I;
+        CREATE TRIGGER skyros_capture_insert AFTER INSERT ON %1$I.%3$I REFERENCING NEW TABLE AS skyros_new
+          FOR EACH STATEMENT EXECUTE FUNCTION %1$I.skyros_capture(%4$L, %5$L);
+        DROP TRIGGER IF EXISTS skyros_capture_update ON %1$I.%3$I;
+        CREATE TRIGGER skyros_capture_update AFTER UPDATE ON %1$I.%3$I REFERENCING OLD TABLE AS skyros_old NEW TABLE AS skyros_new
+          FOR EACH STATEMENT EXECUTE FUNCTION %1$I.skyros_capture(%4$L, %5$L);
+        DROP TRIGGER IF EXISTS skyros_capture_delete ON %1$I.%3$I;
+        CREATE TRIGGER skyros_capture_delete AFTER DELETE ON %1$I.%3$I REFERENCING OLD TABLE AS skyros_old
+          FOR EACH STATEMENT EXECUTE FUNCTION %1$I.skyros_capture(%4$L, %5$L);
+        DROP TRIGGER IF EXISTS skyros_capture_truncate ON %1$I.%3$I;
+        CREATE TRIGGER skyros_capture_truncate AFTER TRUNCATE ON %1$I.%3$I FOR EACH STATEMENT EXECUTE FUNCTION %1$I.skyros_capture(%4$L, %5$L);
+        ALTER TABLE %1$I.%3$I ENABLE ALWAYS TRIGGER skyros_capture_insert, ENABLE ALWAYS TRIGGER skyros_capture_update,
+          ENABLE ALWAYS TRIGGER skyros_capture_delete, ENABLE ALWAYS TRIGGER skyros_capture_truncate
+        """
 }
 
 /// Change capture could not be installed or read: a table without a usable primary key, or a role without the

@@ -32,7 +32,7 @@ struct CaptureSQL: AsyncParsableCommand {
             if let missing = inspection.missingTables.sorted().first {
                 throw ValidationError("table \(schema).\(missing) does not exist")
             }
-            return capture.installSQL(inspection.tables)
+            return try await capture.installSQL(inspection.tables, on: connection)
         }
         print(sql, terminator: "")
     }

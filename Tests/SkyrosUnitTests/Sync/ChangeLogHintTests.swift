@@ -72,14 +72,24 @@ import Testing
         #expect(old.entry(verifiedWith: key)?.changes.first?.i == "a b c")
     }
 
-    /// The capture's functions run with a fixed `search_path`: for a stack without a schema they name the log's
-    /// tables with the installing connection's schema, and notify on the default channel the stack listens on.
-    @Test func captureFunctionsNameTheLogTablesWithTheirSchemaWhenTheStackHasNone() {
-        let sql = ChangeCapture(log: ChangeLog(schema: nil)).functionsSQL(tableSchema: "public")
-        #expect(sql.contains(#"INSERT INTO "public"."skyros_change_log" (origin, changes)"#))
-        #expect(sql.contains(#"FROM "public"."skyros_change_log_state" AS s"#))
-        #expect(sql.contains("pg_notify('skyros_changes_default'"))
-        #expect(!sql.contains(#"INTO "skyros_change_log""#))
+    /// The capture's SQL is a `format()` template the server fills in: every schema, table, column and channel is
+    /// a `%I`/`%L` argument, and no name of a user's column can shadow an alias or a variable.
+    @Test func theCaptureSQLSplicesNoNameAndShadowsNoColumn() {
+        let functions = ChangeCapture.functionsTemplate
+        #expect(functions.contains("INSERT INTO %1$I.skyros_change_log (origin, changes)"))
+        #expect(functions.contains("FROM %1$I.skyros_change_log_state AS s"))
+        #expect(functions.contains("pg_notify(%2$L, head)"))
+        #expect(!functions.contains("skyros_changes_"))
+        #expect(functions.components(separatedBy: "#variable_conflict use_variable").count == 3)
+        // A whole row is always `alias.*`: `to_jsonb(alias)` reads a column of that name when the table has one.
+        #expect(!functions.contains(/to_jsonb\([a-z_]+\)/))
+        let triggers = ChangeCapture.triggersTemplate
+        #expect(triggers.contains("ON %1$I.%3$I"))
+        #expect(triggers.contains("skyros_capture(%4$L, %5$L)"))
+        // Every `%` is a placeholder: `format()` would read any other as one and fail or mangle the text.
+        for template in [functions, triggers, ChangeCapture.flushTriggerTemplate] {
+            #expect(!template.contains(/%(?![1-5]\$[IL])/))
+        }
     }
 
     @Test func theLoggedJSONDecodesToTheSameChanges() throws {

@@ -1,0 +1,210 @@
+import Foundation
+import Skyros
+import SkyrosPostgres
+import SkyrosTestSupport
+import Testing
+
+/// Names a user's schema may hold, which generated SQL must survive: the capture's own aliases and variables
+/// (`n`, `o`, `k`, `prefix`, `part`, `changed`, `buffered`), the change log's columns, SQL keywords, quotes, `$`,
+/// `;`, `--`, `%` (a `format()` placeholder), spaces, a backslash, non-ASCII, and 63 bytes (the longest
+/// identifier PostgreSQL keeps).
+enum HostileNames {
+    static let pool: [String] = [
+        "n", "o", "k", "prefix", "part", "changed", "buffered", "id", "position", "xid", "origin", "changes",
+        "select", "order", "from", "user", "table", #"a"b"#, "o'neil", "$1", "x;y", "-- c", "%I %L %s", "with space",
+        #"back\slash"#, "naïve表🚀", String(repeating: "w", count: 63), String(repeating: "é", count: 31) + "x",
+        #"acc "sch" o'neil; --$1\"#,
+    ]
+
+    /// The seed of this run's draw: `SKYROS_NAMES_SEED` when set (to replay a failure), else random. Each
+    /// failure message carries it.
+    static let seed: UInt64 = ProcessInfo.processInfo.environment["SKYROS_NAMES_SEED"].flatMap(UInt64.init) ?? .random(in: 1...UInt64.max)
+
+    /// Draws `count` distinct names from ``pool`` for the naming `salt`, reproducibly from ``seed``.
+    static func draw(_ count: Int, salt: UInt64) -> [String] {
+        var generator = SplitMix64(seed: seed ^ salt)
+        return Array(pool.shuffled(using: &generator).prefix(count))
+    }
+
+    /// `name` cut to at most `bytes` UTF-8 bytes on a character boundary.
+    static func prefix(_ name: String, bytes: Int) -> String {
+        var result = ""
+        for character in name where result.utf8.count + character.utf8.count <= bytes { result.append(character) }
+        return result
+    }
+}
+
+/// A small seeded generator, so that a draw of names can be replayed.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { self.state = seed }
+    mutating func next() -> UInt64 {
+        self.state &+= 0x9E37_79B9_7F4A_7C15
+        var z = self.state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// One drawn naming of a schema, a table and its columns. Entity plans are cached per type, so each naming
+/// is a type of its own whose names are drawn once per process.
+protocol HostileNaming: Sendable {
+    /// The names, drawn once: schema prefix, table, key column, count column, label column, then the unmapped
+    /// columns.
+    static var names: [String] { get }
+}
+
+extension HostileNaming {
+    static var schemaPrefix: String { HostileNames.prefix(names[0], bytes: 50) }
+    static var table: String { names[1] }
+    static var key: String { names[2] }
+    static var count: String { names[3] }
+    static var label: String { names[4] }
+    /// Columns the entity does not map (nullable): they are in every row the capture reads whole.
+    static var unmapped: [String] { Array(names[5...]) }
+}
+
+enum NamingA: HostileNaming { static let names = HostileNames.draw(9, salt: 1) }
+enum NamingB: HostileNaming { static let names = HostileNames.draw(9, salt: 2) }
+enum NamingC: HostileNaming { static let names = HostileNames.draw(9, salt: 3) }
+enum NamingD: HostileNaming { static let names = HostileNames.draw(9, salt: 4) }
+/// The reproduction from the issue: `counters (id, n)`, beside columns named like the capture's variables.
+enum CountersNaming: HostileNaming { static let names = ["counters", "counters", "id", "n", "prefix", "o", "part", "changed", "buffered"] }
+
+/// A row of a table named by `Names`: its key, a counter and a label.
+struct HostileRow<Names: HostileNaming>: Entity, Equatable {
+    var id: Int64
+    var count: Int64
+    var label: String
+
+    static var tableName: String { Names.table }
+    static var columns: [EntityColumn<HostileRow>] {
+        [EntityColumn(\.id, Names.key), EntityColumn(\.count, Names.count), EntityColumn(\.label, Names.label)]
+    }
+
+    init(id: Int64, count: Int64, label: String) {
+        (self.id, self.count, self.label) = (id, count, label)
+    }
+
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ name: String) { self.stringValue = name }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: Key.self)
+        self.id = try container.decode(Int64.self, forKey: Key(Names.key))
+        self.count = try container.decode(Int64.self, forKey: Key(Names.count))
+        self.label = try container.decode(String.self, forKey: Key(Names.label))
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(self.id, forKey: Key(Names.key))
+        try container.encode(self.count, forKey: Key(Names.count))
+        try container.encode(self.label, forKey: Key(Names.label))
+    }
+}
+
+/// The latest rows an observer of hostile rows gave.
+actor LatestHostileRows {
+    private(set) var rows: [String]?
+    func set(_ rows: [String]) { self.rows = rows }
+}
+
+/// Every writer's insert, update (of the key too), delete, `COPY` and `TRUNCATE` of a table whose schema, table
+/// and columns carry hostile names reaches a stack's cache and its observer; the capture breaks no other
+/// writer's statements on it (a column named `prefix` once made every `INSERT` fail).
+@Suite("Capture with hostile names", .timeLimit(.minutes(3)))
+struct CaptureNamesTests {
+    @Test("counters (id, n): psql's n = n + 1 reaches the stack") func counters() async throws {
+        try await self.roundTrip(CountersNaming.self)
+    }
+
+    @Test("drawn naming A") func namingA() async throws { try await self.roundTrip(NamingA.self) }
+    @Test("drawn naming B") func namingB() async throws { try await self.roundTrip(NamingB.self) }
+    @Test("drawn naming C") func namingC() async throws { try await self.roundTrip(NamingC.self) }
+    @Test("drawn naming D") func namingD() async throws { try await self.roundTrip(NamingD.self) }
+
+    private func roundTrip<Names: HostileNaming>(_: Names.Type) async throws {
+        typealias Row = HostileRow<Names>
+        let context = "seed \(HostileNames.seed) (SKYROS_NAMES_SEED replays it), names \(Names.names)"
+        let schema = TestServer.uniqueSchemaName(Names.schemaPrefix)
+        let table = "\(quoteIdentifier(schema)).\(quoteIdentifier(Names.table))"
+        let (key, count, label) = (quoteIdentifier(Names.key), quoteIdentifier(Names.count), quoteIdentifier(Names.label))
+        let unmapped = Names.unmapped.map(quoteIdentifier)
+        let allColumns = ([key, count, label] + unmapped).joined(separator: ", ")
+        func values(_ id: Int64, _ value: Int64, _ text: String) -> String {
+            "(\(id), \(value), '\(text)'" + String(repeating: ", 'x'", count: unmapped.count) + ")"
+        }
+        try await TestServer.withConnection { connection in
+            _ = try await connection.execute(script: """
+                CREATE SCHEMA \(quoteIdentifier(schema));
+                CREATE TABLE \(table) (\(key) bigint PRIMARY KEY, \(count) bigint NOT NULL, \(label) text NOT NULL\
+                \(unmapped.map { ", \($0) text" }.joined()));
+                INSERT INTO \(table) (\(allColumns)) VALUES \(values(1, 0, "one")), \(values(2, 0, "two")), \(values(3, 0, "three"));
+                """)
+        }
+        try await withCleanup {
+            let stack = try await DataStack.start(
+                DataStackConfiguration(store: .postgres(try TestServer.configuration, schema: schema), entities: [Row.self]))
+            try await withCleanup {
+                let all = FetchDescriptor<Row>(sortBy: [SortDescriptor(\Row.id)])
+                #expect(try await stack.mainContext.fetch(all).count == 3, "\(context)")    // now cached
+                let latest = LatestHostileRows()
+                let observation = stack.observe(all)
+                let observer = Task {
+                    for try await result in observation { await latest.set(result.values.map { "\($0.id):\($0.count):\($0.label)" }) }
+                }
+                defer { observer.cancel() }
+
+                /// The table as stored, as the observer renders it.
+                func stored() async throws -> [String] {
+                    try await TestServer.withConnection { connection in
+                        try await connection.query(PGQuery(unsafeSQL: "SELECT \(key), \(count), \(label) FROM \(table) ORDER BY 1"))
+                            .map { "\(try $0.decode(Int64.self, at: 0)):\(try $0.decode(Int64.self, at: 1)):\(try $0.decode(String.self, at: 2))" }
+                    }
+                }
+                /// Waits until the observer and every cached row equal the table.
+                func converged(after step: String) async throws {
+                    let expected = try await stored()
+                    let ids = expected.compactMap { $0.split(separator: ":").first.flatMap { Int64($0) } }
+                    try await eventually(within: .seconds(15), "after \(step): \(context)") {
+                        guard await latest.rows == expected else { return false }
+                        for (id, row) in zip(ids, expected) {
+                            guard let object = try await stack.mainContext.object(Row.self, id: id),
+                                "\(object.id):\(object.count):\(object.label)" == row
+                            else { return false }
+                        }
+                        return true
+                    }
+                }
+                try await converged(after: "the first fetch")
+
+                try await Psql.run("UPDATE \(table) SET \(count) = \(count) + 1 WHERE \(key) = 1", schema: "public")
+                try await converged(after: "an update of a counter by psql")
+                try await Psql.run("INSERT INTO \(table) (\(allColumns)) VALUES \(values(4, 4, "four"))", schema: "public")
+                try await converged(after: "an insert by psql")
+                try await Psql.run("UPDATE \(table) SET \(key) = 5, \(label) = 'five' WHERE \(key) = 2", schema: "public")
+                try await converged(after: "an update of the key by psql")
+                try await Psql.run("DELETE FROM \(table) WHERE \(key) = 3", schema: "public")
+                try await converged(after: "a delete by psql")
+                try await Psql.run("COPY \(table) (\(key), \(count), \(label)) FROM STDIN;\n6\t6\tsix\n7\t7\tseven\n\\.", schema: "public")
+                try await converged(after: "a COPY by psql")
+                try await stack.write(durability: .committed) { try $0.insert(Row(id: 8, count: 8, label: "eight")) }
+                try await stack.write(durability: .committed) { try await $0.update(Row(id: 4, count: 40, label: "forty")) }
+                try await converged(after: "the stack's own insert and update")
+                try await Psql.run("TRUNCATE \(table)", schema: "public")
+                try await converged(after: "a TRUNCATE by psql")
+            } cleanup: {
+                await stack.shutdown()
+            }
+        } cleanup: {
+            await TestServer.dropSchema(schema)
+        }
+    }
+}
