@@ -24,6 +24,7 @@ extension DataStack {
         let encoder = Result { try RowEncoder<T>() }
         return self.observation(tables: [T.tableName]) {
             let encoder = try encoder.get()
+            try await self.prepareObserved(T.self)
             return try await self.mainContext.fetch(descriptor).map { (value: $0, encoded: try encoder.encode($0)) }
         } changes: { (old: [(value: T, encoded: [PGValue])]?, new: [(value: T, encoded: [PGValue])]) in
             let diff = ResultDiff(from: old ?? [], to: new)
@@ -45,11 +46,22 @@ extension DataStack {
         let encoder = Result { try RowEncoder<T>() }
         return self.observation(tables: [T.tableName], row: try? RowKey(T.self, id: id)) {
             let encoder = try encoder.get()
+            try await self.prepareObserved(T.self)
             return try await self.mainContext.object(type, id: id).map { (value: $0, encoded: try encoder.encode($0)) }
         } changes: { (old: (value: T, encoded: [PGValue])??, new: (value: T, encoded: [PGValue])?) -> T?? in
             if let old, old?.encoded == new?.encoded { return nil }
             return .some(new?.value)
         }
+    }
+
+    /// Makes an observed entity's table as good as one listed in ``DataStackConfiguration/entities``: checked
+    /// against the live schema and captured, so that every writer's changes reach the observer, before its first
+    /// result. Once per table; later calls only look the table up.
+    /// - Throws: ``SchemaMismatchError`` when the entity does not match its table, or the capture's error.
+    func prepareObserved<T: Entity>(_ type: T.Type) async throws {
+        guard !self.sync.tablesNeedingPreparation([T.tableName]).isEmpty else { return }
+        try await self.postgresStore?.validate([type])
+        try await self.sync.prepare(tables: [T.tableName])
     }
 
     /// An observation of `tables`: `fetch` gives the state, `changes` the element for a new state (`nil`: no

@@ -25,20 +25,20 @@ extension UUID {
 
     /// The sequence number of a commit id (62 bits: the variant takes the top two).
     package var commitSequence: UInt64 {
-        withUnsafeBytes(of: self.uuid) { raw in
-            raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self).bigEndian & Self.commitSequenceMask
-        }
+        let u = self.uuid
+        let low = [u.8, u.9, u.10, u.11, u.12, u.13, u.14, u.15].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return low & Self.commitSequenceMask
     }
 
     private static let commitSequenceMask: UInt64 = (1 << 62) - 1
 
+    /// The UUID of `high` and `low` (big-endian), with `version` and RFC 9562's variant set.
     private init(version: UInt8, high: UInt64, low: UInt64) {
-        var bytes = (high.bigEndian, low.bigEndian)
-        self = withUnsafeMutableBytes(of: &bytes) { raw in
-            raw[6] = (raw[6] & 0x0F) | (version << 4)
-            raw[8] = (raw[8] & 0x3F) | 0x80   // RFC 9562 variant
-            return UUID(uuid: (raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
-                               raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]))
-        }
+        func byte(_ value: UInt64, _ index: Int) -> UInt8 { UInt8(truncatingIfNeeded: value >> (56 - 8 * index)) }
+        self = UUID(uuid: (
+            byte(high, 0), byte(high, 1), byte(high, 2), byte(high, 3), byte(high, 4), byte(high, 5),
+            (byte(high, 6) & 0x0F) | (version << 4), byte(high, 7),
+            (byte(low, 0) & 0x3F) | 0x80, byte(low, 1), byte(low, 2), byte(low, 3), byte(low, 4), byte(low, 5),
+            byte(low, 6), byte(low, 7)))
     }
 }
