@@ -195,6 +195,67 @@ package struct ChangeCapture: Sendable {
         return installed
     }
 
+    /// What is installed in the log's schema, for operators (`migrate capture status`).
+    package struct Status: Sendable {
+        /// The schema looked at (the log's, else the connection's current one).
+        package var schema: String
+        /// The installed definition's version, `nil` when none is.
+        package var installedVersion: Int?
+        /// The tables carrying capture triggers, by name.
+        package var capturedTables: [String]
+        /// The change log's entries, `nil` when it does not exist.
+        package var logEntries: Int64?
+        /// Seconds since the newest entry was committed, `nil` without entries.
+        package var newestEntryAge: Double?
+    }
+
+    /// Reads what is installed; changes nothing.
+    package func status(on connection: PGConnection) async throws -> Status {
+        let version = try await self.inspect(tables: [], on: connection).installedVersion
+        let schema = self.log.schema.map { PGValue(type: .text, text: $0) } ?? PGValue(type: .text, text: nil)
+        let tables = try await connection.query(
+            PGQuery(
+                unsafeSQL: """
+                    SELECT DISTINCT c.relname::text, n.nspname::text FROM pg_trigger AS t
+                    JOIN pg_class AS c ON c.oid = t.tgrelid JOIN pg_namespace AS n ON n.oid = c.relnamespace
+                    WHERE n.nspname = coalesce($1, current_schema()) AND t.tgname = ANY($2::text[]) ORDER BY 1
+                    """,
+                binds: [schema, PGValue(type: .text, text: "{" + Self.triggerNames.sorted().joined(separator: ",") + "}")]))
+        let schemaName = try await connection.query(PGQuery(unsafeSQL: "SELECT coalesce($1, current_schema())::text", binds: [schema]))
+            .first?.decode(String?.self, at: 0) ?? ""
+        var status = Status(
+            schema: schemaName, installedVersion: version, capturedTables: try tables.map { try $0.decode(String.self, at: 0) })
+        let exists = try await connection.query("SELECT to_regclass(\(self.log.logTable)) IS NOT NULL").first?.decode(Bool.self, at: 0)
+        if exists == true {
+            let row = try await connection.query(
+                "SELECT count(*)::int8, extract(epoch FROM clock_timestamp() - max(changed_at))::float8 FROM \(unsafeRaw: self.log.logTable)")
+            status.logEntries = try row.first?.decode(Int64.self, at: 0)
+            status.newestEntryAge = try row.first?.decode(Double?.self, at: 1)
+        }
+        return status
+    }
+
+    /// Removes the capture from the log's schema: the two functions and, with them, every capture trigger on
+    /// every table (`DROP FUNCTION … CASCADE` drops the triggers that call them, and nothing else); with
+    /// `includingLog`, the change log and its state row too. Other writers' statements run as before; stacks
+    /// still running no longer learn of other writers' changes, and install the capture again when they start.
+    /// - Returns: the tables whose capture was dropped.
+    @discardableResult
+    package func drop(includingLog: Bool, on connection: PGConnection) async throws -> [String] {
+        let captured = try await self.status(on: connection).capturedTables
+        var template = """
+            DROP FUNCTION IF EXISTS %1$I.skyros_capture_flush() CASCADE;
+            DROP FUNCTION IF EXISTS %1$I.skyros_capture() CASCADE
+            """
+        if includingLog {
+            template += ";\nDROP TABLE IF EXISTS %1$I.\(ChangeLog.logTableName), %1$I.\(ChangeLog.stateTableName)"
+        }
+        try await connection.withTransaction { connection in
+            _ = try await connection.execute(script: try await self.render(template, on: connection))
+        }
+        return captured
+    }
+
     /// The key of the migrations' advisory lock, from `$1` (the history's schema) and `$2` (its table): the first
     /// 8 bytes of SHA-256 of `<database>/<schema>/<table>`, as the migrator computes it.
     static let lockKeySQL =

@@ -152,5 +152,5 @@ enum JSONOutput {
         date.formatted(.iso8601)
     }
 
-    private static func nullable(_ value: (any Sendable)?) -> Any { value ?? NSNull() }
+    static func nullable(_ value: (any Sendable)?) -> Any { value ?? NSNull() }
 }

@@ -32,7 +32,9 @@ struct Migrate: AsyncParsableCommand {
               3  'status --exit-code' only: migrations are pending
             """,
         version: "Skyros \(SkyrosVersion.current)",
-        subcommands: [Up.self, Down.self, Status.self, Verify.self, Repair.self, Create.self, Baseline.self, CaptureSQL.self],
+        subcommands: [
+            Up.self, Down.self, Status.self, Verify.self, Repair.self, Create.self, Baseline.self, CaptureSQL.self, Capture.self,
+        ],
         defaultSubcommand: Up.self)
 
     /// Runs the command and maps outcomes to the documented exit codes. Under `--json` a failure also prints a

@@ -328,6 +328,26 @@ struct MigrateCommandTests {
             let logged = try await connection.query(
                 "SELECT count(*)::int FROM \(qualified: [schema, "skyros_change_log"]) WHERE changes <> ''")[0].decode(Int.self, at: 0)
             #expect(logged == 2)
+
+            // What an operator sees, then removes: after `capture drop` every writer's statements run, uncaptured.
+            let status = try await Self.migrate(["capture", "status", "--json", "--schema", schema])
+            #expect(status.status == 0, "\(status.stderr)")
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
+            #expect((document["version"] as? Int ?? 0) >= 3, "\(status.stdout)")
+            #expect(document["tables"] as? [String] == ["authors"])
+            #expect(document["logEntries"] as? Int == 2)
+            let dropped = try await Self.migrate(["capture", "drop", "--include-log", "--schema", schema])
+            #expect(dropped.status == 0 && dropped.stdout.contains("from 1 table(s)"), "\(dropped.stdout) \(dropped.stderr)")
+            try await connection.query("UPDATE \(qualified: [schema, "authors"]) SET name = 'Ada Lovelace'")
+            let leftovers = try await connection.query("""
+                SELECT (SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'skyros\\_capture%'
+                          AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = \(schema)::regnamespace))
+                     + (SELECT count(*) FROM pg_proc WHERE proname LIKE 'skyros\\_capture%' AND pronamespace = \(schema)::regnamespace)
+                     + (CASE WHEN to_regclass(\(schema + ".skyros_change_log")) IS NULL THEN 0 ELSE 1 END)
+                """)[0].decode(Int.self, at: 0)
+            #expect(leftovers == 0, "capture objects left after `capture drop --include-log`")
+            let after = try await Self.migrate(["capture", "status", "--schema", schema])
+            #expect(after.status == 0 && after.stdout.contains("No change capture"), "\(after.stdout)")
             await connection.close()
         }
     }

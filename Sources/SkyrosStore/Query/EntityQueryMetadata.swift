@@ -50,7 +50,10 @@ package struct EntityQueryMetadata: @unchecked Sendable {
         // `\T.id` written generically names the protocol requirement, which is a different key path from the
         // concrete stored property the entity lists; so match it exactly first, then by the `id` property.
         let genericID: AnyKeyPath = \T.id
+        // Candidates by the property's name come before those by the column's name: an entity may map another
+        // column of the key's type to a column named `id` (its key then being another column).
         var idCandidates: [Column] = []
+        var idNamedColumns: [Column] = []
         for entityColumn in T.columns {
             let column = Column(
                 name: entityColumn.name,
@@ -61,13 +64,13 @@ package struct EntityQueryMetadata: @unchecked Sendable {
             byKeyPath[entityColumn.keyPath] = column
             columns.append(column)
             if entityColumn.keyPath == genericID { primaryKey = column }
-            if entityColumn.valueType == T.ID.self,
-                String(describing: entityColumn.keyPath).hasSuffix(".id") || entityColumn.name == "id"
-            {
-                idCandidates.append(column)
+            if entityColumn.valueType == T.ID.self {
+                if String(describing: entityColumn.keyPath).hasSuffix(".id") { idCandidates.append(column) }
+                if entityColumn.name == "id" { idNamedColumns.append(column) }
             }
         }
         if primaryKey == nil, idCandidates.count == 1 { primaryKey = idCandidates[0] }
+        if primaryKey == nil, idCandidates.isEmpty, idNamedColumns.count == 1 { primaryKey = idNamedColumns[0] }
         guard let primaryKey else {
             throw QueryError(
                 code: .missingPrimaryKey, entity: String(describing: T.self), construct: "\\\(T.self).id",

@@ -150,8 +150,14 @@ struct CaptureNamesTests {
                 """)
         }
         try await withCleanup {
-            let stack = try await DataStack.start(
-                DataStackConfiguration(store: .postgres(try TestServer.configuration, schema: schema), entities: [Row.self]))
+            let stack: DataStack
+            do {
+                stack = try await DataStack.start(
+                    DataStackConfiguration(store: .postgres(try TestServer.configuration, schema: schema), entities: [Row.self]))
+            } catch {
+                Issue.record("start failed: \(error); \(context)")
+                throw error
+            }
             try await withCleanup {
                 let all = FetchDescriptor<Row>(sortBy: [SortDescriptor(\Row.id)])
                 #expect(try await stack.mainContext.fetch(all).count == 3, "\(context)")    // now cached
