@@ -8,8 +8,20 @@ import SkyrosPostgres
 /// every process of the machine). It exits when its standard input closes.
 enum ObserverNode {
     static let command = "observe-node"
+    /// How long the shutdown after the parent closed our standard input may take before the process ends anyway.
+    static let shutdownGrace: UInt32 = 10
 
     static func run(url: String, ids: [Int]) async throws -> Never {
+        // The parent closes our standard input when it is done, and dying closes it too. Watched from the start,
+        // so that a child still starting (or hung anywhere) does not outlive the parent by more than the grace.
+        let (parentDone, parentDoneContinuation) = AsyncStream.makeStream(of: Void.self)
+        Thread.detachNewThread {
+            var byte: UInt8 = 0
+            while read(0, &byte, 1) > 0 {}
+            parentDoneContinuation.finish()
+            sleep(Self.shutdownGrace)
+            _exit(1)
+        }
         let stack = try await DataStack.start(DataStackConfiguration(
             store: .postgres(try PGConfiguration(url: url)), entities: [BenchCounter.self]))
         for id in ids {
@@ -22,14 +34,7 @@ enum ObserverNode {
                 }
             }
         }
-        // The parent closes our standard input when it is done (or dies).
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            Thread.detachNewThread {
-                var byte: UInt8 = 0
-                while read(0, &byte, 1) > 0 {}
-                done.resume()
-            }
-        }
+        for await _ in parentDone {}
         await stack.shutdown()
         exit(0)
     }
@@ -85,6 +90,7 @@ final class ObserverProcess: Sendable {
             continuation.finish()
         }
         try process.run()
+        ChildProcesses.add(process.processIdentifier)
         self.process = process
         self.input = input
         self.observations = observations
@@ -94,5 +100,6 @@ final class ObserverProcess: Sendable {
     func stop() {
         try? self.input.fileHandleForWriting.close()
         self.process.waitUntilExit()
+        ChildProcesses.remove(self.process.processIdentifier)
     }
 }

@@ -89,42 +89,59 @@ struct SyncBenchmarks {
         case queue, durable, observe, capture
     }
 
-    func run(into report: inout Report) async throws {
+    /// Runs the parts, each under its deadline, between a setup and a shutdown they share (phases of their own).
+    func run(into report: inout Report, deadlines: PhaseDeadlines) async throws {
         let config = try PGConfiguration(url: self.url)
-        let setup = try await PGConnection.connect(to: config)
-        try await setup.execute(script: """
-            DROP TABLE IF EXISTS bench_insert, bench_observe, bench_observe_raw, bench_owned, bench_captured, bench_plain;
-            CREATE TABLE bench_insert (id int8 PRIMARY KEY, name text NOT NULL);
-            CREATE TABLE bench_owned (id int8 PRIMARY KEY, name text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
-            CREATE TABLE bench_observe (id int8 PRIMARY KEY, n int8 NOT NULL);
-            INSERT INTO bench_observe VALUES (1, 0), (2, 0), (3, 0);
-            CREATE TABLE bench_captured (id int8 PRIMARY KEY, n int8 NOT NULL);
-            INSERT INTO bench_captured SELECT g, 0 FROM generate_series(1, 1000) AS g;
-            CREATE TABLE bench_plain (id int8 PRIMARY KEY, n int8 NOT NULL);
-            INSERT INTO bench_plain SELECT g, 0 FROM generate_series(1, 1000) AS g;
-            CREATE TABLE bench_observe_raw (id int8 PRIMARY KEY, n int8 NOT NULL);
-            INSERT INTO bench_observe_raw VALUES (1, 0);
-            """)
-        guard let raw = raw_connect(self.url) else { throw BenchmarkFailure(description: "raw connect failed") }
+        let (setup, raw, stack) = try await deadlines.run(.syncSetup) { () async throws -> (PGConnection, OpaquePointer, DataStack) in
+            let setup = try await PGConnection.connect(to: config)
+            try await setup.execute(script: """
+                DROP TABLE IF EXISTS bench_insert, bench_observe, bench_observe_raw, bench_owned, bench_captured, bench_plain;
+                CREATE TABLE bench_insert (id int8 PRIMARY KEY, name text NOT NULL);
+                CREATE TABLE bench_owned (id int8 PRIMARY KEY, name text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
+                CREATE TABLE bench_observe (id int8 PRIMARY KEY, n int8 NOT NULL);
+                INSERT INTO bench_observe VALUES (1, 0), (2, 0), (3, 0);
+                CREATE TABLE bench_captured (id int8 PRIMARY KEY, n int8 NOT NULL);
+                INSERT INTO bench_captured SELECT g, 0 FROM generate_series(1, 1000) AS g;
+                CREATE TABLE bench_plain (id int8 PRIMARY KEY, n int8 NOT NULL);
+                INSERT INTO bench_plain SELECT g, 0 FROM generate_series(1, 1000) AS g;
+                CREATE TABLE bench_observe_raw (id int8 PRIMARY KEY, n int8 NOT NULL);
+                INSERT INTO bench_observe_raw VALUES (1, 0);
+                """)
+            guard let raw = raw_connect(self.url) else { throw BenchmarkFailure(description: "raw connect failed") }
+            do {
+                let stack = try await DataStack.start(DataStackConfiguration(
+                    store: .postgres(config), entities: [BenchInsertRow.self, BenchCounter.self, BenchOwnedRow.self, BenchOwnedPlainRow.self, BenchCaptured.self]))
+                return (setup, raw, stack)
+            } catch {
+                raw_finish(raw)
+                throw error
+            }
+        }
         defer { raw_finish(raw) }
-        let stack = try await DataStack.start(DataStackConfiguration(
-            store: .postgres(config), entities: [BenchInsertRow.self, BenchCounter.self, BenchOwnedRow.self, BenchOwnedPlainRow.self, BenchCaptured.self]))
 
         var nextID = 1
         if self.parts.contains(.queue) {
-            try await self.queue(stack: stack, setup: setup, raw: raw, nextID: &nextID, into: &report)
+            try await deadlines.run(.queue) {
+                try await self.queue(stack: stack, setup: setup, raw: raw, nextID: &nextID, into: &report)
+            }
         }
         if self.parts.contains(.durable) {
-            try await self.durable(stack: stack, raw: raw, nextID: &nextID, into: &report)
+            try await deadlines.run(.durable) {
+                try await self.durable(stack: stack, raw: raw, nextID: &nextID, into: &report)
+            }
         }
         if self.parts.contains(.observe) {
-            try await self.observe(stack: stack, config: config, raw: raw, into: &report)
+            try await deadlines.run(.observe) {
+                try await self.observe(stack: stack, config: config, raw: raw, into: &report)
+            }
         }
         if self.parts.contains(.capture) {
-            try self.captureCost(raw: raw, into: &report)
+            try await deadlines.run(.capture) { try self.captureCost(raw: raw, into: &report) }
         }
-        await stack.shutdown()
-        await setup.close()
+        await deadlines.run(.syncShutdown) {
+            await stack.shutdown()
+            await setup.close()
+        }
     }
 
     /// A stack on the same server without the change feed (no change-log row, no NOTIFY, no listener).
