@@ -137,7 +137,7 @@ public final class DataStack: DataStackProtocol, Service {
                 try await stack.sync.start(
                     pool: pool, session: configuration.directConnection ?? postgres, schema: schema,
                     tables: Self.mappedTables(configuration.entities), lock: (lock.schema, lock.historyTable), logger: logger)
-                if let feed = stack.sync.changeFeed { stack.background.start(feed.loops) }
+                if stack.sync.changeFeed != nil { stack.background.start(stack.sync.loops) }
                 return stack
             } catch {
                 await pool.shutdown()

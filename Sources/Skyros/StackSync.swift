@@ -35,45 +35,133 @@ final class StackSync: CommitTransactionHook, Sendable {
     }
 
     /// Installs the change capture on `tables` (with the log), then starts listening (PostgreSQL stores with the
-    /// feed enabled) on `session`, unless the feed's configuration names a listener of its own.
+    /// feed enabled) on `session`, unless the feed's configuration names a listener of its own. With the logical
+    /// source, also makes the schema's relay (see ``loops``).
     /// - Parameter lock: the migrations' history schema and table, whose advisory lock serialises installers.
     func start(
         pool: PGConnectionPool, session: PGConfiguration, schema: String?, tables: [String],
         lock: (schema: String, table: String), logger: Logger
     ) async throws {
         guard self.configuration.isEnabled else { return }
-        let capture = ChangeCapture(log: ChangeLog(schema: schema))
-        self.capture.withLock { $0 = (capture, tables, lock, []) }
+        var log = ChangeLog(schema: schema)
+        let (source, standsForElection) = try await self.chooseSource(pool: pool, log: log, logger: logger)
+        log.namesOriginInWAL = source == .logicalDecoding
+        let installer: CaptureInstaller =
+            source == .logicalDecoding ? .logical(LogicalCapture(log: log), replication: session) : .triggers(ChangeCapture(log: log))
+        self.capture.withLock { $0 = (installer, tables, lock, []) }
         self.pool.withLock { $0 = pool }
         self.logger.withLock { $0 = logger }
-        try await self.installCapture(pool: pool, logger: logger)
+        let slot = try await self.installCapture(pool: pool, logger: logger)
         let feed = ChangeFeed(
-            log: ChangeLog(schema: schema), origin: self.origin, pool: pool, session: session,
+            log: log, origin: self.origin, pool: pool, session: session,
             configuration: self.configuration, logger: logger,
             readAgain: { [weak self] entry, session in self?.readAgain(entry, on: session) ?? [:] },
             deliver: { [weak self] delivery in self?.apply(delivery) })
         try await feed.start()
         self.feed.withLock { $0 = feed }
+        if let slot, standsForElection {
+            self.relay.withLock {
+                $0 = ChangeRelay(log: log, schema: slot.schema, slot: slot.slot, replication: session, pool: pool, logger: logger)
+            }
+        }
         self.core.withLock { $0 }?.setCommitHook(self)
+    }
+
+    /// The source configured, resolved (``ChangeCaptureSource/automatic``) against what the schema has installed
+    /// and what the server and role allow; whether this stack may relay. Logs the choice and why.
+    /// - Throws: ``CaptureError`` when the configured source cannot run: the schema is captured the other way,
+    ///   or logical decoding is not allowed.
+    private func chooseSource(pool: PGConnectionPool, log: ChangeLog, logger: Logger) async throws -> (ChangeCaptureSource, Bool) {
+        try await pool.withConnection { connection in
+            let logical = try await LogicalCapture(log: log).isInstalled(on: connection)
+            let triggers = try await ChangeCapture(log: log).inspect(tables: [], on: connection).installedVersion != nil
+            let unavailable = try await LogicalCapture.unavailableReason(on: connection)
+            let choice: (ChangeCaptureSource, Bool, String)
+            switch self.configuration.captureSource {
+            case .triggers:
+                if logical {
+                    throw CaptureError(
+                        message: "the schema is captured by logical decoding (its publication exists); configure .logicalDecoding "
+                            + "or .automatic, or remove it with `migrate capture drop`")
+                }
+                choice = (.triggers, false, "configured")
+            case .logicalDecoding:
+                if let unavailable, !logical {
+                    throw CaptureError(message: "logical decoding cannot run: \(unavailable); configure .triggers or .automatic")
+                }
+                choice = (.logicalDecoding, unavailable == nil, unavailable.map { "configured; this role may not relay: \($0)" } ?? "configured")
+            case .automatic:
+                if triggers {
+                    choice = (.triggers, false, "the schema is captured by triggers")
+                } else if logical {
+                    choice = (.logicalDecoding, unavailable == nil, unavailable.map { "the schema is captured by logical decoding; this role may not relay: \($0)" }
+                        ?? "the schema is captured by logical decoding")
+                } else if let unavailable {
+                    choice = (.triggers, false, unavailable)
+                } else {
+                    choice = (.logicalDecoding, true, "the server and role allow it")
+                }
+            }
+            logger.info(
+                "change capture source chosen",
+                metadata: ["skyros.capture.source": "\(choice.0 == .logicalDecoding ? "logical decoding" : "triggers")", "skyros.capture.reason": "\(choice.2)"])
+            return (choice.0, choice.1)
+        }
+    }
+
+    /// How this stack installs capture, and what it installs it on.
+    private enum CaptureInstaller: Sendable {
+        case triggers(ChangeCapture)
+        case logical(LogicalCapture, replication: PGConfiguration)
     }
 
     /// The capture this stack installs, its tables and the lock it installs under.
     /// `installed`: the tables known to be captured.
-    private let capture = Locked<(capture: ChangeCapture, tables: [String], lock: (schema: String, table: String), installed: Set<String>)?>(nil)
+    private let capture = Locked<(installer: CaptureInstaller, tables: [String], lock: (schema: String, table: String), installed: Set<String>)?>(nil)
 
-    /// Installs or upgrades the capture (see ``ChangeCapture``) and tells the stack which tables' rows the
-    /// database may rewrite (their own writes are read back, not cached as sent).
-    private func installCapture(pool: PGConnectionPool, logger: Logger) async throws {
-        guard let (capture, tables, lock, _) = self.capture.withLock({ $0 }) else { return }
-        let inspection = try await pool.withConnection { try await capture.install(tables: tables, lock: lock, on: $0) }
-        logger.debug(
-            "change capture ready",
-            metadata: [
-                "skyros.capture.version": "\(inspection.installedVersion ?? 0)", "skyros.capture.tables": "\(tables.count)",
-            ])
-        self.core.withLock { $0 }?.setRewritingTables(inspection.rewritingTables)
-        self.rewritingTables.withLock { $0 = inspection.rewritingTables }
-        self.capture.withLock { $0?.installed.formUnion(Set(tables).subtracting(inspection.missingTables)) }
+    /// The schema's relay (logical source), when this stack stands for election.
+    private let relay = Locked<ChangeRelay?>(nil)
+
+    /// The logical source's relay of this stack, if it stands for election.
+    package var changeRelay: ChangeRelay? { self.relay.withLock { $0 } }
+
+    /// The feed's loops and the relay's election loop: the stack runs them as children of its background work.
+    var loops: [@Sendable () async -> Void] {
+        guard let feed = self.changeFeed else { return [] }
+        guard let relay = self.changeRelay else { return feed.loops }
+        return feed.loops + [{ await relay.run() }]
+    }
+
+    /// Installs or upgrades the capture (see ``ChangeCapture`` and ``LogicalCapture``) and tells the stack which
+    /// tables' rows the database may rewrite (their own writes are read back, not cached as sent).
+    /// - Returns: the slot and its schema (logical source).
+    @discardableResult
+    private func installCapture(pool: PGConnectionPool, logger: Logger) async throws -> (slot: String, schema: String)? {
+        guard let (installer, tables, lock, _) = self.capture.withLock({ $0 }) else { return nil }
+        let rewriting: Set<String>
+        let missing: Set<String>
+        var slot: (slot: String, schema: String)?
+        switch installer {
+        case .triggers(let capture):
+            let inspection = try await pool.withConnection { try await capture.install(tables: tables, lock: lock, on: $0) }
+            logger.debug(
+                "change capture ready",
+                metadata: [
+                    "skyros.capture.version": "\(inspection.installedVersion ?? 0)", "skyros.capture.tables": "\(tables.count)",
+                ])
+            (rewriting, missing) = (inspection.rewritingTables, inspection.missingTables)
+        case .logical(let capture, let replication):
+            let inspection = try await pool.withConnection { connection in
+                slot = try await capture.install(tables: tables, lock: lock, replication: replication, on: connection, logger: logger)
+                return try await ChangeCapture(log: capture.log).inspect(tables: tables, on: connection)
+            }
+            logger.debug("change capture ready", metadata: ["skyros.capture.slot": "\(slot?.slot ?? "")", "skyros.capture.tables": "\(tables.count)"])
+            (rewriting, missing) = (inspection.rewritingTables, inspection.missingTables)
+        }
+        self.core.withLock { $0 }?.setRewritingTables(rewriting)
+        self.rewritingTables.withLock { $0 = rewriting }
+        self.capture.withLock { $0?.installed.formUnion(Set(tables).subtracting(missing)) }
+        return slot
     }
 
     private let pool = Locked<PGConnectionPool?>(nil)

@@ -434,7 +434,7 @@ package struct CaptureError: Error, CustomStringConvertible, Sendable {
     /// The SQL that installs the capture, when this role may not.
     package let sql: String?
 
-    init(message: String, sql: String? = nil) {
+    package init(message: String, sql: String? = nil) {
         (self.message, self.sql) = (message, sql)
     }
 

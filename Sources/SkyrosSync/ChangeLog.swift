@@ -20,6 +20,10 @@ package struct ChangeLog: Sendable {
     private let recordSQL: String
     private let recordWithEntrySQL: String
 
+    /// Whether the commit transactions name their writer with a logical decoding message (the logical source)
+    /// instead of settings the capture's triggers read.
+    package var namesOriginInWAL = false
+
     package init(schema: String?) {
         self.schema = schema
         self.channel = Self.channelName(schema: schema)
@@ -94,7 +98,8 @@ package struct ChangeLog: Sendable {
             pruned_through xid8 NOT NULL DEFAULT '0',
             log_id uuid NOT NULL DEFAULT gen_random_uuid(),
             hint_inner bytea NOT NULL DEFAULT \(Self.randomKey),
-            hint_outer bytea NOT NULL DEFAULT \(Self.randomKey));
+            hint_outer bytea NOT NULL DEFAULT \(Self.randomKey),
+            relayed_through pg_lsn NOT NULL DEFAULT '0/0');
         INSERT INTO \(self.stateTable) (id) VALUES (true) ON CONFLICT (id) DO NOTHING
         """
     }
@@ -114,7 +119,7 @@ package struct ChangeLog: Sendable {
             """).map { try $0.decode(String.self, at: 0) }
         let wanted = [
             ("log_id", "uuid NOT NULL DEFAULT gen_random_uuid()"), ("hint_inner", "bytea NOT NULL DEFAULT \(Self.randomKey)"),
-            ("hint_outer", "bytea NOT NULL DEFAULT \(Self.randomKey)"),
+            ("hint_outer", "bytea NOT NULL DEFAULT \(Self.randomKey)"), ("relayed_through", "pg_lsn NOT NULL DEFAULT '0/0'"),
         ]
         for (column, definition) in wanted where !present.contains(column) {
             _ = try await connection.execute(script: "ALTER TABLE \(self.stateTable) ADD COLUMN IF NOT EXISTS \(column) \(definition)")
@@ -166,6 +171,10 @@ package struct ChangeLog: Sendable {
                 if withRows.utf8.count <= Self.announcedRowsHintLimit { announced = withRows }
             }
         }
+        if self.namesOriginInWAL {
+            let content = RelayAssembler.originContent(origin: origin, rows: changes.count, announced: announced)
+            return PGQuery(unsafeSQL: Self.originMessageSQL, binds: [PGValue(type: .text, text: content)])
+        }
         return PGQuery(
             unsafeSQL: Self.originSQL,
             binds: [
@@ -176,6 +185,10 @@ package struct ChangeLog: Sendable {
 
     private static let originSQL = "SELECT set_config('skyros.origin', $1, true), set_config('skyros.origin_rows', $2, true), "
         + "set_config('skyros.announced', $3, true)"
+
+    /// With logical decoding the writer names itself in the WAL: a transactional message, decoded with the
+    /// transaction's changes by the relay (``RelayAssembler``) and by nothing else.
+    private static let originMessageSQL = "SELECT pg_logical_emit_message(true, '\(RelayAssembler.messagePrefix)', $1)"
 
     /// Appends one entry for the transaction running on `connection` and sends the hint on ``channel``, as the
     /// capture's flush does (both take effect at COMMIT). Stacks never write the log through it: capture does

@@ -124,6 +124,32 @@ package struct LoggedRowChange: Codable, Sendable, Hashable {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// The JSON array of logged changes (table, key, kind, version; no announced rows), as the log stores it:
+    /// how the logical-decoding relay writes the entries it decoded.
+    package static func json(_ changes: [LoggedRowChange]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(changes.count * 48 + 2)
+        out.append(UInt8(ascii: "["))
+        for (index, change) in changes.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            Self.append(#"{"t":"#, to: &out)
+            Self.appendString(change.t, to: &out)
+            Self.append(#","o":"#, to: &out)
+            Self.append(String(change.o), to: &out)
+            Self.append(#","i":"#, to: &out)
+            Self.appendString(change.i, to: &out)
+            Self.append(#","k":"#, to: &out)
+            Self.appendString(change.k, to: &out)
+            if let version = change.v {
+                Self.append(#","v":"#, to: &out)
+                Self.append(String(version), to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(UInt8(ascii: "]"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
     private static func append(_ text: String, to out: inout [UInt8]) {
         var text = text
         text.withUTF8 { out.append(contentsOf: $0) }

@@ -121,18 +121,27 @@ actor LatestHostileRows {
 /// writer's statements on it (a column named `prefix` once made every `INSERT` fail).
 @Suite("Capture with hostile names", .timeLimit(.minutes(3)))
 struct CaptureNamesTests {
-    @Test("counters (id, n): psql's n = n + 1 reaches the stack") func counters() async throws {
-        try await self.roundTrip(CountersNaming.self)
+    @Test("counters (id, n): psql's n = n + 1 reaches the stack", arguments: CaptureSources.both)
+    func counters(source: ChangeCaptureSource) async throws {
+        try await self.roundTrip(CountersNaming.self, source: source)
     }
 
-    @Test("drawn naming A") func namingA() async throws { try await self.roundTrip(NamingA.self) }
-    @Test("drawn naming B") func namingB() async throws { try await self.roundTrip(NamingB.self) }
-    @Test("drawn naming C") func namingC() async throws { try await self.roundTrip(NamingC.self) }
-    @Test("drawn naming D") func namingD() async throws { try await self.roundTrip(NamingD.self) }
+    @Test("drawn naming A", arguments: CaptureSources.both) func namingA(source: ChangeCaptureSource) async throws {
+        try await self.roundTrip(NamingA.self, source: source)
+    }
+    @Test("drawn naming B", arguments: CaptureSources.both) func namingB(source: ChangeCaptureSource) async throws {
+        try await self.roundTrip(NamingB.self, source: source)
+    }
+    @Test("drawn naming C", arguments: CaptureSources.both) func namingC(source: ChangeCaptureSource) async throws {
+        try await self.roundTrip(NamingC.self, source: source)
+    }
+    @Test("drawn naming D", arguments: CaptureSources.both) func namingD(source: ChangeCaptureSource) async throws {
+        try await self.roundTrip(NamingD.self, source: source)
+    }
 
-    private func roundTrip<Names: HostileNaming>(_: Names.Type) async throws {
+    private func roundTrip<Names: HostileNaming>(_: Names.Type, source: ChangeCaptureSource) async throws {
         typealias Row = HostileRow<Names>
-        let context = "seed \(HostileNames.seed) (SKYROS_NAMES_SEED replays it), names \(Names.names)"
+        let context = "\(source), seed \(HostileNames.seed) (SKYROS_NAMES_SEED replays it), names \(Names.names)"
         let schema = TestServer.uniqueSchemaName(Names.schemaPrefix)
         let table = "\(quoteIdentifier(schema)).\(quoteIdentifier(Names.table))"
         let (key, count, label) = (quoteIdentifier(Names.key), quoteIdentifier(Names.count), quoteIdentifier(Names.label))
@@ -152,8 +161,9 @@ struct CaptureNamesTests {
         try await withCleanup {
             let stack: DataStack
             do {
-                stack = try await DataStack.start(
-                    DataStackConfiguration(store: .postgres(try TestServer.configuration, schema: schema), entities: [Row.self]))
+                var configuration = DataStackConfiguration(store: .postgres(try TestServer.configuration, schema: schema), entities: [Row.self])
+                configuration.changeFeed.captureSource = source
+                stack = try await DataStack.start(configuration)
             } catch {
                 Issue.record("start failed: \(error); \(context)")
                 throw error
@@ -206,10 +216,12 @@ struct CaptureNamesTests {
                 try await converged(after: "the stack's own insert and update")
                 try await Psql.run("TRUNCATE \(table)", schema: "public")
                 try await converged(after: "a TRUNCATE by psql")
+                try await CaptureSources.expectInstalled(source, schema: schema, context: context)
             } cleanup: {
                 await stack.shutdown()
             }
         } cleanup: {
+            await CaptureSources.dropLogicalCapture(schema: schema)
             await TestServer.dropSchema(schema)
         }
     }

@@ -1,0 +1,285 @@
+import Foundation
+import Logging
+import Metrics
+import SkyrosPostgres
+import SkyrosStore
+
+/// The relay of a schema's logical-decoding capture: one stack at a time streams the schema's slot, turns each
+/// committed transaction into a change-log entry (``RelayAssembler``), writes the entries in commit order and
+/// sends one hint per batch, and only then confirms the slot's position.
+///
+/// **Election.** The slot is the lock: PostgreSQL lets one connection stream a slot at a time. Every stack on the
+/// schema runs ``run()``; while another relays, it polls the slot's `active` flag through the pool every
+/// ``electionInterval``, and when the slot is free it tries `START_REPLICATION` (another candidate that wins the
+/// race makes it fail with 55006, and it goes back to polling). A relay that dies (its process killed, its
+/// connection cut) frees the slot with its server process, and another stack takes over from the slot's
+/// confirmed position.
+///
+/// **Nothing lost, nothing twice.** The slot's `confirmed_flush_lsn` moves only after a batch's entries have
+/// committed, so a relay that dies leaves the unconfirmed transactions to its successor. The log's state row
+/// holds the end of the last transaction written (`relayed_through`, updated in the same transaction as the
+/// entries, under a row lock): a transaction the successor receives again is skipped, not logged twice.
+///
+/// **Batches.** The writer takes every transaction that arrived while it wrote the previous batch, so one
+/// transaction and one hint carry a burst: the cost of hints follows batches, not commits.
+package final class ChangeRelay: Sendable {
+    let log: ChangeLog
+    /// The schema the relayed tables are in (the assembler keeps only those).
+    let schema: String
+    let slot: String
+    let replication: PGConfiguration
+    let pool: PGConnectionPool
+    let logger: Logger
+    /// How often a stack that does not relay checks whether the slot is free.
+    let electionInterval: Duration
+
+    private let state = Locked(State())
+    private let transactions = Counter(label: "skyros.relay.transactions")
+    private let failures = Counter(label: "skyros.relay.failures")
+    private let lagBytes = Gauge(label: "skyros.relay.lag_bytes")
+
+    private struct State {
+        var isRelaying = false
+        var relayed = 0
+        var lastLagWarning: ContinuousClock.Instant?
+    }
+
+    /// Retained WAL past which the relay logs a warning (at most once a minute).
+    static let lagWarningBytes: Int64 = 256 << 20
+
+    package init(
+        log: ChangeLog, schema: String, slot: String, replication: PGConfiguration, pool: PGConnectionPool, logger: Logger,
+        electionInterval: Duration = .milliseconds(250)
+    ) {
+        (self.log, self.schema, self.slot, self.replication, self.pool) = (log, schema, slot, replication, pool)
+        self.logger = logger
+        self.electionInterval = electionInterval
+    }
+
+    /// Whether this stack is the schema's relay now.
+    package var isRelaying: Bool { self.state.withLock { $0.isRelaying } }
+    /// Transactions this stack relayed into the log.
+    package var relayedTransactions: Int { self.state.withLock { $0.relayed } }
+
+    /// Stands for election and relays while elected, until the task is cancelled. A failure (the server
+    /// restarted, the slot was dropped) is logged at `error`, counted (`skyros.relay.failures`), and retried
+    /// with backoff up to 5 s.
+    package func run() async {
+        var backoff = Duration.milliseconds(100)
+        while !Task.isCancelled {
+            do {
+                if try await self.waitForFreeSlot() {
+                    try await self.relayOnce()
+                }
+                backoff = .milliseconds(100)
+            } catch {
+                if Task.isCancelled { return }
+                if let error = error as? PGError, error.sqlState == .objectInUse { continue }    // another won the race
+                self.failures.increment()
+                self.logger.error(
+                    "change relay stopped; standing for election again",
+                    metadata: ["skyros.capture.slot": "\(self.slot)", "error": "\(String(describing: error))"])
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
+
+    /// Polls the slot until no connection streams it; `false` when cancelled first.
+    private func waitForFreeSlot() async throws -> Bool {
+        while !Task.isCancelled {
+            let active = try await self.pool.withConnection { connection in
+                try await connection.query("""
+                    SELECT active FROM pg_replication_slots WHERE slot_name = \(self.slot) AND database = current_database()
+                    """).first?.decode(Bool.self, at: 0)
+            }
+            guard let active else {
+                throw CaptureError(message: "the change capture's replication slot \(self.slot) does not exist (dropped?)")
+            }
+            if !active { return true }
+            try? await Task.sleep(for: self.electionInterval)
+        }
+        return false
+    }
+
+    /// Streams the slot until an error or cancellation.
+    private func relayOnce() async throws {
+        let connection = try await PGReplicationConnection.connect(to: self.replication, logger: self.logger)
+        let stream: PGReplicationStream
+        do {
+            stream = try await connection.startReplication(slot: self.slot, publications: [self.slot], messages: true)
+        } catch {
+            await connection.close()
+            throw error
+        }
+        self.state.withLock { $0.isRelaying = true }
+        self.logger.info("this stack relays its schema's changes from the WAL", metadata: ["skyros.capture.slot": "\(self.slot)"])
+        let queue = RelayQueue()
+        defer {
+            self.state.withLock { $0.isRelaying = false }
+            queue.finish()
+        }
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await self.read(stream, into: queue) }
+                group.addTask { try await self.write(from: queue, confirmingOn: stream) }
+                try await group.next()
+                group.cancelAll()
+            }
+        } catch {
+            await stream.stop()
+            throw error
+        }
+        await stream.stop()
+    }
+
+    /// Decodes the stream into transactions for the writer; confirms a keepalive's position when nothing is
+    /// open, queued or being written (the slot then advances past WAL that holds none of its tables' changes).
+    private func read(_ stream: PGReplicationStream, into queue: RelayQueue) async throws {
+        var assembler = RelayAssembler(schema: self.schema)
+        for try await message in stream.messages {
+            switch message {
+            case .data(let data):
+                if let transaction = try assembler.apply(try PgOutputMessage(data.payload)) { queue.append(transaction) }
+            case .keepalive(let keepalive):
+                if !assembler.isInTransaction, queue.isIdle { stream.confirm(flushedThrough: keepalive.walEnd) }
+                self.recordLag(Int64(bitPattern: keepalive.walEnd.rawValue &- stream.confirmedFlush.rawValue))
+            }
+            if Task.isCancelled { return }
+        }
+    }
+
+    /// Writes each batch the reader queued, then confirms its end.
+    private func write(from queue: RelayQueue, confirmingOn stream: PGReplicationStream) async throws {
+        for await _ in queue.signals {
+            while let batch = queue.takeBatch() {
+                try await self.write(batch)
+                queue.finishedBatch()
+                if let end = batch.last?.endLSN { stream.confirm(flushedThrough: end) }
+            }
+        }
+    }
+
+    /// One batch: the entries not yet relayed, in commit order, the new `relayed_through`, and one hint, in one
+    /// transaction.
+    func write(_ batch: [RelayedTransaction]) async throws {
+        guard let end = batch.last?.endLSN else { return }
+        let state = self.log.stateTableQualified
+        let written = try await self.pool.withConnection { connection in
+            try await connection.withTransaction { connection -> Int in
+                let relayed = try await connection.query("SELECT relayed_through FROM \(unsafeRaw: state) FOR UPDATE")
+                    .first?.decode(LSN.self, at: 0) ?? .invalid
+                let fresh = batch.filter { $0.endLSN > relayed && !$0.changes.isEmpty }
+                if !fresh.isEmpty {
+                    let json = fresh.map { LoggedRowChange.json($0.changes) }
+                    var binds: [PGValue] = []
+                    var rows: [String] = []
+                    for (index, transaction) in fresh.enumerated() {
+                        rows.append("($\(index * 3 + 1)::uuid, $\(index * 3 + 2), to_timestamp($\(index * 3 + 3)::float8 / 1000000))")
+                        binds += [
+                            PGValue(type: .text, text: transaction.origin.uuidString.lowercased()), PGValue(type: .text, text: json[index]),
+                            PGValue(type: .text, text: String(Self.unixMicroseconds(transaction.committedAt))),
+                        ]
+                    }
+                    let inserted = try await connection.query(
+                        PGQuery(
+                            unsafeSQL: "INSERT INTO \(self.log.logTable) (origin, changes, changed_at) VALUES \(rows.joined(separator: ", ")) "
+                                + "RETURNING position, xid::text",
+                            binds: binds))
+                    guard let last = inserted.last else { return 0 }
+                    let position = try last.decode(Int64.self, at: 0)
+                    try await self.notify(fresh, json: json, position: position, xid: try last.decode(String.self, at: 1), on: connection)
+                }
+                _ = try await connection.query("UPDATE \(unsafeRaw: state) SET relayed_through = greatest(relayed_through, \(end))")
+                return fresh.count
+            }
+        }
+        if written > 0 {
+            self.transactions.increment(by: written)
+            self.state.withLock { $0.relayed += written }
+        }
+    }
+
+    /// The hint of a batch, on the log's channel. One transaction gets the trigger source's hint (its entry and
+    /// tag when small, see ``ChangeLog/Hint``); a larger batch gets its last position, commit time and rows, and
+    /// the writer when all its entries share one (that stack skips it), so the other stacks read the log.
+    private func notify(_ batch: [RelayedTransaction], json: [String], position: Int64, xid: String, on connection: PGConnection) async throws {
+        guard let last = batch.last else { return }
+        let foreign = ChangeCapture.foreignOrigin
+        let origin = batch.allSatisfy({ $0.origin == last.origin }) ? last.origin : foreign
+        let rows = batch.contains { $0.rowCount < 0 } ? -1 : batch.reduce(0) { $0 + $1.rowCount }
+        let head = "\(position) \(origin.uuidString.lowercased()) @\(Self.unixMicroseconds(last.committedAt))/\(rows)"
+        var hinted: String?
+        if batch.count == 1 {
+            if let announced = last.announced, last.origin != foreign, announced.utf8.count <= ChangeLog.announcedRowsHintLimit {
+                hinted = announced
+            } else if json[0].utf8.count <= ChangeLog.inlineHintLimit {
+                hinted = json[0]
+            }
+        }
+        let channel = PGValue(type: .text, text: self.log.channel)
+        guard let hinted else {
+            _ = try await connection.query(PGQuery(unsafeSQL: "SELECT pg_notify($1, $2)", binds: [channel, PGValue(type: .text, text: head)]))
+            return
+        }
+        _ = try await connection.query(
+            PGQuery(
+                unsafeSQL: """
+                    SELECT pg_notify($1, $2 || ' ' || coalesce((SELECT encode(substring(sha256(s.hint_outer || sha256(s.hint_inner \
+                    || convert_to($2 || ' ' || $3, 'UTF8'))) FROM 1 FOR \(HintKey.tagBytes)), 'hex') FROM \(self.log.stateTableQualified) AS s), '-') \
+                    || ' ' || $3)
+                    """,
+                binds: [channel, PGValue(type: .text, text: head + " " + xid), PGValue(type: .text, text: hinted)]))
+    }
+
+    /// Microseconds since 1970 (the hints' and the log's clock) of a WAL timestamp (microseconds since 2000).
+    static func unixMicroseconds(_ time: PGTimestamp) -> Int64 { time.rawValue &+ 946_684_800_000_000 }
+
+    private func recordLag(_ bytes: Int64) {
+        let lag = max(0, bytes)
+        self.lagBytes.record(lag)
+        guard lag > Self.lagWarningBytes else { return }
+        let now = ContinuousClock.now
+        let due = self.state.withLock { state -> Bool in
+            if let last = state.lastLagWarning, now - last < .seconds(60) { return false }
+            state.lastLagWarning = now
+            return true
+        }
+        if due {
+            self.logger.warning(
+                "the change capture's slot holds WAL the relay has not confirmed",
+                metadata: ["skyros.capture.slot": "\(self.slot)", "skyros.capture.lag_bytes": "\(lag)"])
+        }
+    }
+}
+
+/// The transactions between the relay's reader and its writer: the reader appends, the writer takes everything
+/// queued as one batch.
+final class RelayQueue: Sendable {
+    private let state = Locked((queued: [RelayedTransaction](), writing: false))
+    private let stream = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+
+    var signals: AsyncStream<Void> { self.stream.stream }
+
+    func append(_ transaction: RelayedTransaction) {
+        self.state.withLock { $0.queued.append(transaction) }
+        self.stream.continuation.yield()
+    }
+
+    /// Everything queued, marked as being written; `nil` when nothing is.
+    func takeBatch() -> [RelayedTransaction]? {
+        self.state.withLock { state in
+            guard !state.queued.isEmpty else { return nil }
+            defer { state.queued = [] }
+            state.writing = true
+            return state.queued
+        }
+    }
+
+    func finishedBatch() { self.state.withLock { $0.writing = false } }
+
+    /// Nothing queued or being written.
+    var isIdle: Bool { self.state.withLock { $0.queued.isEmpty && !$0.writing } }
+
+    func finish() { self.stream.continuation.finish() }
+}

@@ -1,0 +1,207 @@
+import Foundation
+import Logging
+import SkyrosPostgres
+import SkyrosStore
+
+/// Capture through logical decoding: what is installed in the database for ``ChangeCaptureSource/logicalDecoding``.
+///
+/// - a publication of the schema's captured tables, named like the slot;
+/// - one permanent logical replication slot per database and schema (``slotName``), created at the first
+///   stack's start, so that every change committed after any stack started is kept until relayed;
+/// - the change log, which the elected relay (``ChangeRelay``) writes.
+///
+/// Nothing is installed on users' tables: writers pay nothing per change. The operator's view of it is
+/// `migrate capture status` (the slot's retained WAL) and `migrate capture drop` (slot and publication).
+package struct LogicalCapture: Sendable {
+    package let log: ChangeLog
+
+    package init(log: ChangeLog) { self.log = log }
+
+    /// `skyros_<schema>_<hash>`: the slot's and the publication's name. A slot name may hold only lower-case
+    /// letters, digits and underscores (at most 63 bytes), so the schema is reduced to those (at most 40) and a
+    /// hash of the whole name keeps two schemas apart.
+    package static func slotName(schema: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in schema.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        let readable = String(schema.lowercased().unicodeScalars.filter { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
+            .prefix(40).map(Character.init))
+        let hex = String(hash, radix: 16)
+        return "skyros_\(readable)_\(String(repeating: "0", count: 16 - hex.count))\(hex)"
+    }
+
+    /// Why logical decoding cannot run for this role on this server, or `nil` when it can: `wal_level` below
+    /// `logical`, no replication slots or WAL senders configured, or a role without `REPLICATION` (or
+    /// superuser).
+    package static func unavailableReason(on connection: PGConnection) async throws -> String? {
+        let row = try await connection.query("""
+            SELECT current_setting('wal_level'), current_setting('max_replication_slots')::int,
+                   current_setting('max_wal_senders')::int, (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user)
+            """)[0]
+        if try row.decode(String.self, at: 0) != "logical" {
+            return "wal_level is \(try row.decode(String.self, at: 0)), not logical"
+        }
+        if try row.decode(Int.self, at: 1) == 0 || row.decode(Int.self, at: 2) == 0 {
+            return "max_replication_slots or max_wal_senders is 0"
+        }
+        if try row.decode(Bool?.self, at: 3) != true { return "the role has no REPLICATION attribute" }
+        return nil
+    }
+
+    /// The schema the capture lives in: the log's, else `connection`'s current one.
+    func schema(on connection: PGConnection) async throws -> String {
+        if let schema = self.log.schema { return schema }
+        guard let current = try await connection.query("SELECT current_schema()::text").first?.decode(String?.self, at: 0) else {
+            throw CaptureError(message: "the connection has no current schema to capture: set search_path or configure a schema")
+        }
+        return current
+    }
+
+    /// Whether this schema's capture is logical: its publication exists.
+    package func isInstalled(on connection: PGConnection) async throws -> Bool {
+        let name = Self.slotName(schema: try await self.schema(on: connection))
+        return try await connection.query("SELECT count(*)::int8 FROM pg_publication WHERE pubname = \(name)")[0].decode(Int64.self, at: 0) > 0
+    }
+
+    /// Creates the log, the publication (adding the tables it lacks) and, unless it exists, the slot: in one
+    /// transaction under the migrations' lock, then the slot on a replication connection. Idempotent; several
+    /// processes may start at once.
+    /// - Parameters:
+    ///   - tables: the tables to capture (those that do not exist yet are skipped, and captured once written).
+    ///   - replication: the session a replication connection opens with (a direct one, as the listener's).
+    /// - Returns: the slot's name and the schema it captures.
+    /// - Throws: ``CaptureError`` when the trigger source is installed on the schema, or a table has no
+    ///   single-column primary key; the server's error otherwise.
+    @discardableResult
+    package func install(
+        tables: [String], lock: (schema: String, table: String), replication: PGConfiguration, on connection: PGConnection,
+        logger: Logger
+    ) async throws -> (slot: String, schema: String) {
+        let schema = try await self.schema(on: connection)
+        let name = Self.slotName(schema: schema)
+        if try await ChangeCapture(log: self.log).inspect(tables: [], on: connection).installedVersion != nil {
+            throw CaptureError(
+                message: "schema \(schema) is captured by triggers; run `migrate capture drop --schema <schema>` before switching to logical decoding")
+        }
+        try await connection.withTransaction { connection in
+            _ = try await connection.query(
+                PGQuery(
+                    unsafeSQL: "SELECT pg_advisory_xact_lock(\(ChangeCapture.lockKeySQL))",
+                    binds: [PGValue(type: .text, text: lock.schema), PGValue(type: .text, text: lock.table)]))
+            try await self.log.create(on: connection)
+            let exists = try await connection.query("SELECT count(*)::int8 FROM pg_publication WHERE pubname = \(name)")[0]
+                .decode(Int64.self, at: 0) > 0
+            if !exists {
+                _ = try await connection.execute(script: try await self.render("CREATE PUBLICATION %1$I", slot: name, on: connection))
+            }
+            let published = Set(
+                try await connection.query("""
+                    SELECT tablename::text FROM pg_publication_tables WHERE pubname = \(name) AND schemaname = \(schema)
+                    """).map { try $0.decode(String.self, at: 0) })
+            for table in tables where !published.contains(table) {
+                let present = try await connection.query("""
+                    SELECT count(*)::int8 FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indrelid
+                    JOIN pg_namespace AS n ON n.oid = c.relnamespace
+                    WHERE n.nspname = \(schema) AND c.relname = \(table) AND i.indisprimary AND i.indnatts = 1
+                    """)[0].decode(Int64.self, at: 0)
+                let tableExists = try await connection.query("""
+                    SELECT count(*)::int8 FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+                    WHERE n.nspname = \(schema) AND c.relname = \(table)
+                    """)[0].decode(Int64.self, at: 0) > 0
+                if !tableExists { continue }
+                guard present == 1 else {
+                    throw CaptureError(
+                        message: "table \(quoteIdentifier(schema)).\(quoteIdentifier(table)) has no single-column primary key: capture names each changed row by it")
+                }
+                _ = try await connection.execute(
+                    script: try await self.render("ALTER PUBLICATION %1$I ADD TABLE %2$I.%3$I", slot: name, schema: schema, table: table, on: connection))
+            }
+        }
+        let slotExists = try await connection.query("""
+            SELECT count(*)::int8 FROM pg_replication_slots WHERE slot_name = \(name) AND database = current_database()
+            """)[0].decode(Int64.self, at: 0) > 0
+        if !slotExists {
+            let replicationConnection = try await PGReplicationConnection.connect(to: replication, logger: logger)
+            defer { Task { await replicationConnection.close() } }
+            do {
+                let slot = try await replicationConnection.createLogicalSlot(name)
+                logger.info(
+                    "created the change capture's replication slot",
+                    metadata: ["skyros.capture.slot": "\(name)", "skyros.capture.lsn": "\(slot.consistentPoint)"])
+            } catch let error as PGError where error.sqlState == SQLState("42710") {
+                // Another stack created it meanwhile.
+            }
+        }
+        return (name, schema)
+    }
+
+    /// Fills a template in on the server (`format()`; see ``ChangeCapture/render(_:table:on:)``): `%1$I` the
+    /// slot/publication name, `%2$I` the schema, `%3$I` the table.
+    func render(_ template: String, slot: String, schema: String = "", table: String = "", on connection: PGConnection) async throws -> String {
+        try await connection.query(
+            PGQuery(
+                unsafeSQL: "SELECT format($1, $2, $3, $4)",
+                binds: [
+                    PGValue(type: .text, text: template), PGValue(type: .text, text: slot), PGValue(type: .text, text: schema),
+                    PGValue(type: .text, text: table),
+                ]))[0].decode(String.self, at: 0)
+    }
+
+    /// What is installed, for operators.
+    package struct Status: Sendable {
+        package var slot: String
+        /// Whether the publication exists.
+        package var hasPublication: Bool
+        /// The published tables.
+        package var tables: [String]
+        /// Whether the slot exists, whether a relay streams from it, and the WAL it keeps (bytes).
+        package var slotExists: Bool
+        package var slotActive: Bool
+        package var retainedBytes: Int64?
+        package var confirmedFlush: String?
+    }
+
+    /// Reads what is installed; changes nothing.
+    package func status(on connection: PGConnection) async throws -> Status {
+        let schema = try await self.schema(on: connection)
+        let name = Self.slotName(schema: schema)
+        let publication = try await connection.query("SELECT count(*)::int8 FROM pg_publication WHERE pubname = \(name)")[0]
+            .decode(Int64.self, at: 0) > 0
+        let tables = try await connection.query(
+            "SELECT tablename::text FROM pg_publication_tables WHERE pubname = \(name) ORDER BY 1").map { try $0.decode(String.self, at: 0) }
+        let slot = try await connection.query("""
+            SELECT active, (pg_current_wal_lsn() - restart_lsn)::int8, confirmed_flush_lsn::text FROM pg_replication_slots
+            WHERE slot_name = \(name) AND database = current_database()
+            """)
+        return Status(
+            slot: name, hasPublication: publication, tables: tables, slotExists: !slot.isEmpty,
+            slotActive: try slot.first?.decode(Bool.self, at: 0) ?? false, retainedBytes: try slot.first?.decode(Int64?.self, at: 1),
+            confirmedFlush: try slot.first?.decode(String?.self, at: 2))
+    }
+
+    /// Drops the slot (ending the relay streaming from it) and the publication; with `includingLog`, the change
+    /// log too. Stacks still running no longer learn of other writers' changes.
+    package func drop(includingLog: Bool, on connection: PGConnection) async throws {
+        let name = Self.slotName(schema: try await self.schema(on: connection))
+        _ = try await connection.query("""
+            SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
+            WHERE slot_name = \(name) AND database = current_database() AND active_pid IS NOT NULL
+            """)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            let active = try await connection.query("""
+                SELECT count(*)::int8 FROM pg_replication_slots WHERE slot_name = \(name) AND database = current_database() AND active
+                """)[0].decode(Int64.self, at: 0)
+            if active == 0 { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        _ = try await connection.query("""
+            SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = \(name) AND database = current_database()
+            """)
+        var template = "DROP PUBLICATION IF EXISTS %1$I"
+        if includingLog {
+            template += ";\nDROP TABLE IF EXISTS %2$I.\(ChangeLog.logTableName), %2$I.\(ChangeLog.stateTableName)"
+        }
+        _ = try await connection.execute(
+            script: try await self.render(template, slot: name, schema: try await self.schema(on: connection), on: connection))
+    }
+}

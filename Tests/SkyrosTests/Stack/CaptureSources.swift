@@ -1,0 +1,45 @@
+import Foundation
+import Skyros
+import SkyrosTestSupport
+import Testing
+
+/// The change capture sources the open-world tests run on.
+enum CaptureSources {
+    /// Both sources, for tests that run on each.
+    static let both: [ChangeCaptureSource] = [.triggers, .logicalDecoding]
+
+    /// The source of tests that run on one: `SKYROS_TEST_CAPTURE_SOURCE` (`triggers`, the default, or
+    /// `logical`), so that scripts/test runs the open-world suites once on each.
+    static var configured: ChangeCaptureSource {
+        ProcessInfo.processInfo.environment["SKYROS_TEST_CAPTURE_SOURCE"] == "logical" ? .logicalDecoding : .triggers
+    }
+
+    /// Drops the logical capture of `schema` (its slot and publication live outside the schema, so dropping the
+    /// schema leaves them: a slot left behind would keep WAL for ever). Nothing when there is none.
+    static func dropLogicalCapture(schema: String) async {
+        guard let connection = try? await TestServer.connect() else { return }
+        _ = try? await LogicalCapture(log: ChangeLog(schema: schema)).drop(includingLog: false, on: connection)
+        await connection.close()
+    }
+
+    /// Checks that `schema` is captured by `source` alone: with logical decoding, its slot exists, no capture
+    /// trigger does, and the log holds the relayed entries; with triggers, no slot exists.
+    static func expectInstalled(_ source: ChangeCaptureSource, schema: String, context: String) async throws {
+        let slot = LogicalCapture.slotName(schema: schema)
+        let (slots, triggers, entries) = try await TestServer.withConnection { connection in
+            let row = try await connection.query("""
+                SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = \(slot))::int,
+                       (SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'skyros\\_capture%'
+                          AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = \(schema)::regnamespace))::int,
+                       (SELECT count(*) FROM \(qualified: [schema, "skyros_change_log"]))::int
+                """)[0]
+            return (try row.decode(Int.self, at: 0), try row.decode(Int.self, at: 1), try row.decode(Int.self, at: 2))
+        }
+        switch source {
+        case .logicalDecoding:
+            #expect(slots == 1 && triggers == 0 && entries > 0, "slots \(slots), triggers \(triggers), entries \(entries): \(context)")
+        default:
+            #expect(slots == 0 && triggers > 0 && entries > 0, "slots \(slots), triggers \(triggers), entries \(entries): \(context)")
+        }
+    }
+}
