@@ -44,7 +44,7 @@ final class StackSync: CommitTransactionHook, Sendable {
     ) async throws {
         guard self.configuration.isEnabled else { return }
         var log = ChangeLog(schema: schema)
-        let (source, standsForElection) = try await self.chooseSource(pool: pool, log: log, logger: logger)
+        let (source, standsForElection) = try await self.chooseSource(pool: pool, log: log, replication: session, logger: logger)
         log.namesOriginInWAL = source == .logicalDecoding
         let installer: CaptureInstaller =
             source == .logicalDecoding ? .logical(LogicalCapture(log: log), replication: session) : .triggers(ChangeCapture(log: log))
@@ -71,42 +71,51 @@ final class StackSync: CommitTransactionHook, Sendable {
     /// and what the server and role allow; whether this stack may relay. Logs the choice and why.
     /// - Throws: ``CaptureError`` when the configured source cannot run: the schema is captured the other way,
     ///   or logical decoding is not allowed.
-    private func chooseSource(pool: PGConnectionPool, log: ChangeLog, logger: Logger) async throws -> (ChangeCaptureSource, Bool) {
-        try await pool.withConnection { connection in
-            let logical = try await LogicalCapture(log: log).isInstalled(on: connection)
-            let triggers = try await ChangeCapture(log: log).inspect(tables: [], on: connection).installedVersion != nil
-            let unavailable = try await LogicalCapture.unavailableReason(on: connection)
-            let choice: (ChangeCaptureSource, Bool, String)
-            switch self.configuration.captureSource {
-            case .triggers:
-                if logical {
-                    throw CaptureError(
-                        message: "the schema is captured by logical decoding (its publication exists); configure .logicalDecoding "
-                            + "or .automatic, or remove it with `migrate capture drop`")
-                }
-                choice = (.triggers, false, "configured")
-            case .logicalDecoding:
-                if let unavailable, !logical {
-                    throw CaptureError(message: "logical decoding cannot run: \(unavailable); configure .triggers or .automatic")
-                }
-                choice = (.logicalDecoding, unavailable == nil, unavailable.map { "configured; this role may not relay: \($0)" } ?? "configured")
-            case .automatic:
-                if triggers {
-                    choice = (.triggers, false, "the schema is captured by triggers")
-                } else if logical {
-                    choice = (.logicalDecoding, unavailable == nil, unavailable.map { "the schema is captured by logical decoding; this role may not relay: \($0)" }
-                        ?? "the schema is captured by logical decoding")
-                } else if let unavailable {
-                    choice = (.triggers, false, unavailable)
-                } else {
-                    choice = (.logicalDecoding, true, "the server and role allow it")
-                }
-            }
-            logger.info(
-                "change capture source chosen",
-                metadata: ["skyros.capture.source": "\(choice.0 == .logicalDecoding ? "logical decoding" : "triggers")", "skyros.capture.reason": "\(choice.2)"])
-            return (choice.0, choice.1)
+    private func chooseSource(
+        pool: PGConnectionPool, log: ChangeLog, replication: PGConfiguration, logger: Logger
+    ) async throws -> (ChangeCaptureSource, Bool) {
+        let (logical, triggers, settings) = try await pool.withConnection { connection in
+            (
+                try await LogicalCapture(log: log).isInstalled(on: connection),
+                try await ChangeCapture(log: log).inspect(tables: [], on: connection).installedVersion != nil,
+                try await LogicalCapture.unavailableReason(on: connection)
+            )
         }
+        // The server and the role may allow decoding while the connection does not (a transaction-pooling proxy).
+        var unavailable = settings
+        if unavailable == nil, !triggers, self.configuration.captureSource != .triggers {
+            unavailable = await LogicalCapture.replicationRefusal(replication, logger: logger)
+        }
+        let choice: (ChangeCaptureSource, Bool, String)
+        switch self.configuration.captureSource {
+        case .triggers:
+            if logical {
+                throw CaptureError(
+                    message: "the schema is captured by logical decoding (its publication exists); configure .logicalDecoding "
+                        + "or .automatic, or remove it with `migrate capture drop`")
+            }
+            choice = (.triggers, false, "configured")
+        case .logicalDecoding:
+            if let unavailable, !logical {
+                throw CaptureError(message: "logical decoding cannot run: \(unavailable); configure .triggers or .automatic")
+            }
+            choice = (.logicalDecoding, unavailable == nil, unavailable.map { "configured; this role may not relay: \($0)" } ?? "configured")
+        case .automatic:
+            if triggers {
+                choice = (.triggers, false, "the schema is captured by triggers")
+            } else if logical {
+                choice = (.logicalDecoding, unavailable == nil, unavailable.map { "the schema is captured by logical decoding; this role may not relay: \($0)" }
+                    ?? "the schema is captured by logical decoding")
+            } else if let unavailable {
+                choice = (.triggers, false, unavailable)
+            } else {
+                choice = (.logicalDecoding, true, "the server and role allow it")
+            }
+        }
+        logger.info(
+            "change capture source chosen",
+            metadata: ["skyros.capture.source": "\(choice.0 == .logicalDecoding ? "logical decoding" : "triggers")", "skyros.capture.reason": "\(choice.2)"])
+        return (choice.0, choice.1)
     }
 
     /// How this stack installs capture, and what it installs it on.

@@ -179,10 +179,13 @@ extension Entity {
     ) -> (value: any Entity, version: Int64, bytes: Int)? {
         guard let plan = try? EntityPlan<Self>.shared, plan.layout == layout, values.count == plan.columnNames.count
         else { return nil }
+        // The change's version when it carries one: a version column's value, or (logical decoding) the `xmin`
+        // its writer's transaction gave the row, since the entry's transaction is then the relay's.
         let newVersion: Int64
-        if plan.versionColumn != nil {
-            guard let version else { return nil }
+        if let version {
             newVersion = version
+        } else if plan.versionColumn != nil {
+            return nil
         } else {
             guard let xid = UInt64(xid) else { return nil }
             newVersion = Int64(xid % (1 << 32))

@@ -104,7 +104,7 @@ package final class ChangeRelay: Sendable {
 
     /// Streams the slot until an error or cancellation.
     private func relayOnce() async throws {
-        let connection = try await PGReplicationConnection.connect(to: self.replication, logger: self.logger)
+        let connection = try await PGReplicationConnection.connect(to: LogicalCapture.replicationSession(self.replication), logger: self.logger)
         let stream: PGReplicationStream
         do {
             stream = try await connection.startReplication(slot: self.slot, publications: [self.slot], messages: true)
@@ -153,7 +153,10 @@ package final class ChangeRelay: Sendable {
     private func write(from queue: RelayQueue, confirmingOn stream: PGReplicationStream) async throws {
         for await _ in queue.signals {
             while let batch = queue.takeBatch() {
-                try await self.write(batch)
+                // Logical messages are not filtered by publication: every stack's commit in the database names its
+                // writer, and one in another schema arrives here as a transaction with no change of this schema's.
+                // Such a batch needs no write, only its position confirmed.
+                if batch.contains(where: { !$0.changes.isEmpty }) { try await self.write(batch) }
                 queue.finishedBatch()
                 if let end = batch.last?.endLSN { stream.confirm(flushedThrough: end) }
             }
@@ -186,9 +189,9 @@ package final class ChangeRelay: Sendable {
                             unsafeSQL: "INSERT INTO \(self.log.logTable) (origin, changes, changed_at) VALUES \(rows.joined(separator: ", ")) "
                                 + "RETURNING position, xid::text",
                             binds: binds))
-                    guard let last = inserted.last else { return 0 }
-                    let position = try last.decode(Int64.self, at: 0)
-                    try await self.notify(fresh, json: json, position: position, xid: try last.decode(String.self, at: 1), on: connection)
+                    let positions = try inserted.map { try $0.decode(Int64.self, at: 0) }
+                    guard positions.count == fresh.count, let xid = try inserted.first?.decode(String.self, at: 1) else { return 0 }
+                    try await self.notify(fresh, json: json, positions: positions, xid: xid, on: connection)
                 }
                 _ = try await connection.query("UPDATE \(unsafeRaw: state) SET relayed_through = greatest(relayed_through, \(end))")
                 return fresh.count
@@ -200,37 +203,52 @@ package final class ChangeRelay: Sendable {
         }
     }
 
-    /// The hint of a batch, on the log's channel. One transaction gets the trigger source's hint (its entry and
-    /// tag when small, see ``ChangeLog/Hint``); a larger batch gets its last position, commit time and rows, and
-    /// the writer when all its entries share one (that stack skips it), so the other stacks read the log.
-    private func notify(_ batch: [RelayedTransaction], json: [String], position: Int64, xid: String, on connection: PGConnection) async throws {
-        guard let last = batch.last else { return }
+    /// The hints of a batch, on the log's channel, all sent by the batch's one transaction (PostgreSQL delivers
+    /// a transaction's notifications together: each listener wakes once per batch). Up to
+    /// ``hintsPerBatch`` transactions each get the trigger source's hint (its entry and tag when small, see
+    /// ``ChangeLog/Hint``); a larger batch gets one hint with its last position, commit time and rows, and the
+    /// writer when all its entries share one (that stack skips it), so the other stacks read the log.
+    private func notify(
+        _ batch: [RelayedTransaction], json: [String], positions: [Int64], xid: String, on connection: PGConnection
+    ) async throws {
+        guard let last = batch.last, let lastPosition = positions.last else { return }
         let foreign = ChangeCapture.foreignOrigin
-        let origin = batch.allSatisfy({ $0.origin == last.origin }) ? last.origin : foreign
-        let rows = batch.contains { $0.rowCount < 0 } ? -1 : batch.reduce(0) { $0 + $1.rowCount }
-        let head = "\(position) \(origin.uuidString.lowercased()) @\(Self.unixMicroseconds(last.committedAt))/\(rows)"
-        var hinted: String?
-        if batch.count == 1 {
-            if let announced = last.announced, last.origin != foreign, announced.utf8.count <= ChangeLog.announcedRowsHintLimit {
-                hinted = announced
-            } else if json[0].utf8.count <= ChangeLog.inlineHintLimit {
-                hinted = json[0]
-            }
-        }
         let channel = PGValue(type: .text, text: self.log.channel)
-        guard let hinted else {
+        if batch.count > Self.hintsPerBatch {
+            let origin = batch.allSatisfy({ $0.origin == last.origin }) ? last.origin : foreign
+            let rows = batch.contains { $0.rowCount < 0 } ? -1 : batch.reduce(0) { $0 + $1.rowCount }
+            let head = "\(lastPosition) \(origin.uuidString.lowercased()) @\(Self.unixMicroseconds(last.committedAt))/\(rows)"
             _ = try await connection.query(PGQuery(unsafeSQL: "SELECT pg_notify($1, $2)", binds: [channel, PGValue(type: .text, text: head)]))
             return
         }
-        _ = try await connection.query(
-            PGQuery(
-                unsafeSQL: """
-                    SELECT pg_notify($1, $2 || ' ' || coalesce((SELECT encode(substring(sha256(s.hint_outer || sha256(s.hint_inner \
-                    || convert_to($2 || ' ' || $3, 'UTF8'))) FROM 1 FOR \(HintKey.tagBytes)), 'hex') FROM \(self.log.stateTableQualified) AS s), '-') \
-                    || ' ' || $3)
-                    """,
-                binds: [channel, PGValue(type: .text, text: head + " " + xid), PGValue(type: .text, text: hinted)]))
+        for (index, transaction) in batch.enumerated() {
+            let head = "\(positions[index]) \(transaction.origin.uuidString.lowercased()) "
+                + "@\(Self.unixMicroseconds(transaction.committedAt))/\(transaction.rowCount)"
+            var hinted: String?
+            if let announced = transaction.announced, transaction.origin != foreign,
+                announced.utf8.count <= ChangeLog.announcedRowsHintLimit
+            {
+                hinted = announced
+            } else if json[index].utf8.count <= ChangeLog.inlineHintLimit {
+                hinted = json[index]
+            }
+            guard let hinted else {
+                _ = try await connection.query(PGQuery(unsafeSQL: "SELECT pg_notify($1, $2)", binds: [channel, PGValue(type: .text, text: head)]))
+                continue
+            }
+            _ = try await connection.query(
+                PGQuery(
+                    unsafeSQL: """
+                        SELECT pg_notify($1, $2 || ' ' || coalesce((SELECT encode(substring(sha256(s.hint_outer || sha256(s.hint_inner \
+                        || convert_to($2 || ' ' || $3, 'UTF8'))) FROM 1 FOR \(HintKey.tagBytes)), 'hex') FROM \(self.log.stateTableQualified) AS s), '-') \
+                        || ' ' || $3)
+                        """,
+                    binds: [channel, PGValue(type: .text, text: head + " " + xid), PGValue(type: .text, text: hinted)]))
+        }
     }
+
+    /// Transactions of one batch that get a hint each; a larger batch gets one for all.
+    static let hintsPerBatch = 64
 
     /// Microseconds since 1970 (the hints' and the log's clock) of a WAL timestamp (microseconds since 2000).
     static func unixMicroseconds(_ time: PGTimestamp) -> Int64 { time.rawValue &+ 946_684_800_000_000 }

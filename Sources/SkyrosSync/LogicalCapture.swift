@@ -29,6 +29,28 @@ package struct LogicalCapture: Sendable {
         return "skyros_\(readable)_\(String(repeating: "0", count: 16 - hex.count))\(hex)"
     }
 
+    /// The session a replication connection of the capture opens with: `replication`'s, without lock or
+    /// statement timeouts (creating a slot waits for every transaction running at that moment to end, and a
+    /// timeout meant for the application's statements would fail it).
+    package static func replicationSession(_ replication: PGConfiguration) -> PGConfiguration {
+        var configuration = replication
+        configuration["options"] = ((configuration["options"].map { $0 + " " }) ?? "") + "-c lock_timeout=0 -c statement_timeout=0"
+        return configuration
+    }
+
+    /// Whether a replication connection opens with `replication` (through a transaction-pooling proxy, or to a
+    /// server that refuses it, it does not): the reason when it does not.
+    package static func replicationRefusal(_ replication: PGConfiguration, logger: Logger) async -> String? {
+        do {
+            let connection = try await PGReplicationConnection.connect(to: Self.replicationSession(replication), logger: logger)
+            defer { Task { await connection.close() } }
+            _ = try await connection.identifySystem()
+            return nil
+        } catch {
+            return "a replication connection failed (\(String(describing: error)))"
+        }
+    }
+
     /// Why logical decoding cannot run for this role on this server, or `nil` when it can: `wal_level` below
     /// `logical`, no replication slots or WAL senders configured, or a role without `REPLICATION` (or
     /// superuser).
@@ -120,7 +142,7 @@ package struct LogicalCapture: Sendable {
             SELECT count(*)::int8 FROM pg_replication_slots WHERE slot_name = \(name) AND database = current_database()
             """)[0].decode(Int64.self, at: 0) > 0
         if !slotExists {
-            let replicationConnection = try await PGReplicationConnection.connect(to: replication, logger: logger)
+            let replicationConnection = try await PGReplicationConnection.connect(to: Self.replicationSession(replication), logger: logger)
             defer { Task { await replicationConnection.close() } }
             do {
                 let slot = try await replicationConnection.createLogicalSlot(name)

@@ -39,6 +39,8 @@ package struct RelayAssembler: Sendable {
     private var open: Open?
 
     private struct Open {
+        /// The writer's transaction id (32 bits: a row's `xmin`).
+        var xid: UInt32 = 0
         var changes: [LoggedRowChange] = []
         var origin: (id: UUID, rows: Int, announced: String)?
     }
@@ -56,8 +58,8 @@ package struct RelayAssembler: Sendable {
     /// - Throws: ``PgOutputError`` when a change names a relation not announced or its key is unavailable.
     package mutating func apply(_ message: PgOutputMessage) throws(PgOutputError) -> RelayedTransaction? {
         switch message {
-        case .begin:
-            self.open = Open()
+        case .begin(let begin):
+            self.open = Open(xid: begin.xid)
             return nil
         case .relation(let relation):
             _ = try self.relations.apply(message)
@@ -81,7 +83,7 @@ package struct RelayAssembler: Sendable {
             var announced: String?
             if let named = open.origin, named.rows == open.changes.count, !open.changes.contains(where: \.isTruncate) {
                 origin = named.id
-                announced = named.announced.isEmpty ? nil : named.announced
+                announced = named.announced.isEmpty ? nil : Self.versioned(named.announced, xid: open.xid)
             }
             return RelayedTransaction(
                 endLSN: commit.endLSN, committedAt: commit.commitTime, origin: origin, changes: open.changes, announced: announced)
@@ -118,6 +120,15 @@ package struct RelayAssembler: Sendable {
     private mutating func append(_ change: LoggedRowChange) {
         if self.open == nil { self.open = Open() }
         self.open?.changes.append(change)
+    }
+
+    /// The writer's announced rows, each given the version the writer's transaction gave it when it carries
+    /// none (`xmin`, for entities without a version column): a stack refreshing its cached copy from the hint
+    /// must not take the relay's transaction id for it. `nil` when the JSON does not decode (the hint then goes
+    /// without rows, and stacks evict instead of refreshing).
+    static func versioned(_ announced: String, xid: UInt32) -> String? {
+        guard let changes = try? LoggedRowChange.decodeList(announced) else { return nil }
+        return LoggedRowChange.json(changes.map { $0.v == nil && $0.announcedRow != nil ? $0.withVersion(Int64(xid)) : $0 })
     }
 
     /// Parses `<origin uuid> <rows>\n<announced JSON or nothing>`.

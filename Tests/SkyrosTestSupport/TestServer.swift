@@ -48,10 +48,53 @@ public enum TestServer {
         return try await withCleanup { try await body(name) } cleanup: { await self.dropSchema(name) }
     }
 
+    /// Drops the schema, and the logical-decoding capture of its tables: the publication and the replication
+    /// slot of the same name live outside the schema, and a slot left behind would keep WAL for ever (and take
+    /// one of the server's slots).
     public static func dropSchema(_ name: String) async {
         guard let connection = try? await self.connect() else { return }
+        await self.dropLogicalCapture(schema: name, on: connection)
         _ = try? await connection.execute(script: "DROP SCHEMA IF EXISTS \(quoteIdentifier(name)) CASCADE")
         await connection.close()
+    }
+
+    /// Waits until the logical-decoding relay of `schema` (if it has one) has written every transaction committed
+    /// before this call into the change log, as the trigger source does at commit: its slot's confirmed position
+    /// reaches the current WAL position. Records an issue when that takes longer than the deadline.
+    public static func settleCapture(schema: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await self.withConnection { connection in
+            let names = try await connection.query(
+                "SELECT DISTINCT pubname::text FROM pg_publication_tables WHERE schemaname = \(schema)"
+            ).map { try $0.decode(String.self, at: 0) }
+            guard !names.isEmpty else { return }
+            let position = try await connection.query("SELECT pg_current_wal_lsn()::text")[0].decode(String.self, at: 0)
+            let array = "{" + names.map { "\"" + $0 + "\"" }.joined(separator: ",") + "}"
+            try await eventually("the relay of \(schema) did not reach \(position)", sourceLocation: sourceLocation) {
+                try await connection.query("""
+                    SELECT coalesce(bool_and(confirmed_flush_lsn >= \(position)::pg_lsn), false) FROM pg_replication_slots
+                    WHERE slot_name = ANY(\(array)::text[])
+                    """)[0].decode(Bool.self, at: 0)
+            }
+        }
+    }
+
+    /// Drops the publications that publish tables of `schema` and the replication slots named like them (a
+    /// capture's slot and publication share their name), ending the walsender that streams such a slot.
+    public static func dropLogicalCapture(schema: String, on connection: PGConnection) async {
+        let names = (try? await connection.query(
+            "SELECT DISTINCT pubname::text FROM pg_publication_tables WHERE schemaname = \(schema)"
+        ).map { try $0.decode(String.self, at: 0) }) ?? []
+        for name in names {
+            _ = try? await connection.query(
+                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = \(name) AND active_pid IS NOT NULL")
+            _ = await poll(within: .seconds(10)) {
+                (try? await connection.query("SELECT count(*)::int FROM pg_replication_slots WHERE slot_name = \(name) AND active")
+                    .first?.decode(Int.self, at: 0)) == 0
+            }
+            _ = try? await connection.query(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = \(name) AND NOT active")
+            _ = try? await connection.execute(script: "DROP PUBLICATION IF EXISTS \(quoteIdentifier(name))")
+        }
     }
 
     /// `pg_ctl -D <data>` for the throw-away cluster, when scripts/test started one.

@@ -124,8 +124,14 @@ package struct LoggedRowChange: Codable, Sendable, Hashable {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// The JSON array of logged changes (table, key, kind, version; no announced rows), as the log stores it:
-    /// how the logical-decoding relay writes the entries it decoded.
+    /// This change with `version` as its new version (how the relay gives an announced row the version its
+    /// writer's transaction gave it).
+    package func withVersion(_ version: Int64) -> LoggedRowChange {
+        LoggedRowChange(table: self.t, type: self.o, id: self.i, kind: self.k, version: version, base: self.b, layout: self.h, row: self.r)
+    }
+
+    /// The JSON array of logged changes, with their announced rows when they carry them: how the
+    /// logical-decoding relay writes the entries and hints it decoded.
     package static func json(_ changes: [LoggedRowChange]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(changes.count * 48 + 2)
@@ -143,6 +149,23 @@ package struct LoggedRowChange: Codable, Sendable, Hashable {
             if let version = change.v {
                 Self.append(#","v":"#, to: &out)
                 Self.append(String(version), to: &out)
+            }
+            if let base = change.b, let layout = change.h, let row = change.r {
+                Self.append(#","b":"#, to: &out)
+                Self.append(String(base), to: &out)
+                Self.append(#","h":"#, to: &out)
+                Self.appendString(layout, to: &out)
+                Self.append(#","r":["#, to: &out)
+                for (index, cell) in row.enumerated() {
+                    out.append(UInt8(ascii: index == 0 ? "[" : ","))
+                    if index > 0 { out.append(UInt8(ascii: "[")) }
+                    for (position, text) in cell.enumerated() {
+                        if position > 0 { out.append(UInt8(ascii: ",")) }
+                        if let text { Self.appendString(text, to: &out) } else { Self.append("null", to: &out) }
+                    }
+                    out.append(UInt8(ascii: "]"))
+                }
+                out.append(UInt8(ascii: "]"))
             }
             out.append(UInt8(ascii: "}"))
         }

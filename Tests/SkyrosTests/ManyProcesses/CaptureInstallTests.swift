@@ -76,9 +76,10 @@ import Testing
     /// simpler earlier version might write) is upgraded by a newer stack under the lock, and a stack started
     /// before keeps converging; a newer definition installed is left alone by this version, which converges
     /// with it too.
+    /// (Versions of the trigger source's definition: its stacks are configured for it.)
     @Test func stacksConvergeAcrossCaptureVersions() async throws {
         try await CaptureHarness.withSchema { schema in
-            let a = try await CaptureHarness.stack(schema: schema)
+            let a = try await CaptureHarness.stack(schema: schema, source: .triggers)
             defer { Task { await a.shutdown() } }
             #expect(try await Self.installedComment(schema) == "skyros capture \(ChangeCapture.version)")
 
@@ -89,7 +90,7 @@ import Testing
             #expect(await Self.converges(a, book: 1, title: "old-capture"))
 
             // A stack of this version upgrades it; both follow psql.
-            let b = try await CaptureHarness.stack(schema: schema)
+            let b = try await CaptureHarness.stack(schema: schema, source: .triggers)
             defer { Task { await b.shutdown() } }
             // A durable write from the second stack of this process, right after it started: the first follows it.
             try await b.write(durability: .committed) { try await $0.update(CaptureBook(id: 3, authorID: 1, title: "from-b")) }
@@ -104,7 +105,7 @@ import Testing
                 _ = try await connection.execute(
                     script: "COMMENT ON FUNCTION \(quoteIdentifier(schema)).skyros_capture() IS 'skyros capture \(ChangeCapture.version + 1)'")
             }
-            let c = try await CaptureHarness.stack(schema: schema)
+            let c = try await CaptureHarness.stack(schema: schema, source: .triggers)
             defer { Task { await c.shutdown() } }
             #expect(try await Self.installedComment(schema) == "skyros capture \(ChangeCapture.version + 1)")
             _ = try await c.mainContext.object(CaptureBook.self, id: 4)

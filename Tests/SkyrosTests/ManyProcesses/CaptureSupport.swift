@@ -40,12 +40,14 @@ enum CaptureHarness {
         }
     }
 
-    /// A stack in this process on `schema` with the capture entities.
-    static func stack(schema: String) async throws -> DataStack {
+    /// A stack in this process on `schema` with the capture entities, capturing with `source` (the default's
+    /// choice unless a test is about one source).
+    static func stack(schema: String, source: ChangeCaptureSource = .automatic) async throws -> DataStack {
         var configuration = DataStackConfiguration(
             store: .postgres(try TestServer.configuration, schema: schema),
             entities: [CaptureAuthor.self, CaptureBook.self, CaptureAudit.self])
         configuration.pool.leaseTimeout = .seconds(30)
+        configuration.changeFeed.captureSource = source
         return try await DataStack.start(configuration)
     }
 

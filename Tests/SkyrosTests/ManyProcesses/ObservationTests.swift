@@ -225,7 +225,8 @@ struct ObservationTests {
             let logTable = ChangeLog(schema: schema).logTable
             let other = try await PGConnection.connect(to: try TestServer.configuration)
             func logEntries() async throws -> Int {
-                try await other.query("SELECT count(*) FROM \(unsafeRaw: logTable)")[0].decode(Int.self, at: 0)
+                try await TestServer.settleCapture(schema: schema)
+                return try await other.query("SELECT count(*) FROM \(unsafeRaw: logTable)")[0].decode(Int.self, at: 0)
             }
             let entriesBefore = try await logEntries()
             _ = try await other.execute(script: "BEGIN")
@@ -300,8 +301,11 @@ struct ObservationTests {
         try await ManyProcessHarness.withSchema { schema in
             var session = try TestServer.configuration
             session["options"] = "-c lock_timeout=300"
-            let a = try await DataStack.start(DataStackConfiguration(
-                store: .postgres(session, schema: schema), entities: [MPItem.self, MPDone.self]))
+            // The trigger source's case: its capture is installed again by the rebuild, before the next write. (The
+            // logical source installs nothing on the tables.)
+            var configuration = DataStackConfiguration(store: .postgres(session, schema: schema), entities: [MPItem.self, MPDone.self])
+            configuration.changeFeed.captureSource = .triggers
+            let a = try await DataStack.start(configuration)
             let store = try #require(a.store as? PostgresStore)
             let logTable = ChangeLog(schema: schema).logTable
             let blocker = try await PGConnection.connect(to: try TestServer.configuration)

@@ -221,7 +221,6 @@ struct CaptureNamesTests {
                 await stack.shutdown()
             }
         } cleanup: {
-            await CaptureSources.dropLogicalCapture(schema: schema)
             await TestServer.dropSchema(schema)
         }
     }

@@ -5,22 +5,11 @@ import Testing
 
 /// The change capture sources the open-world tests run on.
 enum CaptureSources {
-    /// Both sources, for tests that run on each.
-    static let both: [ChangeCaptureSource] = [.triggers, .logicalDecoding]
-
-    /// The source of tests that run on one: `SKYROS_TEST_CAPTURE_SOURCE` (`triggers`, the default, or
-    /// `logical`), so that scripts/test runs the open-world suites once on each.
-    static var configured: ChangeCaptureSource {
-        ProcessInfo.processInfo.environment["SKYROS_TEST_CAPTURE_SOURCE"] == "logical" ? .logicalDecoding : .triggers
-    }
-
-    /// Drops the logical capture of `schema` (its slot and publication live outside the schema, so dropping the
-    /// schema leaves them: a slot left behind would keep WAL for ever). Nothing when there is none.
-    static func dropLogicalCapture(schema: String) async {
-        guard let connection = try? await TestServer.connect() else { return }
-        _ = try? await LogicalCapture(log: ChangeLog(schema: schema)).drop(includingLog: false, on: connection)
-        await connection.close()
-    }
+    /// The sources the server under test allows, for tests that run on each: both, unless scripts/test runs the
+    /// server without logical decoding (`SKYROS_TEST_WAL_LEVEL=replica`, the pass where every stack falls back to
+    /// triggers).
+    static let both: [ChangeCaptureSource] =
+        ProcessInfo.processInfo.environment["SKYROS_TEST_WAL_LEVEL"] == "replica" ? [.triggers] : [.triggers, .logicalDecoding]
 
     /// Checks that `schema` is captured by `source` alone: with logical decoding, its slot exists, no capture
     /// trigger does, and the log holds the relayed entries; with triggers, no slot exists.

@@ -481,7 +481,10 @@ struct GroupPipelineTests {
     }
 
     /// The change log's entries (`changes` as text), oldest first.
+    /// The log's entries, once every transaction committed before has reached it (at commit with triggers,
+    /// once relayed with logical decoding).
     static func changeLogEntries(_ store: PostgresStore) async throws -> [String] {
+        if let schema = store.schema { try await TestServer.settleCapture(schema: schema) }
         let table = ChangeLog(schema: store.schema).logTable
         return try await store.pool.withConnection { connection in
             try await connection.query("SELECT changes::text FROM \(unsafeRaw: table) ORDER BY position").map { try $0.decode(String.self, at: 0) }
