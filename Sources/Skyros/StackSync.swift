@@ -61,7 +61,9 @@ final class StackSync: CommitTransactionHook, Sendable {
         self.feed.withLock { $0 = feed }
         if let slot, standsForElection {
             self.relay.withLock {
-                $0 = ChangeRelay(log: log, schema: slot.schema, slot: slot.slot, replication: session, pool: pool, logger: logger)
+                $0 = ChangeRelay(
+                    log: log, schema: slot.schema, slot: slot.slot, replication: session,
+                    applicationName: "skyros-relay-\(self.originText)", pool: pool, logger: logger)
             }
         }
         self.core.withLock { $0 }?.setCommitHook(self)

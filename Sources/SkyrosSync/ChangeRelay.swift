@@ -8,12 +8,11 @@ import SkyrosStore
 /// committed transaction into a change-log entry (``RelayAssembler``), writes the entries in commit order and
 /// sends one hint per batch, and only then confirms the slot's position.
 ///
-/// **Election.** The slot is the lock: PostgreSQL lets one connection stream a slot at a time. Every stack on the
-/// schema runs ``run()``; while another relays, it polls the slot's `active` flag through the pool every
-/// ``electionInterval``, and when the slot is free it tries `START_REPLICATION` (another candidate that wins the
-/// race makes it fail with 55006, and it goes back to polling). A relay that dies (its process killed, its
-/// connection cut) frees the slot with its server process, and another stack takes over from the slot's
-/// confirmed position.
+/// **Election.** Every stack on the schema runs ``run()``: it waits in `pg_advisory_lock` (a session lock, on a
+/// connection of its own) and relays while it holds it. Waiting costs nothing (no polling); a relay that dies
+/// (its process killed, its connection cut) releases the lock with its session, the server wakes one waiter,
+/// and that stack takes over from the slot's confirmed position. The slot is the guarantee behind the lock:
+/// PostgreSQL lets one connection stream a slot at a time.
 ///
 /// **Nothing lost, nothing twice.** The slot's `confirmed_flush_lsn` moves only after a batch's entries have
 /// committed, so a relay that dies leaves the unconfirmed transactions to its successor. The log's state row
@@ -30,8 +29,6 @@ package final class ChangeRelay: Sendable {
     let replication: PGConfiguration
     let pool: PGConnectionPool
     let logger: Logger
-    /// How often a stack that does not relay checks whether the slot is free.
-    let electionInterval: Duration
 
     private let state = Locked(State())
     private let transactions = Counter(label: "skyros.relay.transactions")
@@ -47,13 +44,16 @@ package final class ChangeRelay: Sendable {
     /// Retained WAL past which the relay logs a warning (at most once a minute).
     static let lagWarningBytes: Int64 = 256 << 20
 
+    /// - Parameter applicationName: the replication connection's `application_name` (operators find the relaying
+    ///   process by it in `pg_stat_replication`).
     package init(
-        log: ChangeLog, schema: String, slot: String, replication: PGConfiguration, pool: PGConnectionPool, logger: Logger,
-        electionInterval: Duration = .milliseconds(250)
+        log: ChangeLog, schema: String, slot: String, replication: PGConfiguration, applicationName: String, pool: PGConnectionPool,
+        logger: Logger
     ) {
+        var replication = replication
+        replication["application_name"] = applicationName
         (self.log, self.schema, self.slot, self.replication, self.pool) = (log, schema, slot, replication, pool)
         self.logger = logger
-        self.electionInterval = electionInterval
     }
 
     /// Whether this stack is the schema's relay now.
@@ -68,13 +68,10 @@ package final class ChangeRelay: Sendable {
         var backoff = Duration.milliseconds(100)
         while !Task.isCancelled {
             do {
-                if try await self.waitForFreeSlot() {
-                    try await self.relayOnce()
-                }
+                try await self.standForElection()
                 backoff = .milliseconds(100)
             } catch {
                 if Task.isCancelled { return }
-                if let error = error as? PGError, error.sqlState == .objectInUse { continue }    // another won the race
                 self.failures.increment()
                 self.logger.error(
                     "change relay stopped; standing for election again",
@@ -85,29 +82,39 @@ package final class ChangeRelay: Sendable {
         }
     }
 
-    /// Polls the slot until no connection streams it; `false` when cancelled first.
-    private func waitForFreeSlot() async throws -> Bool {
-        while !Task.isCancelled {
-            let active = try await self.pool.withConnection { connection in
-                try await connection.query("""
-                    SELECT active FROM pg_replication_slots WHERE slot_name = \(self.slot) AND database = current_database()
-                    """).first?.decode(Bool.self, at: 0)
-            }
-            guard let active else {
-                throw CaptureError(message: "the change capture's replication slot \(self.slot) does not exist (dropped?)")
-            }
-            if !active { return true }
-            try? await Task.sleep(for: self.electionInterval)
+    /// Waits for the relay's lock on a connection of its own, then relays while it holds it. The wait costs
+    /// nothing while another stack relays: `pg_advisory_lock` sleeps in the server until the holder's session
+    /// ends (its process killed, its connection cut), and then wakes one waiter. The slot stays the guarantee:
+    /// only one connection may stream it.
+    private func standForElection() async throws {
+        var session = self.replication
+        session["replication"] = nil
+        let lock = try await PGConnection.connect(to: session, logger: self.logger)
+        do {
+            _ = try await lock.query("SELECT pg_advisory_lock(hashtextextended(\("skyros relay " + self.slot), 0))")
+            try await self.relayOnce()
+        } catch {
+            await lock.close()
+            throw error
         }
-        return false
+        await lock.close()
     }
 
-    /// Streams the slot until an error or cancellation.
+    /// Streams the slot until an error or cancellation. The previous relay's server process may still hold the
+    /// slot for a moment after its lock was released (55006): that is retried for 10 s.
     private func relayOnce() async throws {
         let connection = try await PGReplicationConnection.connect(to: LogicalCapture.replicationSession(self.replication), logger: self.logger)
         let stream: PGReplicationStream
         do {
-            stream = try await connection.startReplication(slot: self.slot, publications: [self.slot], messages: true)
+            let deadline = ContinuousClock.now + .seconds(10)
+            while true {
+                do {
+                    stream = try await connection.startReplication(slot: self.slot, publications: [self.slot], messages: true)
+                    break
+                } catch let error as PGError where error.sqlState == .objectInUse && ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            }
         } catch {
             await connection.close()
             throw error

@@ -113,7 +113,10 @@ package struct LogicalCapture: Sendable {
             let exists = try await connection.query("SELECT count(*)::int8 FROM pg_publication WHERE pubname = \(name)")[0]
                 .decode(Int64.self, at: 0) > 0
             if !exists {
-                _ = try await connection.execute(script: try await self.render("CREATE PUBLICATION %1$I", slot: name, on: connection))
+                _ = try await connection.execute(
+                    script: try await self.render(
+                        "CREATE PUBLICATION %1$I; COMMENT ON PUBLICATION %1$I IS %4$L", slot: name, comment: Self.comment(schema: schema),
+                        on: connection))
             }
             let published = Set(
                 try await connection.query("""
@@ -156,15 +159,21 @@ package struct LogicalCapture: Sendable {
         return (name, schema)
     }
 
+    /// The publication's comment, which names the schema for operators (`\dRp+`) and for tools that clean up
+    /// after a schema: `skyros change capture of schema <schema>`.
+    package static func comment(schema: String) -> String { "skyros change capture of schema " + schema }
+
     /// Fills a template in on the server (`format()`; see ``ChangeCapture/render(_:table:on:)``): `%1$I` the
-    /// slot/publication name, `%2$I` the schema, `%3$I` the table.
-    func render(_ template: String, slot: String, schema: String = "", table: String = "", on connection: PGConnection) async throws -> String {
+    /// slot/publication name, `%2$I` the schema, `%3$I` the table, `%4$L` the comment.
+    func render(
+        _ template: String, slot: String, schema: String = "", table: String = "", comment: String = "", on connection: PGConnection
+    ) async throws -> String {
         try await connection.query(
             PGQuery(
-                unsafeSQL: "SELECT format($1, $2, $3, $4)",
+                unsafeSQL: "SELECT format($1, $2, $3, $4, $5)",
                 binds: [
                     PGValue(type: .text, text: template), PGValue(type: .text, text: slot), PGValue(type: .text, text: schema),
-                    PGValue(type: .text, text: table),
+                    PGValue(type: .text, text: table), PGValue(type: .text, text: comment),
                 ]))[0].decode(String.self, at: 0)
     }
 

@@ -78,22 +78,27 @@ public enum TestServer {
         }
     }
 
-    /// Drops the publications that publish tables of `schema` and the replication slots named like them (a
-    /// capture's slot and publication share their name), ending the walsender that streams such a slot.
+    /// Drops the publications of `schema`'s capture (their comment names it: `skyros change capture of schema
+    /// <schema>`) or that publish its tables, and the replication slots named like them (a capture's slot and
+    /// publication share their name). A stack still running (one a test shuts down in a
+    /// task it does not wait for) may stream the slot again after its walsender is ended, so the slot is
+    /// dropped in a loop: end the walsender, drop, for up to 10 s.
     public static func dropLogicalCapture(schema: String, on connection: PGConnection) async {
-        let names = (try? await connection.query(
-            "SELECT DISTINCT pubname::text FROM pg_publication_tables WHERE schemaname = \(schema)"
-        ).map { try $0.decode(String.self, at: 0) }) ?? []
+        let names = (try? await connection.query("""
+            SELECT pubname::text FROM pg_publication WHERE obj_description(oid, 'pg_publication') = \("skyros change capture of schema " + schema)
+            UNION SELECT pubname::text FROM pg_publication_tables WHERE schemaname = \(schema)
+            """).map { try $0.decode(String.self, at: 0) }) ?? []
         for name in names {
-            _ = try? await connection.query(
-                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = \(name) AND active_pid IS NOT NULL")
-            _ = await poll(within: .seconds(10)) {
-                (try? await connection.query("SELECT count(*)::int FROM pg_replication_slots WHERE slot_name = \(name) AND active")
+            _ = try? await connection.execute(script: "DROP PUBLICATION IF EXISTS \(quoteIdentifier(name))")
+            let dropped = await poll(within: .seconds(10), every: .milliseconds(20)) {
+                _ = try? await connection.query(
+                    "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = \(name) AND active_pid IS NOT NULL")
+                _ = try? await connection.query(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = \(name) AND NOT active")
+                return (try? await connection.query("SELECT count(*)::int FROM pg_replication_slots WHERE slot_name = \(name)")
                     .first?.decode(Int.self, at: 0)) == 0
             }
-            _ = try? await connection.query(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = \(name) AND NOT active")
-            _ = try? await connection.execute(script: "DROP PUBLICATION IF EXISTS \(quoteIdentifier(name))")
+            if !dropped { Issue.record("the replication slot \(name) of schema \(schema) could not be dropped within 10 s") }
         }
     }
 

@@ -19,7 +19,8 @@ enum CaptureSources {
             let row = try await connection.query("""
                 SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = \(slot))::int,
                        (SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'skyros\\_capture%'
-                          AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = \(schema)::regnamespace))::int,
+                          AND tgrelid IN (SELECT c.oid FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+                                          WHERE n.nspname = \(schema)))::int,
                        (SELECT count(*) FROM \(qualified: [schema, "skyros_change_log"]))::int
                 """)[0]
             return (try row.decode(Int.self, at: 0), try row.decode(Int.self, at: 1), try row.decode(Int.self, at: 2))

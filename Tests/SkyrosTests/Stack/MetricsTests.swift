@@ -86,6 +86,8 @@ struct MetricsTests {
             var observed = reader.observe(StackNote.self, id: 1).makeAsyncIterator()
             #expect(try await observed.next()??.rank == 10)
             try await plain.write(durability: .committed) { try await $0.update(note(1, rank: 20)) }
+            // The reader's own count first: the recorded total is the process's, which other tests' stacks add to.
+            await eventually { reader.changeFeedStatistics.rowsReadByListener >= 1 }
             await eventually { RecordedMetrics.total("skyros.feed.listener_reads") - listenerReads >= 1 }
             #expect(reader.changeFeedStatistics.rowsReadByListener == 1)
             #expect(try await observed.next()??.rank == 20)
