@@ -8,11 +8,11 @@ import SkyrosStore
 /// committed transaction into a change-log entry (``RelayAssembler``), writes the entries in commit order and
 /// sends one hint per batch, and only then confirms the slot's position.
 ///
-/// **Election.** Every stack on the schema runs ``run()``: it waits in `pg_advisory_lock` (a session lock, on a
-/// connection of its own) and relays while it holds it. Waiting costs nothing (no polling); a relay that dies
-/// (its process killed, its connection cut) releases the lock with its session, the server wakes one waiter,
-/// and that stack takes over from the slot's confirmed position. The slot is the guarantee behind the lock:
-/// PostgreSQL lets one connection stream a slot at a time.
+/// **Election.** Every stack on the schema runs ``run()``: it tries a session advisory lock on a connection of
+/// its own every ``electionInterval`` and relays while it holds it. A relay that dies (its process killed, its
+/// connection cut) releases the lock with its session, and the next stack to try takes over from the slot's
+/// confirmed position. The slot is the guarantee behind the lock: PostgreSQL lets one connection stream a slot
+/// at a time.
 ///
 /// **Nothing lost, nothing twice.** The slot's `confirmed_flush_lsn` moves only after a batch's entries have
 /// committed, so a relay that dies leaves the unconfirmed transactions to its successor. The log's state row
@@ -29,6 +29,8 @@ package final class ChangeRelay: Sendable {
     let replication: PGConfiguration
     let pool: PGConnectionPool
     let logger: Logger
+    /// How often a stack that does not relay tries the relay's lock (plus up to 100 ms of jitter).
+    let electionInterval: Duration
 
     private let state = Locked(State())
     private let transactions = Counter(label: "skyros.relay.transactions")
@@ -48,12 +50,13 @@ package final class ChangeRelay: Sendable {
     ///   process by it in `pg_stat_replication`).
     package init(
         log: ChangeLog, schema: String, slot: String, replication: PGConfiguration, applicationName: String, pool: PGConnectionPool,
-        logger: Logger
+        logger: Logger, electionInterval: Duration = .milliseconds(400)
     ) {
         var replication = replication
         replication["application_name"] = applicationName
         (self.log, self.schema, self.slot, self.replication, self.pool) = (log, schema, slot, replication, pool)
         self.logger = logger
+        self.electionInterval = electionInterval
     }
 
     /// Whether this stack is the schema's relay now.
@@ -82,17 +85,24 @@ package final class ChangeRelay: Sendable {
         }
     }
 
-    /// Waits for the relay's lock on a connection of its own, then relays while it holds it. The wait costs
-    /// nothing while another stack relays: `pg_advisory_lock` sleeps in the server until the holder's session
-    /// ends (its process killed, its connection cut), and then wakes one waiter. The slot stays the guarantee:
-    /// only one connection may stream it.
+    /// Takes the relay's lock on a connection of its own, then relays while it holds it. While another stack
+    /// holds it, the lock is tried again every ``electionInterval`` (with jitter), the connection idle in
+    /// between: a session blocked in `pg_advisory_lock` would sit in a statement whose snapshot holds back
+    /// vacuum's horizon and every `CREATE INDEX CONCURRENTLY` of the database for as long as it waits. A relay
+    /// that dies (its process killed, its connection cut) releases the lock with its session. The slot stays the
+    /// guarantee: only one connection may stream it.
     private func standForElection() async throws {
-        var session = self.replication
-        session["replication"] = nil
-        let lock = try await PGConnection.connect(to: session, logger: self.logger)
+        let lock = try await PGConnection.connect(to: self.replication, logger: self.logger)
         do {
-            _ = try await lock.query("SELECT pg_advisory_lock(hashtextextended(\("skyros relay " + self.slot), 0))")
-            try await self.relayOnce()
+            while !Task.isCancelled {
+                let held = try await lock.query("SELECT pg_try_advisory_lock(hashtextextended(\("skyros relay " + self.slot), 0))")
+                    .first?.decode(Bool.self, at: 0) ?? false
+                if held {
+                    try await self.relayOnce()
+                    break
+                }
+                try? await Task.sleep(for: self.electionInterval + .milliseconds(Int64.random(in: 0...100)))
+            }
         } catch {
             await lock.close()
             throw error

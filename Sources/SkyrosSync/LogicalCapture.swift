@@ -118,10 +118,7 @@ package struct LogicalCapture: Sendable {
                         "CREATE PUBLICATION %1$I; COMMENT ON PUBLICATION %1$I IS %4$L", slot: name, comment: Self.comment(schema: schema),
                         on: connection))
             }
-            let published = Set(
-                try await connection.query("""
-                    SELECT tablename::text FROM pg_publication_tables WHERE pubname = \(name) AND schemaname = \(schema)
-                    """).map { try $0.decode(String.self, at: 0) })
+            let published = Set(try await self.publishedTables(name, schema: schema, on: connection))
             for table in tables where !published.contains(table) {
                 let present = try await connection.query("""
                     SELECT count(*)::int8 FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indrelid
@@ -163,6 +160,17 @@ package struct LogicalCapture: Sendable {
     /// after a schema: `skyros change capture of schema <schema>`.
     package static func comment(schema: String) -> String { "skyros change capture of schema " + schema }
 
+    /// The tables of `schema` that publication `name` publishes, by name. Read from the catalogs, not the
+    /// `pg_publication_tables` view: its function fails on any publication of the database that another session
+    /// drops meanwhile.
+    func publishedTables(_ name: String, schema: String, on connection: PGConnection) async throws -> [String] {
+        try await connection.query("""
+            SELECT c.relname::text FROM pg_publication AS p JOIN pg_publication_rel AS r ON r.prpubid = p.oid
+            JOIN pg_class AS c ON c.oid = r.prrelid JOIN pg_namespace AS n ON n.oid = c.relnamespace
+            WHERE p.pubname = \(name) AND n.nspname = \(schema) ORDER BY 1
+            """).map { try $0.decode(String.self, at: 0) }
+    }
+
     /// Fills a template in on the server (`format()`; see ``ChangeCapture/render(_:table:on:)``): `%1$I` the
     /// slot/publication name, `%2$I` the schema, `%3$I` the table, `%4$L` the comment.
     func render(
@@ -197,8 +205,7 @@ package struct LogicalCapture: Sendable {
         let name = Self.slotName(schema: schema)
         let publication = try await connection.query("SELECT count(*)::int8 FROM pg_publication WHERE pubname = \(name)")[0]
             .decode(Int64.self, at: 0) > 0
-        let tables = try await connection.query(
-            "SELECT tablename::text FROM pg_publication_tables WHERE pubname = \(name) ORDER BY 1").map { try $0.decode(String.self, at: 0) }
+        let tables = try await self.publishedTables(name, schema: schema, on: connection)
         let slot = try await connection.query("""
             SELECT active, (pg_current_wal_lsn() - restart_lsn)::int8, confirmed_flush_lsn::text FROM pg_replication_slots
             WHERE slot_name = \(name) AND database = current_database()

@@ -58,14 +58,23 @@ public enum TestServer {
         await connection.close()
     }
 
+    /// The publications of `schema`'s capture: by their comment, or because they publish its tables. Read from
+    /// the catalogs, not `pg_publication_tables`, whose function fails on a publication dropped meanwhile.
+    static func publicationsSQL(schema: String) -> PGQuery {
+        """
+        SELECT p.pubname::text FROM pg_publication AS p
+        WHERE obj_description(p.oid, 'pg_publication') = \("skyros change capture of schema " + schema)
+           OR EXISTS (SELECT FROM pg_publication_rel AS r JOIN pg_class AS c ON c.oid = r.prrelid
+                      JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE r.prpubid = p.oid AND n.nspname = \(schema))
+        """
+    }
+
     /// Waits until the logical-decoding relay of `schema` (if it has one) has written every transaction committed
     /// before this call into the change log, as the trigger source does at commit: its slot's confirmed position
     /// reaches the current WAL position. Records an issue when that takes longer than the deadline.
     public static func settleCapture(schema: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         try await self.withConnection { connection in
-            let names = try await connection.query(
-                "SELECT DISTINCT pubname::text FROM pg_publication_tables WHERE schemaname = \(schema)"
-            ).map { try $0.decode(String.self, at: 0) }
+            let names = try await connection.query(Self.publicationsSQL(schema: schema)).map { try $0.decode(String.self, at: 0) }
             guard !names.isEmpty else { return }
             let position = try await connection.query("SELECT pg_current_wal_lsn()::text")[0].decode(String.self, at: 0)
             let array = "{" + names.map { "\"" + $0 + "\"" }.joined(separator: ",") + "}"
@@ -84,10 +93,7 @@ public enum TestServer {
     /// task it does not wait for) may stream the slot again after its walsender is ended, so the slot is
     /// dropped in a loop: end the walsender, drop, for up to 10 s.
     public static func dropLogicalCapture(schema: String, on connection: PGConnection) async {
-        let names = (try? await connection.query("""
-            SELECT pubname::text FROM pg_publication WHERE obj_description(oid, 'pg_publication') = \("skyros change capture of schema " + schema)
-            UNION SELECT pubname::text FROM pg_publication_tables WHERE schemaname = \(schema)
-            """).map { try $0.decode(String.self, at: 0) }) ?? []
+        let names = (try? await connection.query(Self.publicationsSQL(schema: schema)).map { try $0.decode(String.self, at: 0) }) ?? []
         for name in names {
             _ = try? await connection.execute(script: "DROP PUBLICATION IF EXISTS \(quoteIdentifier(name))")
             let dropped = await poll(within: .seconds(10), every: .milliseconds(20)) {

@@ -15,6 +15,10 @@ guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
     FileHandle.standardError.write(Data("DATABASE_URL is not set (use Benchmarks/run)\n".utf8))
     exit(2)
 }
+if arguments.count > 1, arguments[1] == ListenNode.command {
+    // A listening stack of Benchmarks/capture-cost (see ListenNode.swift).
+    try await ListenNode.run(url: url, arguments: Array(arguments.dropFirst(2)))
+}
 if arguments.count > 1, arguments[1] == ObserverNode.command {
     // A child process of the observation benchmark (see ObserverProcess.swift).
     try await ObserverNode.run(url: url, ids: arguments.dropFirst(2).compactMap { Int($0) })

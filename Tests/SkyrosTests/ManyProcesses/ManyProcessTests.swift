@@ -19,11 +19,11 @@ struct ManyProcessTests {
             let child = try ManyProcessHarness.spawn(["mp-update", "--schema", schema, "--id", "1", "--value", "42"])
             defer { child.removeOutput() }
             #expect(await child.exitStatus() == 0, "\(child.report)")
-            let updatedAt = ContinuousClock.now
-            try await eventually(within: .seconds(5), "process B's update did not reach A's main context within 5 s") {
+            // The default deadline: with logical decoding every schema's relay of the parallel suite decodes the
+            // whole database's WAL (another test's million-row transaction included) on two cores.
+            try await eventually("process B's update did not reach A's main context") {
                 try await stack.mainContext.object(MPItem.self, id: 1)?.value == 42
             }
-            #expect(ContinuousClock.now - updatedAt < .seconds(5))
             #expect(stack.changeFeedStatistics.remoteEntries >= 1)
             await stack.shutdown()
         }

@@ -10,9 +10,11 @@ import Glibc
 #endif
 
 /// The logical-decoding relay across real processes: one stack streams the schema's slot; when its process is
-/// killed another takes over from the slot's confirmed position, and nothing is lost or logged twice.
-@Suite(.timeLimit(.minutes(4)))
-struct RelayFailoverTests {
+/// killed another takes over from the slot's confirmed position, and nothing is lost or logged twice; stacks
+/// killed at any moment of their start leave one slot per schema. (Named ManyProcess: the ThreadSanitizer pass
+/// skips the suites that time real processes.)
+@Suite(.timeLimit(.minutes(6)))
+struct ManyProcessRelayTests {
     /// Three `capture-node` children relay by election while psql-like writers (a plain connection, outside
     /// Skyros) commit continuously; the relaying child is SIGKILLed. Another child relays within the deadline
     /// (the figure is printed), every remaining child's cache and observers equal the tables, and the change log
@@ -88,6 +90,53 @@ struct RelayFailoverTests {
                 try await CaptureProcessTests.expectEveryNode(
                     survivors, schema: schema, objects: [1: title, 2: "book2"], watchedBook: title,
                     after: "the relay's SIGKILL and \(written) writer transactions")
+            }
+        }
+    }
+
+    /// 64 `capture-node` children, 16 at a time, started side by side and SIGKILLed (half of each round as soon
+    /// as they are spawned, at any point of their start, half once ready), with psql writing between the rounds:
+    /// afterwards the schema has exactly one slot and one publication, and once a stack runs again its relay
+    /// confirms the slot up to the present (the WAL it keeps is what it has not relayed yet).
+    @Test func stacksKilledAtAnyMomentLeaveOneSlotThatARunningStackKeepsCurrent() async throws {
+        guard CaptureSources.both.contains(.logicalDecoding) else { return }
+        try await CaptureHarness.withSchema { schema in
+            let slot = LogicalCapture.slotName(schema: schema)
+            for round in 1...4 {
+                var nodes: [CaptureNode] = []
+                for number in 1...16 {
+                    nodes.append(try CaptureNode.spawn(name: "round \(round) child \(number)", schema: schema, watchBook: 1))
+                }
+                for node in nodes.prefix(8) { await node.kill() }
+                for node in nodes.dropFirst(8) { try? await node.waitUntilReady() }
+                for node in nodes.dropFirst(8) { await node.kill() }
+                for node in nodes {
+                    _ = await node.stop()
+                    node.removeOutput()
+                }
+                _ = try await Psql.run("UPDATE cap_books SET title = 'round-\(round)' WHERE id = 1", schema: schema)
+            }
+            let (slots, publications) = try await TestServer.withConnection { connection in
+                let row = try await connection.query("""
+                    SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE \(String(slot.prefix(slot.count - 16)) + "%"))::int,
+                           (SELECT count(*) FROM pg_publication WHERE pubname LIKE \(String(slot.prefix(slot.count - 16)) + "%"))::int
+                    """)[0]
+                return (try row.decode(Int.self, at: 0), try row.decode(Int.self, at: 1))
+            }
+            #expect(slots == 1 && publications == 1, "\(slots) slots and \(publications) publications for schema \(schema)")
+
+            // A stack runs again: it relays what the rounds left (psql's updates reach it) and keeps the slot current.
+            try await CaptureHarness.withNodes(1, schema: schema, watchBook: 1) { nodes in
+                try await CaptureProcessTests.expectEveryNode(
+                    nodes, schema: schema, objects: [1: "round-4"], watchedBook: "round-4", after: "64 killed stacks")
+                try await TestServer.settleCapture(schema: schema)
+                let behind = try await TestServer.withConnection { connection in
+                    try await connection.query("""
+                        SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = \(slot)
+                        """)[0].decode(Int64.self, at: 0)
+                }
+                print("WAL retained by \(slot) with a stack running: \(behind) bytes")
+                #expect(behind < 64 << 20, "the slot keeps \(behind) bytes of WAL with a relay running")
             }
         }
     }
