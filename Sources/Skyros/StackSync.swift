@@ -9,7 +9,7 @@ import SkyrosSync
 /// A stack's link to every other writer on its schema: installs the change capture, names this stack as the
 /// writer of its commit transactions (as the commit queue's ``CommitTransactionHook``), runs the ``ChangeFeed``,
 /// evicts other writers' rows from the main context, and wakes observers.
-final class StackSync: CommitTransactionHook, Sendable {
+final class StackSync: CommitTransactionHook, ChangeFeedSink, Sendable {
     /// This stack's id in the change log (its own entries are ignored when read back).
     let origin = UUID()
     /// ``origin`` as the change log's statements bind it.
@@ -54,9 +54,7 @@ final class StackSync: CommitTransactionHook, Sendable {
         let slot = try await self.installCapture(pool: pool, logger: logger)
         let feed = ChangeFeed(
             log: log, origin: self.origin, pool: pool, session: session,
-            configuration: self.configuration, logger: logger,
-            readAgain: { [weak self] entry, session in self?.readAgain(entry, on: session) ?? [:] },
-            deliver: { [weak self] delivery in self?.apply(delivery) })
+            configuration: self.configuration, logger: logger, sink: self)
         try await feed.start()
         self.feed.withLock { $0 = feed }
         if let slot, standsForElection {
@@ -241,12 +239,11 @@ final class StackSync: CommitTransactionHook, Sendable {
         try await self.installCapture(pool: pool, logger: self.logger.withLock { $0 })
     }
 
-    // MARK: Remote changes
+    // MARK: Remote changes (ChangeFeedSink)
 
-    /// The rows of another stack's entry to read again as its hint arrives (``ChangeFeed/ReadAgain``): those it
-    /// updated without announcing them whole, that an observer of one row watches, and that are cached and
-    /// have no queued local change.
-    private func readAgain(_ entry: ChangeLogEntry, on session: ListenerSession) -> [RowKey: RemoteRefresh] {
+    /// The rows of another stack's entry to read again as its hint arrives: those it updated without announcing
+    /// them whole, that an observer of one row watches, and that are cached and have no queued local change.
+    func rowsToReadAgain(_ entry: ChangeLogEntry, on session: ListenerSession) -> [RowKey: RemoteRefresh] {
         guard self.observers.watchesRows else { return [:] }
         let updated = entry.changes.compactMap { $0.k == "u" && $0.r == nil ? $0.key : nil }
         guard !updated.isEmpty else { return [:] }
@@ -257,7 +254,7 @@ final class StackSync: CommitTransactionHook, Sendable {
 
     /// Applies other stacks' commits to the main context and wakes the observers they concern (on the listener's
     /// thread for a hint it delivers, see ``ChangeFeed``; on the event loop otherwise).
-    private func apply(_ delivery: ChangeFeedDelivery) {
+    func deliver(_ delivery: ChangeFeedDelivery) {
         let core = self.core.withLock { $0 }
         switch delivery {
         case .remote(let entries, let readAgain):

@@ -47,10 +47,26 @@ package struct ChangeFeedStatistics: Sendable, Hashable {
 /// What the feed hands the stack.
 package enum ChangeFeedDelivery: Sendable {
     /// Entries committed by other stacks, in position order, with rows read again since (see
-    /// ``ChangeFeed/ReadAgain``).
+    /// ``ChangeFeedSink/rowsToReadAgain(_:on:)``).
     case remote([ChangeLogEntry], readAgain: [RowKey: RemoteRefresh] = [:])
     /// Entries were lost: drop the cache and refetch everything.
     case flush
+}
+
+/// The stack's side of the remote path, as the change feed sees it: the feed triages hints and reads the log,
+/// and hands what it decided to this. `StackSync` implements it, on top of `StackCore.applyRemote`/`flushRemote`
+/// and the observers.
+package protocol ChangeFeedSink: AnyObject, Sendable {
+    /// The rows of another stack's entry to read again, on the listener's connection and thread, as the entry's
+    /// hint arrives: those an observer of one row watches that are cached and not pending. Delivered with the
+    /// entry, they refresh the cache instead of being evicted, so the observer's next read is served from
+    /// memory: its event needs no pool connection, no hand-off to that connection's thread and back, and the
+    /// listening backend that just sent the notification is the one that answers.
+    func rowsToReadAgain(_ entry: ChangeLogEntry, on session: ListenerSession) -> [RowKey: RemoteRefresh]
+
+    /// Applies a delivery to the stack (other writers' entries, or a flush after a gap), on the thread that
+    /// calls it: the listener's for a hint it delivers, the event loop's otherwise.
+    func deliver(_ delivery: ChangeFeedDelivery)
 }
 
 /// Listens for change-log hints and reads the log (catching up after reconnects), delivering other stacks'
@@ -68,23 +84,15 @@ package final class ChangeFeed: Sendable {
         var hintKey: HintKey?
     }
 
-    /// Reads again, on the listener's connection and thread, the rows of another stack's entry that an observer
-    /// of one row watches, as the entry's hint arrives (the stack supplies it: which rows are observed, cached
-    /// and not pending). Delivered with the entry, they refresh the cache instead of being evicted, so the
-    /// observer's next read is served from memory: its event needs no pool connection, no hand-off to that
-    /// connection's thread and back, and the listening backend that just sent the notification is the one that
-    /// answers.
-    package typealias ReadAgain = @Sendable (ChangeLogEntry, ListenerSession) -> [RowKey: RemoteRefresh]
-
     package let log: ChangeLog
     package let origin: UUID
     private let pool: PGConnectionPool
     private let configuration: ChangeFeedConfiguration
     private let listenerConfiguration: PGConfiguration
     private let logger: Logger
-    /// Applies a delivery to the stack, on the thread that calls it (the listener's, or the event loop's).
-    private let deliver: @Sendable (ChangeFeedDelivery) -> Void
-    private let readsAgain: ReadAgain?
+    /// The stack's side: what to read again as a hint arrives, and where deliveries go. Weak: the stack owns
+    /// the feed.
+    private weak let sink: (any ChangeFeedSink)?
     private let state: Locked<State>
     /// Requests for a read that advances the horizon (one of ``loops`` serves them).
     private let horizonReads: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
@@ -96,10 +104,9 @@ package final class ChangeFeed: Sendable {
 
     package init(
         log: ChangeLog, origin: UUID, pool: PGConnectionPool, session: PGConfiguration,
-        configuration: ChangeFeedConfiguration, logger: Logger, readAgain: ReadAgain? = nil,
-        deliver: @escaping @Sendable (ChangeFeedDelivery) -> Void
+        configuration: ChangeFeedConfiguration, logger: Logger, sink: any ChangeFeedSink
     ) {
-        self.readsAgain = readAgain
+        self.sink = sink
         self.log = log
         self.origin = origin
         self.pool = pool
@@ -108,7 +115,6 @@ package final class ChangeFeed: Sendable {
         listener["application_name"] = configuration.applicationName ?? "skyros-listener-\(origin.uuidString.lowercased())"
         self.listenerConfiguration = listener
         self.logger = logger
-        self.deliver = deliver
         self.state = Locked(State(scheduler: ChangeFeedScheduler(
             hintsPerHorizonRead: configuration.hintsPerHorizonRead, horizonReadInterval: configuration.horizonReadInterval,
             now: .now)))
@@ -120,6 +126,9 @@ package final class ChangeFeed: Sendable {
     package var applicationName: String { self.listenerConfiguration["application_name"] ?? "" }
 
     package var statistics: ChangeFeedStatistics { self.metrics.statistics }
+
+    /// Whether a log read started after the last hint arrived (see ``ChangeFeedScheduler/hasReadSinceLastHint``).
+    package var hasReadSinceLastHint: Bool { self.state.withLock { $0.scheduler.hasReadSinceLastHint } }
 
     /// The keys that authenticate hints, as the last read found them.
     var hintKey: HintKey? { self.state.withLock { $0.hintKey } }
@@ -338,11 +347,11 @@ package final class ChangeFeed: Sendable {
         switch self.takeFromHint(entry) {
         case .deliver(let advanceHorizon):
             var rows: [RowKey: RemoteRefresh] = [:]
-            if let session, session.backlog == 0, let readAgain = self.readsAgain {
-                rows = readAgain(entry, session)
+            if let session, session.backlog == 0, let sink = self.sink {
+                rows = sink.rowsToReadAgain(entry, on: session)
                 if !rows.isEmpty { self.metrics.rowsReadByListener.increment(by: rows.count) }
             }
-            self.deliver(.remote([entry], readAgain: rows))
+            self.sink?.deliver(.remote([entry], readAgain: rows))
             // Counted once applied: a reader of the counter then sees the stack's cache updated.
             self.metrics.applied(CollectionOfOne(entry)) { _ in committedAt }
             self.metrics.entries.increment()
@@ -456,11 +465,11 @@ package final class ChangeFeed: Sendable {
             case .gap:
                 self.metrics.flushes.increment()
                 self.logger.info("change log entries were pruned before this stack read them, or the log was replaced; flushing the cache")
-                self.deliver(.flush)
+                self.sink?.deliver(.flush)
             case .entries(let fresh):
                 let remote = fresh.filter { $0.origin != self.origin }
                 guard !remote.isEmpty else { return }
-                self.deliver(.remote(remote))
+                self.sink?.deliver(.remote(remote))
                 self.metrics.applied(remote) { committed[$0.position] }
                 self.metrics.entries.increment(by: remote.count)
             }

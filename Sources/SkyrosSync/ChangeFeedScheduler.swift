@@ -31,6 +31,10 @@ package struct ChangeFeedScheduler: Sendable {
         (self.lastRead, self.lastHint, self.lastReadStarted) = (now, now, now)
     }
 
+    /// Whether a read started after the last hint (the trailing read did its work: the horizon is past every
+    /// entry hinted so far).
+    package var hasReadSinceLastHint: Bool { self.lastReadStarted > self.lastHint }
+
     /// A hint arrived. Returns whether the caller starts the trailing read's timer (none runs).
     package mutating func hintArrived(now: ContinuousClock.Instant) -> Bool {
         self.lastHint = now
