@@ -32,7 +32,7 @@ struct CacheBoundBenchmark {
             ANALYZE bench_cache;
             """)
         let stack = try await DataStack.start(DataStackConfiguration(
-            store: .postgres(config), entities: [BenchCacheRow.self], cacheLimit: Self.limit))
+            store: .postgres(config), entities: [BenchCacheRow.self], cacheLimit: Self.limit).benchmarkCaptureSource())
         var peakRows = 0
         var peakBytes = 0
         var residentAtStart = 0

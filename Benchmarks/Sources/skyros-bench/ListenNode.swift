@@ -14,14 +14,7 @@ enum ListenNode {
             FileHandle.standardError.write(Data("usage: skyros-bench listen-node triggers|logical SCHEMA\n".utf8))
             exit(2)
         }
-        let (parentDone, parentDoneContinuation) = AsyncStream.makeStream(of: Void.self)
-        Thread.detachNewThread {
-            var byte: UInt8 = 0
-            while read(0, &byte, 1) > 0 {}
-            parentDoneContinuation.finish()
-            sleep(ObserverNode.shutdownGrace)
-            _exit(1)
-        }
+        let parentDone = ObserverNode.watchParent()
         var configuration = DataStackConfiguration(
             store: .postgres(try PGConfiguration(url: url), schema: arguments[1]), entities: [CostCounter.self, CostEvent.self],
             pool: .init(maximumConnections: 2))

@@ -11,9 +11,10 @@ enum ObserverNode {
     /// How long the shutdown after the parent closed our standard input may take before the process ends anyway.
     static let shutdownGrace: UInt32 = 10
 
-    static func run(url: String, ids: [Int]) async throws -> Never {
-        // The parent closes our standard input when it is done, and dying closes it too. Watched from the start,
-        // so that a child still starting (or hung anywhere) does not outlive the parent by more than the grace.
+    /// A sequence that ends when the parent closes our standard input (when it is done, or dies). Watched from
+    /// the start, so that a child still starting (or hung anywhere) does not outlive the parent by more than
+    /// ``shutdownGrace``: past it the process ends anyway.
+    static func watchParent() -> AsyncStream<Void> {
         let (parentDone, parentDoneContinuation) = AsyncStream.makeStream(of: Void.self)
         Thread.detachNewThread {
             var byte: UInt8 = 0
@@ -22,8 +23,13 @@ enum ObserverNode {
             sleep(Self.shutdownGrace)
             _exit(1)
         }
+        return parentDone
+    }
+
+    static func run(url: String, ids: [Int]) async throws -> Never {
+        let parentDone = Self.watchParent()
         let stack = try await DataStack.start(DataStackConfiguration(
-            store: .postgres(try PGConfiguration(url: url)), entities: [BenchCounter.self]))
+            store: .postgres(try PGConfiguration(url: url)), entities: [BenchCounter.self]).benchmarkCaptureSource())
         for id in ids {
             Task {
                 for try await value in stack.observe(BenchCounter.self, id: id) {

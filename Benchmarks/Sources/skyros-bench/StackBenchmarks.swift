@@ -64,7 +64,7 @@ struct StackBenchmarks {
 
         // Cached read by id on the main context vs a primary-key round trip (raw libpq, C).
         let stack = try await DataStack.start(DataStackConfiguration(
-            store: .postgres(config), entities: [BenchItem.self], cacheLimit: CacheLimit(maxRows: 20_000)))
+            store: .postgres(config), entities: [BenchItem.self], cacheLimit: CacheLimit(maxRows: 20_000)).benchmarkCaptureSource())
         _ = try await stack.read { try await $0.fetch(FetchDescriptor<BenchItem>()) }  // warm the cache
         var rawPoint = Measurement()
         var cached = Measurement()

@@ -1,4 +1,5 @@
 import Foundation
+import Skyros
 import SkyrosPostgres
 
 /// Median of repeated measurements, in nanoseconds per operation.
@@ -46,4 +47,18 @@ struct Report {
 
 struct BenchmarkFailure: Error, CustomStringConvertible {
     var description: String
+}
+
+extension DataStackConfiguration {
+    /// This configuration with the capture source `SKYROS_BENCH_CAPTURE_SOURCE` names (`triggers` or `logical`;
+    /// unset: the default, `.automatic`), so that `Benchmarks/compare-sources` runs the same benchmarks on each.
+    func benchmarkCaptureSource() -> DataStackConfiguration {
+        var configuration = self
+        switch ProcessInfo.processInfo.environment["SKYROS_BENCH_CAPTURE_SOURCE"] {
+        case "triggers": configuration.changeFeed.captureSource = .triggers
+        case "logical": configuration.changeFeed.captureSource = .logicalDecoding
+        default: break
+        }
+        return configuration
+    }
 }

@@ -110,7 +110,8 @@ struct SyncBenchmarks {
             guard let raw = raw_connect(self.url) else { throw BenchmarkFailure(description: "raw connect failed") }
             do {
                 let stack = try await DataStack.start(DataStackConfiguration(
-                    store: .postgres(config), entities: [BenchInsertRow.self, BenchCounter.self, BenchOwnedRow.self, BenchOwnedPlainRow.self, BenchCaptured.self]))
+                    store: .postgres(config), entities: [BenchInsertRow.self, BenchCounter.self, BenchOwnedRow.self, BenchOwnedPlainRow.self, BenchCaptured.self]
+                ).benchmarkCaptureSource())
                 return (setup, raw, stack)
             } catch {
                 raw_finish(raw)
@@ -470,7 +471,7 @@ struct SyncBenchmarks {
             })
         report.add("psql-style write → observer vs a Skyros durable write → observer (same run), p50", microseconds(own.p50), microseconds(foreign.p50), ratio(foreign.p50, own.p50), "—")
         report.add("psql-style write → observer vs a Skyros durable write → observer (same run), p99", microseconds(own.p99), microseconds(foreign.p99), ratio(foreign.p99, own.p99), "—")
-        var rowsConfiguration = DataStackConfiguration(store: .postgres(config), entities: [BenchCounter.self])
+        var rowsConfiguration = DataStackConfiguration(store: .postgres(config), entities: [BenchCounter.self]).benchmarkCaptureSource()
         rowsConfiguration.changeFeed.includesRowsInHints = true
         let rowsWriter = try await DataStack.start(rowsConfiguration)
         try await phase(writer: rowsWriter, id: 2, label: " (hints carrying rows: the observer refreshes, no re-read)", target: "—")

@@ -88,12 +88,7 @@ package struct LoggedRowChange: Codable, Sendable, Hashable {
         out.append(UInt8(ascii: "["))
         for (index, change) in changes.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
-            Self.append(#"{"t":"#, to: &out)
-            Self.appendString(change.table, to: &out)
-            Self.append(#","o":"#, to: &out)
-            Self.append(String(change.id.type.rawValue), to: &out)
-            Self.append(#","i":"#, to: &out)
-            Self.appendString(change.id.text ?? "", to: &out)
+            Self.appendKey(table: change.table, type: change.id.type.rawValue, id: change.id.text ?? "", to: &out)
             switch change.kind {
             case .inserted: Self.append(#","k":"i""#, to: &out)
             case .updated: Self.append(#","k":"u""#, to: &out)
@@ -138,12 +133,7 @@ package struct LoggedRowChange: Codable, Sendable, Hashable {
         out.append(UInt8(ascii: "["))
         for (index, change) in changes.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
-            Self.append(#"{"t":"#, to: &out)
-            Self.appendString(change.t, to: &out)
-            Self.append(#","o":"#, to: &out)
-            Self.append(String(change.o), to: &out)
-            Self.append(#","i":"#, to: &out)
-            Self.appendString(change.i, to: &out)
+            Self.appendKey(table: change.t, type: change.o, id: change.i, to: &out)
             Self.append(#","k":"#, to: &out)
             Self.appendString(change.k, to: &out)
             if let version = change.v {
@@ -171,6 +161,16 @@ package struct LoggedRowChange: Codable, Sendable, Hashable {
         }
         out.append(UInt8(ascii: "]"))
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `{"t":<table>,"o":<type>,"i":<id>`: the start of a change's object, which names its row.
+    private static func appendKey(table: String, type: UInt32, id: String, to out: inout [UInt8]) {
+        Self.append(#"{"t":"#, to: &out)
+        Self.appendString(table, to: &out)
+        Self.append(#","o":"#, to: &out)
+        Self.append(String(type), to: &out)
+        Self.append(#","i":"#, to: &out)
+        Self.appendString(id, to: &out)
     }
 
     private static func append(_ text: String, to out: inout [UInt8]) {
