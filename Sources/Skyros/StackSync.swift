@@ -44,14 +44,26 @@ final class StackSync: CommitTransactionHook, ChangeFeedSink, Sendable {
     ) async throws {
         guard self.configuration.isEnabled else { return }
         var log = ChangeLog(schema: schema)
-        let (source, standsForElection) = try await self.chooseSource(pool: pool, log: log, replication: session, logger: logger)
+        let (source, standsForElection, fresh) = try await self.chooseSource(pool: pool, log: log, replication: session, logger: logger)
         log.namesOriginInWAL = source == .logicalDecoding
         let installer: CaptureInstaller =
             source == .logicalDecoding ? .logical(LogicalCapture(log: log), replication: session) : .triggers(ChangeCapture(log: log))
         self.capture.withLock { $0 = (installer, tables, lock, []) }
         self.pool.withLock { $0 = pool }
         self.logger.withLock { $0 = logger }
-        let slot = try await self.installCapture(pool: pool, logger: logger)
+        var slot: (slot: String, schema: String)?
+        do {
+            slot = try await self.installCapture(pool: pool, logger: logger)
+        } catch let error as CaptureError where error.slotCreationTimedOut && fresh && self.configuration.captureSource == .automatic {
+            // A fresh schema whose slot could not be created in time: the trigger source, as where decoding is
+            // not allowed.
+            logger.warning(
+                "change capture source chosen",
+                metadata: ["skyros.capture.source": "triggers", "skyros.capture.reason": "\(error.message)"])
+            log.namesOriginInWAL = false
+            self.capture.withLock { $0?.installer = .triggers(ChangeCapture(log: log)) }
+            try await self.installCapture(pool: pool, logger: logger)
+        }
         let feed = ChangeFeed(
             log: log, origin: self.origin, pool: pool, session: session,
             configuration: self.configuration, logger: logger, sink: self)
@@ -68,12 +80,13 @@ final class StackSync: CommitTransactionHook, ChangeFeedSink, Sendable {
     }
 
     /// The source configured, resolved (``ChangeCaptureSource/automatic``) against what the schema has installed
-    /// and what the server and role allow; whether this stack may relay. Logs the choice and why.
+    /// and what the server and role allow; whether this stack may relay; whether nothing was installed yet
+    /// (`fresh`). Logs the choice and why.
     /// - Throws: ``CaptureError`` when the configured source cannot run: the schema is captured the other way,
     ///   or logical decoding is not allowed.
     private func chooseSource(
         pool: PGConnectionPool, log: ChangeLog, replication: PGConfiguration, logger: Logger
-    ) async throws -> (ChangeCaptureSource, Bool) {
+    ) async throws -> (source: ChangeCaptureSource, relays: Bool, fresh: Bool) {
         let (logical, triggers, settings) = try await pool.withConnection { connection in
             (
                 try await LogicalCapture(log: log).isInstalled(on: connection),
@@ -115,7 +128,7 @@ final class StackSync: CommitTransactionHook, ChangeFeedSink, Sendable {
         logger.info(
             "change capture source chosen",
             metadata: ["skyros.capture.source": "\(choice.0 == .logicalDecoding ? "logical decoding" : "triggers")", "skyros.capture.reason": "\(choice.2)"])
-        return (choice.0, choice.1)
+        return (choice.0, choice.1, !logical && !triggers)
     }
 
     /// How this stack installs capture, and what it installs it on.

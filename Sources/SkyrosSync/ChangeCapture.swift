@@ -433,9 +433,11 @@ package struct CaptureError: Error, CustomStringConvertible, Sendable {
     package let message: String
     /// The SQL that installs the capture, when this role may not.
     package let sql: String?
+    /// Creating the logical-decoding slot took too long (see ``LogicalCapture/slotCreationTimeout``).
+    package let slotCreationTimedOut: Bool
 
-    package init(message: String, sql: String? = nil) {
-        (self.message, self.sql) = (message, sql)
+    package init(message: String, sql: String? = nil, slotCreationTimedOut: Bool = false) {
+        (self.message, self.sql, self.slotCreationTimedOut) = (message, sql, slotCreationTimedOut)
     }
 
     package var description: String {

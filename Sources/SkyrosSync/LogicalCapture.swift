@@ -104,6 +104,8 @@ package struct LogicalCapture: Sendable {
             throw CaptureError(
                 message: "schema \(schema) is captured by triggers; run `migrate capture drop --schema <schema>` before switching to logical decoding")
         }
+        // The slot first: a publication without it would make later stacks take the schema as captured.
+        try await Self.ensureSlot(name, replication: replication, on: connection, logger: logger)
         try await connection.withTransaction { connection in
             _ = try await connection.query(
                 PGQuery(
@@ -138,22 +140,48 @@ package struct LogicalCapture: Sendable {
                     script: try await self.render("ALTER PUBLICATION %1$I ADD TABLE %2$I.%3$I", slot: name, schema: schema, table: table, on: connection))
             }
         }
-        let slotExists = try await connection.query("""
+        return (name, schema)
+    }
+
+    /// How long creating the slot may take. Creating a logical slot waits until every transaction running when
+    /// it started has ended; one that waits in turn for the creating session (a `CREATE INDEX CONCURRENTLY`
+    /// waiting for older snapshots) never ends, and PostgreSQL does not detect that cycle. Past this, the
+    /// creation is cancelled (see ``ensureSlot(_:replication:on:logger:)``).
+    package static let slotCreationTimeout: Duration = .seconds(20)
+
+    /// Creates the slot unless it exists (another stack creating it at the same moment counts as existing).
+    /// - Throws: ``CaptureError`` with ``CaptureError/slotCreationTimedOut`` when creating it took longer than
+    ///   ``slotCreationTimeout`` (it is cancelled; nothing is left behind), or the server's error.
+    static func ensureSlot(_ name: String, replication: PGConfiguration, on connection: PGConnection, logger: Logger) async throws {
+        let exists = try await connection.query("""
             SELECT count(*)::int8 FROM pg_replication_slots WHERE slot_name = \(name) AND database = current_database()
             """)[0].decode(Int64.self, at: 0) > 0
-        if !slotExists {
-            let replicationConnection = try await PGReplicationConnection.connect(to: Self.replicationSession(replication), logger: logger)
-            defer { Task { await replicationConnection.close() } }
-            do {
-                let slot = try await replicationConnection.createLogicalSlot(name)
-                logger.info(
-                    "created the change capture's replication slot",
-                    metadata: ["skyros.capture.slot": "\(name)", "skyros.capture.lsn": "\(slot.consistentPoint)"])
-            } catch let error as PGError where error.sqlState == SQLState("42710") {
-                // Another stack created it meanwhile.
+        if exists { return }
+        let replicationConnection = try await PGReplicationConnection.connect(to: Self.replicationSession(replication), logger: logger)
+        defer { Task { await replicationConnection.close() } }
+        let created = try await withThrowingTaskGroup(of: PGReplicationSlot?.self) { group in
+            group.addTask {
+                do {
+                    return try await replicationConnection.createLogicalSlot(name)
+                } catch let error as PGError where error.sqlState == SQLState("42710") {
+                    return nil    // another stack created it meanwhile
+                }
             }
+            group.addTask {
+                try await Task.sleep(for: Self.slotCreationTimeout)
+                throw CaptureError(
+                    message: "creating the replication slot \(name) did not finish within \(Self.slotCreationTimeout): it waits for "
+                        + "transactions that were running when it started (a long transaction, or a CREATE INDEX CONCURRENTLY)",
+                    slotCreationTimedOut: true)
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
         }
-        return (name, schema)
+        if let created {
+            logger.info(
+                "created the change capture's replication slot",
+                metadata: ["skyros.capture.slot": "\(name)", "skyros.capture.lsn": "\(created.consistentPoint)"])
+        }
     }
 
     /// The publication's comment, which names the schema for operators (`\dRp+`) and for tools that clean up

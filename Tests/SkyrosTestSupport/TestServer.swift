@@ -108,6 +108,13 @@ public enum TestServer {
         }
     }
 
+    /// Whether the server under test allows logical decoding: scripts/test starts it with `wal_level=logical`
+    /// unless `SKYROS_TEST_WAL_LEVEL=replica` (CI's ThreadSanitizer pass, which runs every stack on the trigger
+    /// source). Suites about logical replication itself are enabled only then; they run in the other pass.
+    public static var allowsLogicalDecoding: Bool {
+        ProcessInfo.processInfo.environment["SKYROS_TEST_WAL_LEVEL"] != "replica"
+    }
+
     /// `pg_ctl -D <data>` for the throw-away cluster, when scripts/test started one.
     public static var pgCtlCommand: String? { ProcessInfo.processInfo.environment["SKYROS_TEST_PG_CTL"] }
 

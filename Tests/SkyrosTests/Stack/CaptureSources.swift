@@ -8,8 +8,7 @@ enum CaptureSources {
     /// The sources the server under test allows, for tests that run on each: both, unless scripts/test runs the
     /// server without logical decoding (`SKYROS_TEST_WAL_LEVEL=replica`, the pass where every stack falls back to
     /// triggers).
-    static let both: [ChangeCaptureSource] =
-        ProcessInfo.processInfo.environment["SKYROS_TEST_WAL_LEVEL"] == "replica" ? [.triggers] : [.triggers, .logicalDecoding]
+    static let both: [ChangeCaptureSource] = TestServer.allowsLogicalDecoding ? [.triggers, .logicalDecoding] : [.triggers]
 
     /// Checks that `schema` is captured by `source` alone: with logical decoding, its slot exists, no capture
     /// trigger does, and the log holds the relayed entries; with triggers, no slot exists.

@@ -151,7 +151,9 @@ struct MetricsTests {
             #expect(RecordedMetrics.total("skyros.feed.other_rows") - other >= 41)
             let lags = try metrics.expectTimer("skyros.feed.apply_lag").values
             #expect(lags.count >= lagSamples + 2)
-            #expect(lags.allSatisfy { $0 >= 0 && $0 < 30_000_000_000 })
+            // The timer is the process's: other tests' stacks record into it too, some after a relay caught up
+            // with a backlog (long lags, legitimately). A sample is never negative.
+            #expect(lags.allSatisfy { $0 >= 0 })
         }
     }
 }
