@@ -20,8 +20,8 @@ enum ListenNode {
             pool: .init(maximumConnections: 2))
         configuration.changeFeed.captureSource = source
         let stack = try await DataStack.start(configuration)
-        print("ready")
-        fflush(stdout)
+        let ready = Array("ready\n".utf8)
+        ready.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
         for await _ in parentDone {}
         await stack.shutdown()
         exit(0)
