@@ -104,8 +104,7 @@ package struct LogicalCapture: Sendable {
             throw CaptureError(
                 message: "schema \(schema) is captured by triggers; run `migrate capture drop --schema <schema>` before switching to logical decoding")
         }
-        // The slot first: a publication without it would make later stacks take the schema as captured.
-        try await Self.ensureSlot(name, replication: replication, on: connection, logger: logger)
+        var createdPublication = false
         try await connection.withTransaction { connection in
             _ = try await connection.query(
                 PGQuery(
@@ -119,6 +118,7 @@ package struct LogicalCapture: Sendable {
                     script: try await self.render(
                         "CREATE PUBLICATION %1$I; COMMENT ON PUBLICATION %1$I IS %4$L", slot: name, comment: Self.comment(schema: schema),
                         on: connection))
+                createdPublication = true
             }
             let published = Set(try await self.publishedTables(name, schema: schema, on: connection))
             for table in tables where !published.contains(table) {
@@ -139,6 +139,18 @@ package struct LogicalCapture: Sendable {
                 _ = try await connection.execute(
                     script: try await self.render("ALTER PUBLICATION %1$I ADD TABLE %2$I.%3$I", slot: name, schema: schema, table: table, on: connection))
             }
+        }
+        // The slot after the publication: pgoutput reads the publication in the catalog as of each change it
+        // decodes, and a change from before the publication existed stops the stream for good ("publication
+        // does not exist"). A slot that cannot be created in time takes the publication this call made with it,
+        // so that no stack takes the schema as captured by decoding.
+        do {
+            try await Self.ensureSlot(name, replication: replication, on: connection, logger: logger)
+        } catch {
+            if createdPublication {
+                _ = try? await connection.execute(script: try await self.render("DROP PUBLICATION IF EXISTS %1$I", slot: name, on: connection))
+            }
+            throw error
         }
         return (name, schema)
     }
