@@ -220,52 +220,67 @@ package final class ChangeRelay: Sendable {
         }
     }
 
-    /// The hints of a batch, on the log's channel, all sent by the batch's one transaction (PostgreSQL delivers
-    /// a transaction's notifications together: each listener wakes once per batch). Up to
-    /// ``hintsPerBatch`` transactions each get the trigger source's hint (its entry and tag when small, see
-    /// ``ChangeLog/Hint``); a larger batch gets one hint with its last position, commit time and rows, and the
-    /// writer when all its entries share one (that stack skips it), so the other stacks read the log.
+    /// The hints of a batch, on the log's channel, all sent by the batch's one transaction (PostgreSQL delivers a
+    /// transaction's notifications together: each listener wakes once per batch).
+    /// - A batch of one transaction gets the trigger source's hint: its entry and tag when small (see
+    ///   ``ChangeLog/Hint``), so that other stacks act on it without reading the log.
+    /// - A larger batch gets one hint for all its entries (its last position, commit time and rows, and the
+    ///   writer when all share one, which then skips it), so that the other stacks read the log once per batch,
+    ///   not once per transaction: the fan-out cost follows batches. Only its transactions that announce their
+    ///   rows (a stack's updates with ``ChangeFeedConfiguration/includesRowsInHints``, at most
+    ///   ``announcedHintsPerBatch``) also get a hint each, so that other stacks refresh those rows in place.
     private func notify(
         _ batch: [RelayedTransaction], json: [String], positions: [Int64], xid: String, on connection: PGConnection
     ) async throws {
         guard let last = batch.last, let lastPosition = positions.last else { return }
         let foreign = ChangeCapture.foreignOrigin
+        if batch.count == 1 {
+            var hinted: String?
+            if let announced = last.announced, last.origin != foreign, announced.utf8.count <= ChangeLog.announcedRowsHintLimit {
+                hinted = announced
+            } else if json[0].utf8.count <= ChangeLog.inlineHintLimit {
+                hinted = json[0]
+            }
+            try await self.notify(position: lastPosition, of: last, rows: last.rowCount, carrying: hinted, xid: xid, on: connection)
+            return
+        }
+        var announcing = 0
+        for (index, transaction) in batch.enumerated() where announcing < Self.announcedHintsPerBatch {
+            guard let announced = transaction.announced, transaction.origin != foreign,
+                announced.utf8.count <= ChangeLog.announcedRowsHintLimit
+            else { continue }
+            announcing += 1
+            try await self.notify(position: positions[index], of: transaction, rows: transaction.rowCount, carrying: announced, xid: xid, on: connection)
+        }
+        var summary = last
+        summary.origin = batch.allSatisfy({ $0.origin == last.origin }) ? last.origin : foreign
+        let rows = batch.contains { $0.rowCount < 0 } ? -1 : batch.reduce(0) { $0 + $1.rowCount }
+        try await self.notify(position: lastPosition, of: summary, rows: rows, carrying: nil, xid: xid, on: connection)
+    }
+
+    /// One hint: `<position> <origin> @<commit time>/<rows>`, and with `hinted`, the relay's transaction id, the
+    /// tag and the entry (see ``ChangeLog/Hint``).
+    private func notify(
+        position: Int64, of transaction: RelayedTransaction, rows: Int, carrying hinted: String?, xid: String, on connection: PGConnection
+    ) async throws {
         let channel = PGValue(type: .text, text: self.log.channel)
-        if batch.count > Self.hintsPerBatch {
-            let origin = batch.allSatisfy({ $0.origin == last.origin }) ? last.origin : foreign
-            let rows = batch.contains { $0.rowCount < 0 } ? -1 : batch.reduce(0) { $0 + $1.rowCount }
-            let head = "\(lastPosition) \(origin.uuidString.lowercased()) @\(Self.unixMicroseconds(last.committedAt))/\(rows)"
+        let head = "\(position) \(transaction.origin.uuidString.lowercased()) @\(Self.unixMicroseconds(transaction.committedAt))/\(rows)"
+        guard let hinted else {
             _ = try await connection.query(PGQuery(unsafeSQL: "SELECT pg_notify($1, $2)", binds: [channel, PGValue(type: .text, text: head)]))
             return
         }
-        for (index, transaction) in batch.enumerated() {
-            let head = "\(positions[index]) \(transaction.origin.uuidString.lowercased()) "
-                + "@\(Self.unixMicroseconds(transaction.committedAt))/\(transaction.rowCount)"
-            var hinted: String?
-            if let announced = transaction.announced, transaction.origin != foreign,
-                announced.utf8.count <= ChangeLog.announcedRowsHintLimit
-            {
-                hinted = announced
-            } else if json[index].utf8.count <= ChangeLog.inlineHintLimit {
-                hinted = json[index]
-            }
-            guard let hinted else {
-                _ = try await connection.query(PGQuery(unsafeSQL: "SELECT pg_notify($1, $2)", binds: [channel, PGValue(type: .text, text: head)]))
-                continue
-            }
-            _ = try await connection.query(
-                PGQuery(
-                    unsafeSQL: """
-                        SELECT pg_notify($1, $2 || ' ' || coalesce((SELECT encode(substring(sha256(s.hint_outer || sha256(s.hint_inner \
-                        || convert_to($2 || ' ' || $3, 'UTF8'))) FROM 1 FOR \(HintKey.tagBytes)), 'hex') FROM \(self.log.stateTableQualified) AS s), '-') \
-                        || ' ' || $3)
-                        """,
-                    binds: [channel, PGValue(type: .text, text: head + " " + xid), PGValue(type: .text, text: hinted)]))
-        }
+        _ = try await connection.query(
+            PGQuery(
+                unsafeSQL: """
+                    SELECT pg_notify($1, $2 || ' ' || coalesce((SELECT encode(substring(sha256(s.hint_outer || sha256(s.hint_inner \
+                    || convert_to($2 || ' ' || $3, 'UTF8'))) FROM 1 FOR \(HintKey.tagBytes)), 'hex') FROM \(self.log.stateTableQualified) AS s), '-') \
+                    || ' ' || $3)
+                    """,
+                binds: [channel, PGValue(type: .text, text: head + " " + xid), PGValue(type: .text, text: hinted)]))
     }
 
-    /// Transactions of one batch that get a hint each; a larger batch gets one for all.
-    static let hintsPerBatch = 64
+    /// Transactions of one batch that announce their rows and get a hint each.
+    static let announcedHintsPerBatch = 64
 
     /// Microseconds since 1970 (the hints' and the log's clock) of a WAL timestamp (microseconds since 2000).
     static func unixMicroseconds(_ time: PGTimestamp) -> Int64 { time.rawValue &+ 946_684_800_000_000 }
