@@ -11,7 +11,7 @@ public enum ChangeCaptureSource: Sendable, Hashable {
     case triggers
     /// The server's logical decoding: one stack per schema (elected among the running ones) reads committed
     /// changes from the WAL through a publication and a permanent replication slot, and writes them into the
-    /// change log. Writers pay nothing per change. Needs `wal_level = logical`, a free replication slot and
+    /// change log. Nothing runs in the writers' transactions. Needs `wal_level = logical`, a free replication slot and
     /// WAL sender, and a role with the `REPLICATION` attribute (or a managed service's equivalent).
     case logicalDecoding
     /// Logical decoding where the server and the role allow it, else triggers; a schema already captured one way

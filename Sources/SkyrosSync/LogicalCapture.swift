@@ -10,7 +10,7 @@ import SkyrosStore
 ///   stack's start, so that every change committed after any stack started is kept until relayed;
 /// - the change log, which the elected relay (``ChangeRelay``) writes.
 ///
-/// Nothing is installed on users' tables: writers pay nothing per change. The operator's view of it is
+/// Nothing is installed on users' tables, and nothing runs in writers' transactions. The operator's view of it is
 /// `migrate capture status` (the slot's retained WAL) and `migrate capture drop` (slot and publication).
 package struct LogicalCapture: Sendable {
     package let log: ChangeLog
