@@ -207,7 +207,9 @@ package final class ChangeRelay: Sendable {
                                 + "RETURNING position, xid::text",
                             binds: binds))
                     let positions = try inserted.map { try $0.decode(Int64.self, at: 0) }
-                    guard positions.count == fresh.count, let xid = try inserted.first?.decode(String.self, at: 1) else { return 0 }
+                    guard positions.count == fresh.count, let xid = try inserted.first?.decode(String.self, at: 1) else {
+                        throw CaptureError(message: "the relay's insert into \(self.log.logTable) returned \(positions.count) rows for \(fresh.count) entries")
+                    }
                     try await self.notify(fresh, json: json, positions: positions, xid: xid, on: connection)
                 }
                 _ = try await connection.query("UPDATE \(unsafeRaw: state) SET relayed_through = greatest(relayed_through, \(end))")
@@ -316,13 +318,18 @@ final class RelayQueue: Sendable {
         self.stream.continuation.yield()
     }
 
-    /// Everything queued, marked as being written; `nil` when nothing is.
+    /// Transactions one batch holds at most: its insert binds three parameters per entry, and PostgreSQL takes
+    /// 65,535 per statement.
+    static let batchLimit = 1000
+
+    /// What is queued, up to ``batchLimit`` transactions, marked as being written; `nil` when nothing is.
     func takeBatch() -> [RelayedTransaction]? {
         self.state.withLock { state in
             guard !state.queued.isEmpty else { return nil }
-            defer { state.queued = [] }
+            let batch = Array(state.queued.prefix(Self.batchLimit))
+            state.queued.removeFirst(batch.count)
             state.writing = true
-            return state.queued
+            return batch
         }
     }
 
