@@ -2,6 +2,7 @@ import Foundation
 import Skyros
 import SkyrosPostgres
 import SkyrosTestSupport
+import SkyrosTestEntities
 import Testing
 
 /// Names a user's schema may hold, which generated SQL must survive: the capture's own aliases and variables
@@ -87,26 +88,18 @@ struct HostileRow<Names: HostileNaming>: Entity, Equatable {
         (self.id, self.count, self.label) = (id, count, label)
     }
 
-    private struct Key: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(_ name: String) { self.stringValue = name }
-        init?(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
     init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: Key.self)
-        self.id = try container.decode(Int64.self, forKey: Key(Names.key))
-        self.count = try container.decode(Int64.self, forKey: Key(Names.count))
-        self.label = try container.decode(String.self, forKey: Key(Names.label))
+        let container = try decoder.container(keyedBy: ColumnKey.self)
+        self.id = try container.decode(Int64.self, forKey: ColumnKey(Names.key))
+        self.count = try container.decode(Int64.self, forKey: ColumnKey(Names.count))
+        self.label = try container.decode(String.self, forKey: ColumnKey(Names.label))
     }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(self.id, forKey: Key(Names.key))
-        try container.encode(self.count, forKey: Key(Names.count))
-        try container.encode(self.label, forKey: Key(Names.label))
+        var container = encoder.container(keyedBy: ColumnKey.self)
+        try container.encode(self.id, forKey: ColumnKey(Names.key))
+        try container.encode(self.count, forKey: ColumnKey(Names.count))
+        try container.encode(self.label, forKey: ColumnKey(Names.label))
     }
 }
 

@@ -164,25 +164,17 @@ struct WideRow: Entity {
         (self.id, self.cells, self.skipping) = (id, cells, skipping)
     }
 
-    private struct Key: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(_ name: String) { self.stringValue = name }
-        init?(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(self.id, forKey: Key("id"))
+        var container = encoder.container(keyedBy: ColumnKey.self)
+        try container.encode(self.id, forKey: ColumnKey("id"))
         for (index, cell) in self.cells.enumerated() where index != self.skipping {
-            try container.encode(cell, forKey: Key("c\(index)"))
+            try container.encode(cell, forKey: ColumnKey("c\(index)"))
         }
     }
 
     init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: Key.self)
-        self.id = try container.decode(Int.self, forKey: Key("id"))
-        self.cells = try (0..<70).map { try container.decode(Int.self, forKey: Key("c\($0)")) }
+        let container = try decoder.container(keyedBy: ColumnKey.self)
+        self.id = try container.decode(Int.self, forKey: ColumnKey("id"))
+        self.cells = try (0..<70).map { try container.decode(Int.self, forKey: ColumnKey("c\($0)")) }
     }
 }
