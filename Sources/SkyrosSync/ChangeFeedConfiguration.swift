@@ -43,11 +43,11 @@ public struct ChangeFeedConfiguration: Sendable {
     /// setting, once the hint's tag verifies (see "Running many instances": a role that can connect can also
     /// send notifications).
     public var includesRowsInHints: Bool
-    /// Where committed changes are read from (default ``ChangeCaptureSource/automatic``: logical decoding where
-    /// the server and the role allow it, else triggers). All stacks of a schema use the same source: the first
-    /// to start installs it, the others follow it, and a stack configured for the other one fails its start
-    /// (`migrate capture drop` removes the installed one).
-    public var captureSource: ChangeCaptureSource = .automatic
+    /// Where committed changes are read from (default ``ChangeCaptureSource/triggers``; opt in with
+    /// ``ChangeCaptureSource/automatic`` or ``ChangeCaptureSource/logicalDecoding``). All stacks of a schema use
+    /// the same source: the first to start installs it, the others follow it (with `.automatic`), and a stack
+    /// configured for the other one fails its start (`migrate capture drop` removes the installed one).
+    public var captureSource: ChangeCaptureSource = .triggers
     /// While hints arrive, a read that advances the feed's horizon is due once this much time passed since the
     /// last read… (see ``ChangeFeed``; tests change both to reach or avoid those reads).
     package var horizonReadInterval: Duration = .seconds(1)

@@ -6,7 +6,7 @@ import SkyrosPostgres
 /// The capture tests' node: a stack whose main context and observers the test questions while psql (a
 /// writer outside Skyros) changes the tables.
 ///
-/// `capture-node --schema S --watch-book ID` (reads `DATABASE_URL`) starts a stack on `S` with the capture
+/// `capture-node --schema S --watch-book ID [--source logical]` (reads `DATABASE_URL`) starts a stack on `S` with the capture
 /// entities, observes a fetch of every `CaptureBook` sorted by id and the book `ID`, and caches every book.
 /// Once both observers gave their first result it prints `ready <listener application_name>`, then answers
 /// each command read from stdin with one line on stdout:
@@ -34,6 +34,7 @@ enum CaptureCommands {
             store: .postgres(try PGConfiguration(url: url), schema: options["schema"]),
             entities: [CaptureAuthor.self, CaptureBook.self, CaptureAudit.self])
         configuration.pool.leaseTimeout = .seconds(30)
+        if options["source"] == "logical" { configuration.changeFeed.captureSource = .logicalDecoding }
         let stack = try await DataStack.start(configuration)
         let watched = Int64(options["watch-book"]) ?? 0
         let all = FetchDescriptor<CaptureBook>(sortBy: [SortDescriptor(\CaptureBook.id)])

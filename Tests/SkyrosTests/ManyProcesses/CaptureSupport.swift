@@ -54,12 +54,12 @@ enum CaptureHarness {
     /// Runs `body` with `count` `capture-node` children on `schema`, each watching book `watchBook`, ready;
     /// stops them afterwards (and records an issue for a child that did not exit with 0).
     static func withNodes<R>(
-        _ count: Int, schema: String, watchBook: Int64, _ body: ([CaptureNode]) async throws -> R
+        _ count: Int, schema: String, watchBook: Int64, logical: Bool = false, _ body: ([CaptureNode]) async throws -> R
     ) async throws -> R {
         var nodes: [CaptureNode] = []
         return try await withCleanup {
             for number in 1...count {
-                nodes.append(try CaptureNode.spawn(name: "child \(number)", schema: schema, watchBook: watchBook))
+                nodes.append(try CaptureNode.spawn(name: "child \(number)", schema: schema, watchBook: watchBook, logical: logical))
             }
             for node in nodes { try await node.waitUntilReady() }
             return try await body(nodes)
@@ -128,9 +128,11 @@ actor CaptureNode {
         self.input = input
     }
 
-    static func spawn(name: String, schema: String, watchBook: Int64) throws -> CaptureNode {
+    /// - Parameter logical: the child's stack captures with logical decoding (else the default, triggers).
+    static func spawn(name: String, schema: String, watchBook: Int64, logical: Bool = false) throws -> CaptureNode {
         let (process, input) = try NodeProcess.spawnWithInput(
-            TestNode.executablePath, ["capture-node", "--schema", schema, "--watch-book", String(watchBook)])
+            TestNode.executablePath,
+            ["capture-node", "--schema", schema, "--watch-book", String(watchBook)] + (logical ? ["--source", "logical"] : []))
         return CaptureNode(name: name, process: process, input: input)
     }
 

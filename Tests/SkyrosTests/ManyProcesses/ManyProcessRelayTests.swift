@@ -22,7 +22,7 @@ struct ManyProcessRelayTests {
     @Test func aKilledRelaysSuccessorTakesOverAndNothingIsLostOrDoubled() async throws {
         guard CaptureSources.both.contains(.logicalDecoding) else { return }    // the trigger pass has no relay
         try await CaptureHarness.withSchema { schema in
-            try await CaptureHarness.withNodes(3, schema: schema, watchBook: 1) { nodes in
+            try await CaptureHarness.withNodes(3, schema: schema, watchBook: 1, logical: true) { nodes in
                 let slot = LogicalCapture.slotName(schema: schema)
                 let admin = try await TestServer.connect()
                 defer { Task { await admin.close() } }
@@ -105,7 +105,7 @@ struct ManyProcessRelayTests {
             for round in 1...4 {
                 var nodes: [CaptureNode] = []
                 for number in 1...16 {
-                    nodes.append(try CaptureNode.spawn(name: "round \(round) child \(number)", schema: schema, watchBook: 1))
+                    nodes.append(try CaptureNode.spawn(name: "round \(round) child \(number)", schema: schema, watchBook: 1, logical: true))
                 }
                 for node in nodes.prefix(8) { await node.kill() }
                 for node in nodes.dropFirst(8) { try? await node.waitUntilReady() }
@@ -126,7 +126,7 @@ struct ManyProcessRelayTests {
             #expect(slots == 1 && publications == 1, "\(slots) slots and \(publications) publications for schema \(schema)")
 
             // A stack runs again: it relays what the rounds left (psql's updates reach it) and keeps the slot current.
-            try await CaptureHarness.withNodes(1, schema: schema, watchBook: 1) { nodes in
+            try await CaptureHarness.withNodes(1, schema: schema, watchBook: 1, logical: true) { nodes in
                 try await CaptureProcessTests.expectEveryNode(
                     nodes, schema: schema, objects: [1: "round-4"], watchedBook: "round-4", after: "64 killed stacks")
                 try await TestServer.settleCapture(schema: schema)

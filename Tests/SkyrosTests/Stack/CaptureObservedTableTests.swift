@@ -9,10 +9,12 @@ import Testing
 /// like a listed one: another writer's change reaches the observer.
 @Suite("Capture of observed tables", .timeLimit(.minutes(2)))
 struct CaptureObservedTableTests {
-    @Test func aTableTheStackOnlyObservesFollowsPsqlsUpdate() async throws {
+    @Test(arguments: CaptureSources.both) func aTableTheStackOnlyObservesFollowsPsqlsUpdate(source: ChangeCaptureSource) async throws {
         try await CaptureHarness.withSchema { schema in
-            let stack = try await DataStack.start(
-                DataStackConfiguration(store: .postgres(try TestServer.configuration, schema: schema), entities: [CaptureAuthor.self]))
+            var configuration = DataStackConfiguration(
+                store: .postgres(try TestServer.configuration, schema: schema), entities: [CaptureAuthor.self])
+            configuration.changeFeed.captureSource = source
+            let stack = try await DataStack.start(configuration)
             try await withCleanup {
                 let latest = LatestStamped.Titles()
                 let observation = stack.observe(CaptureBook.self, id: 2)
