@@ -18,13 +18,13 @@ package struct LogicalCapture: Sendable {
     package init(log: ChangeLog) { self.log = log }
 
     /// `skyros_<schema>_<hash>`: the slot's and the publication's name. A slot name may hold only lower-case
-    /// letters, digits and underscores (at most 63 bytes), so the schema is reduced to those (at most 40) and a
-    /// hash of the whole name keeps two schemas apart.
+    /// letters, digits and underscores (at most 63 bytes), so the schema is reduced to those (at most 39: with
+    /// `skyros_`, `_` and 16 hex digits, 63 bytes) and a hash of the whole name keeps two schemas apart.
     package static func slotName(schema: String) -> String {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in schema.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
         let readable = String(schema.lowercased().unicodeScalars.filter { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
-            .prefix(40).map(Character.init))
+            .prefix(39).map(Character.init))
         let hex = String(hash, radix: 16)
         return "skyros_\(readable)_\(String(repeating: "0", count: 16 - hex.count))\(hex)"
     }

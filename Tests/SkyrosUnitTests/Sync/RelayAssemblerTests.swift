@@ -100,4 +100,14 @@ import Testing
         #expect(relayed[2].changes.map(\.k) == ["t"] && relayed[2].changes.first?.table == "tickets")
         #expect(relayed[2].rowCount == -1)
     }
+
+    /// The slot's name fits PostgreSQL's 63 bytes and its alphabet whatever the schema's name.
+    @Test func slotNamesFitPostgreSQLsLimitsForAnySchema() {
+        for schema in [String(repeating: "w", count: 63), "Ab \"c\" é$;--", "", "public"] {
+            let name = LogicalCapture.slotName(schema: schema)
+            #expect(name.utf8.count <= 63, "\(name)")
+            #expect(name.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }, "\(name)")
+        }
+        #expect(LogicalCapture.slotName(schema: "app") != LogicalCapture.slotName(schema: "App"))
+    }
 }
