@@ -87,16 +87,17 @@ final class StackSync: CommitTransactionHook, ChangeFeedSink, Sendable {
     private func chooseSource(
         pool: PGConnectionPool, log: ChangeLog, replication: PGConfiguration, logger: Logger
     ) async throws -> (source: ChangeCaptureSource, relays: Bool, fresh: Bool) {
+        let wantsLogical = self.configuration.captureSource != .triggers
         let (logical, triggers, settings) = try await pool.withConnection { connection in
             (
                 try await LogicalCapture(log: log).isInstalled(on: connection),
                 try await ChangeCapture(log: log).inspect(tables: [], on: connection).installedVersion != nil,
-                try await LogicalCapture.unavailableReason(on: connection)
+                wantsLogical ? try await LogicalCapture.unavailableReason(on: connection) : nil
             )
         }
         // The server and the role may allow decoding while the connection does not (a transaction-pooling proxy).
         var unavailable = settings
-        if unavailable == nil, !triggers, self.configuration.captureSource != .triggers {
+        if unavailable == nil, !triggers, wantsLogical {
             unavailable = await LogicalCapture.replicationRefusal(replication, logger: logger)
         }
         let choice: (ChangeCaptureSource, Bool, String)

@@ -38,8 +38,6 @@ package final class ChangeRelay: Sendable {
     private let lagBytes = Gauge(label: "skyros.relay.lag_bytes")
 
     private struct State {
-        var isRelaying = false
-        var relayed = 0
         var lastLagWarning: ContinuousClock.Instant?
     }
 
@@ -59,10 +57,6 @@ package final class ChangeRelay: Sendable {
         self.electionInterval = electionInterval
     }
 
-    /// Whether this stack is the schema's relay now.
-    package var isRelaying: Bool { self.state.withLock { $0.isRelaying } }
-    /// Transactions this stack relayed into the log.
-    package var relayedTransactions: Int { self.state.withLock { $0.relayed } }
 
     /// Stands for election and relays while elected, until the task is cancelled. A failure (the server
     /// restarted, the slot was dropped) is logged at `error`, counted (`skyros.relay.failures`), and retried
@@ -129,11 +123,9 @@ package final class ChangeRelay: Sendable {
             await connection.close()
             throw error
         }
-        self.state.withLock { $0.isRelaying = true }
         self.logger.info("this stack relays its schema's changes from the WAL", metadata: ["skyros.capture.slot": "\(self.slot)"])
         let queue = RelayQueue()
         defer {
-            self.state.withLock { $0.isRelaying = false }
             queue.finish()
         }
         do {
@@ -216,10 +208,7 @@ package final class ChangeRelay: Sendable {
                 return fresh.count
             }
         }
-        if written > 0 {
-            self.transactions.increment(by: written)
-            self.state.withLock { $0.relayed += written }
-        }
+        if written > 0 { self.transactions.increment(by: written) }
     }
 
     /// The hints of a batch, on the log's channel, all sent by the batch's one transaction (PostgreSQL delivers a

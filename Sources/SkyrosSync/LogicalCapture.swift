@@ -259,7 +259,8 @@ package struct LogicalCapture: Sendable {
     /// Drops the slot (ending the relay streaming from it) and the publication; with `includingLog`, the change
     /// log too. Stacks still running no longer learn of other writers' changes.
     package func drop(includingLog: Bool, on connection: PGConnection) async throws {
-        let name = Self.slotName(schema: try await self.schema(on: connection))
+        let schema = try await self.schema(on: connection)
+        let name = Self.slotName(schema: schema)
         _ = try await connection.query("""
             SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
             WHERE slot_name = \(name) AND database = current_database() AND active_pid IS NOT NULL
@@ -280,6 +281,6 @@ package struct LogicalCapture: Sendable {
             template += ";\nDROP TABLE IF EXISTS %2$I.\(ChangeLog.logTableName), %2$I.\(ChangeLog.stateTableName)"
         }
         _ = try await connection.execute(
-            script: try await self.render(template, slot: name, schema: try await self.schema(on: connection), on: connection))
+            script: try await self.render(template, slot: name, schema: schema, on: connection))
     }
 }

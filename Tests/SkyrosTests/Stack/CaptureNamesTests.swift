@@ -213,6 +213,24 @@ struct CaptureNamesTests {
             } cleanup: {
                 await stack.shutdown()
             }
+            // What operators run works on the same names: status names the table, drop leaves no capture object.
+            try await TestServer.withConnection { connection in
+                let log = ChangeLog(schema: schema)
+                if source == .logicalDecoding {
+                    let status = try await LogicalCapture(log: log).status(on: connection)
+                    #expect(status.hasPublication && status.slotExists && status.tables == [Names.table], "\(context)")
+                    try await LogicalCapture(log: log).drop(includingLog: false, on: connection)
+                } else {
+                    #expect(try await ChangeCapture(log: log).status(on: connection).capturedTables == [Names.table], "\(context)")
+                    try await ChangeCapture(log: log).drop(includingLog: true, on: connection)
+                }
+                let left = try await connection.query("""
+                    SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = \(LogicalCapture.slotName(schema: schema)))::int
+                         + (SELECT count(*) FROM pg_trigger AS t JOIN pg_class AS c ON c.oid = t.tgrelid
+                            JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = \(schema) AND t.tgname LIKE 'skyros%')::int
+                    """)[0].decode(Int.self, at: 0)
+                #expect(left == 0, "capture objects left after drop: \(context)")
+            }
         } cleanup: {
             await TestServer.dropSchema(schema)
         }
