@@ -222,8 +222,8 @@ package final class PGReplicationStream: Sendable {
             if replyRequested || sinceStatus >= self.options.statusInterval
                 || (progressed && sinceStatus >= self.options.minimumStatusInterval)
             {
-                if let error = self.sendStatus(connection, written: max(received, confirmed), flushed: confirmed) {
-                    return error
+                if self.sendStatus(connection, written: max(received, confirmed), flushed: confirmed) != nil {
+                    return self.connectionFailed(session)
                 }
                 lastStatus = clock.now
                 reported = (max(received, confirmed), confirmed)
@@ -242,23 +242,12 @@ package final class PGReplicationStream: Sendable {
             var frame: UnsafeMutablePointer<CChar>?
             let length = PQgetCopyData(connection, &frame, 1)
             if length > 0, let frame {
-                let message: PGReplicationMessage
-                do {
-                    message = try PGReplicationMessage(frame: UnsafeRawBufferPointer(start: frame, count: Int(length)))
-                } catch {
-                    PQfreemem(frame)
-                    return error
-                }
+                let delivered = self.deliver(frame, length: length)
                 PQfreemem(frame)
-                self.state.withLock { state in
-                    switch message {
-                    case .data(let data): state.received = max(state.received, data.walStart, data.walEnd)
-                    case .keepalive(let keepalive): state.received = max(state.received, keepalive.walEnd)
-                    }
+                switch delivered {
+                case .failure(let error): return error
+                case .success(let requested): replyRequested = replyRequested || requested
                 }
-                if case .keepalive(let keepalive) = message, keepalive.replyRequested { replyRequested = true }
-                self.buffer.add(message.bufferedSize)
-                self.continuation.yield(message)
                 continue
             }
             if length == 0 {
@@ -266,12 +255,54 @@ package final class PGReplicationStream: Sendable {
                 if LibPQ.wait(connection, read: true, write: false, timeoutMilliseconds: waitLimit),
                     PQconsumeInput(connection) == 0
                 {
-                    return LibPQ.error(result: nil, connection: connection)
+                    return self.connectionFailed(session)
                 }
                 continue
             }
             // -1: the server ended COPY mode (an error, or its shutdown); -2: the connection failed.
             return self.serverEnded(session)
+        }
+    }
+
+    /// Parses one CopyData frame and hands it to the consumer; `true` when the server asked for a status update.
+    private func deliver(_ frame: UnsafeMutablePointer<CChar>, length: Int32) -> Result<Bool, PGError> {
+        let message: PGReplicationMessage
+        do {
+            message = try PGReplicationMessage(frame: UnsafeRawBufferPointer(start: frame, count: Int(length)))
+        } catch {
+            return .failure(error)
+        }
+        self.state.withLock { state in
+            switch message {
+            case .data(let data): state.received = max(state.received, data.walStart, data.walEnd)
+            case .keepalive(let keepalive): state.received = max(state.received, keepalive.walEnd)
+            }
+        }
+        self.buffer.add(message.bufferedSize)
+        self.continuation.yield(message)
+        if case .keepalive(let keepalive) = message { return .success(keepalive.replyRequested) }
+        return .success(false)
+    }
+
+    /// The connection failed while the stream wrote or read. A server that ends the connection (a terminated
+    /// walsender) sends its error before closing, and an earlier read may have left that error, and data before
+    /// it, unparsed in libpq's buffer: both are read first, so the stream ends with the server's SQLSTATE rather
+    /// than the socket's failure.
+    private func connectionFailed(_ session: PGSession) -> PGError {
+        let connection = session.handle
+        let socketFailure = LibPQ.error(result: nil, connection: connection)
+        while true {
+            var frame: UnsafeMutablePointer<CChar>?
+            let length = PQgetCopyData(connection, &frame, 1)
+            if length > 0, let frame {
+                let delivered = self.deliver(frame, length: length)
+                PQfreemem(frame)
+                if case .failure(let error) = delivered { return error }
+                continue
+            }
+            guard length == -1 else { return socketFailure }
+            let ended = self.serverEnded(session)
+            return ended.sqlState == nil ? socketFailure : ended
         }
     }
 

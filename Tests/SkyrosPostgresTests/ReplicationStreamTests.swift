@@ -332,7 +332,7 @@ private struct ReplicationFixture {
     }
 }
 
-@Suite("PGReplicationStream", .serialized, .enabled(if: TestServer.allowsLogicalDecoding, "needs wal_level=logical (scripts/test's default pass)"))
+@Suite("PGReplicationStream", .serialized, .enabled(if: TestServer.allowsLogicalDecoding, "needs logical decoding (scripts/test's logical-decoding pass)"))
 struct ReplicationStreamTests {
     /// The table's name and columns need quoting everywhere: `"n"` and `o'k` form the key.
     static let table = "it's \"o\""

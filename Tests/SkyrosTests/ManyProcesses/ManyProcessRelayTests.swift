@@ -13,14 +13,13 @@ import Glibc
 /// killed another takes over from the slot's confirmed position, and nothing is lost or logged twice; stacks
 /// killed at any moment of their start leave one slot per schema. (Named ManyProcess: the ThreadSanitizer pass
 /// skips the suites that time real processes.)
-@Suite(.timeLimit(.minutes(6)))
+@Suite(.timeLimit(.minutes(6)), .enabled(if: TestServer.allowsLogicalDecoding, "needs logical decoding (scripts/test's logical-decoding pass)"))
 struct ManyProcessRelayTests {
     /// Three `capture-node` children relay by election while psql-like writers (a plain connection, outside
     /// Skyros) commit continuously; the relaying child is SIGKILLed. Another child relays within the deadline
     /// (the figure is printed), every remaining child's cache and observers equal the tables, and the change log
     /// holds every writer transaction once, in commit order.
     @Test func aKilledRelaysSuccessorTakesOverAndNothingIsLostOrDoubled() async throws {
-        guard CaptureSources.both.contains(.logicalDecoding) else { return }    // the trigger pass has no relay
         try await CaptureHarness.withSchema { schema in
             try await CaptureHarness.withNodes(3, schema: schema, watchBook: 1, logical: true) { nodes in
                 let slot = LogicalCapture.slotName(schema: schema)
@@ -99,7 +98,6 @@ struct ManyProcessRelayTests {
     /// afterwards the schema has exactly one slot and one publication, and once a stack runs again its relay
     /// confirms the slot up to the present (the WAL it keeps is what it has not relayed yet).
     @Test func stacksKilledAtAnyMomentLeaveOneSlotThatARunningStackKeepsCurrent() async throws {
-        guard CaptureSources.both.contains(.logicalDecoding) else { return }
         try await CaptureHarness.withSchema { schema in
             let slot = LogicalCapture.slotName(schema: schema)
             for round in 1...4 {
