@@ -233,9 +233,13 @@ struct MigratorTests {
         }
     }
 
+    /// Eight migrators at once: each migration is applied once. The lock is held for as long as the first
+    /// migrator's three migrations take, and one is a `CREATE INDEX CONCURRENTLY`, which waits for every
+    /// transaction in the database holding an older snapshot (other suites hold some open on purpose): the
+    /// others wait up to 150 s, what a loaded CI machine under ThreadSanitizer needs, not how long it should take.
     @Test func concurrentMigratorsApplyEachMigrationOnce() async throws {
         try await withFixture { schema, directory, _ in
-            let migrator = self.migrator(schema, directory)
+            let migrator = self.migrator(schema, directory, lockWait: .seconds(150))
             let configuration = try TestServer.configuration
             let applied = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<8 {
