@@ -172,47 +172,65 @@ package final class ChangeRelay: Sendable {
         }
     }
 
-    /// One batch: the entries not yet relayed, in commit order, the new `relayed_through`, and one hint, in one
-    /// transaction.
+    /// One batch: the entries not yet relayed, in commit order, the new `relayed_through`, and its hints, in one
+    /// transaction of two round trips (pipelines). The first locks the relay's state row, reads
+    /// `relayed_through` and inserts the entries past it (a relay that lost its election may have written some of
+    /// them: the insert's own filter, under the row lock, skips those); the second sends the hints, which carry
+    /// the positions the insert returned, moves `relayed_through` and commits.
     func write(_ batch: [RelayedTransaction]) async throws {
         guard let end = batch.last?.endLSN else { return }
         let state = self.log.stateTableQualified
-        let written = try await self.pool.withConnection { connection in
-            try await connection.withTransaction { connection -> Int in
-                let relayed = try await connection.query("SELECT relayed_through FROM \(unsafeRaw: state) FOR UPDATE")
-                    .first?.decode(LSN.self, at: 0) ?? .invalid
-                let fresh = batch.filter { $0.endLSN > relayed && !$0.changes.isEmpty }
-                if !fresh.isEmpty {
-                    let json = fresh.map { LoggedRowChange.json($0.changes) }
-                    var binds: [PGValue] = []
-                    var rows: [String] = []
-                    for (index, transaction) in fresh.enumerated() {
-                        rows.append("($\(index * 3 + 1)::uuid, $\(index * 3 + 2), to_timestamp($\(index * 3 + 3)::float8 / 1000000))")
-                        binds += [
-                            PGValue(type: .text, text: transaction.origin.uuidString.lowercased()), PGValue(type: .text, text: json[index]),
-                            PGValue(type: .text, text: String(Self.unixMicroseconds(transaction.committedAt))),
-                        ]
-                    }
-                    let inserted = try await connection.query(
+        let candidates = batch.filter { !$0.changes.isEmpty }
+        let json = candidates.map { LoggedRowChange.json($0.changes) }
+        var binds: [PGValue] = []
+        var rows: [String] = []
+        for (index, transaction) in candidates.enumerated() {
+            let p = index * 4
+            rows.append("(\(index), $\(p + 1)::pg_lsn, $\(p + 2)::uuid, $\(p + 3), to_timestamp($\(p + 4)::float8 / 1000000))")
+            binds += [
+                PGValue(type: .text, text: transaction.endLSN.description),
+                PGValue(type: .text, text: transaction.origin.uuidString.lowercased()), PGValue(type: .text, text: json[index]),
+                PGValue(type: .text, text: String(Self.unixMicroseconds(transaction.committedAt))),
+            ]
+        }
+        let written = try await self.pool.withConnection { connection -> Int in
+            do {
+                var first: [PGQuery] = ["BEGIN", "SELECT relayed_through FROM \(unsafeRaw: state) FOR UPDATE"]
+                if !candidates.isEmpty {
+                    first.append(
                         PGQuery(
-                            unsafeSQL: "INSERT INTO \(self.log.logTable) (origin, changes, changed_at) VALUES \(rows.joined(separator: ", ")) "
-                                + "RETURNING position, xid::text",
+                            unsafeSQL: "INSERT INTO \(self.log.logTable) (origin, changes, changed_at) SELECT b.origin, b.changes, b.changed_at "
+                                + "FROM (VALUES \(rows.joined(separator: ", "))) AS b(ord, lsn, origin, changes, changed_at) "
+                                + "WHERE b.lsn > (SELECT relayed_through FROM \(state)) ORDER BY b.ord RETURNING position, xid::text",
                             binds: binds))
+                }
+                let read = try await connection.pipeline(first)
+                let relayed = try read[1].first?.decode(LSN.self, at: 0) ?? .invalid
+                let fresh = candidates.indices.filter { candidates[$0].endLSN > relayed }
+                var last: [PGQuery] = []
+                if !fresh.isEmpty {
+                    let inserted = read[2]
                     let positions = try inserted.map { try $0.decode(Int64.self, at: 0) }
                     guard positions.count == fresh.count, let xid = try inserted.first?.decode(String.self, at: 1) else {
                         throw CaptureError(message: "the relay's insert into \(self.log.logTable) returned \(positions.count) rows for \(fresh.count) entries")
                     }
-                    try await self.notify(fresh, json: json, positions: positions, xid: xid, on: connection)
+                    last = self.hints(fresh.map { candidates[$0] }, json: fresh.map { json[$0] }, positions: positions, xid: xid)
                 }
-                _ = try await connection.query("UPDATE \(unsafeRaw: state) SET relayed_through = greatest(relayed_through, \(end))")
+                last.append("UPDATE \(unsafeRaw: state) SET relayed_through = greatest(relayed_through, \(end))")
+                last.append("COMMIT")
+                _ = try await connection.pipeline(last)
                 return fresh.count
+            } catch {
+                _ = try? await connection.rollback()
+                throw error
             }
         }
         if written > 0 { self.transactions.increment(by: written) }
     }
 
     /// The hints of a batch, on the log's channel, all sent by the batch's one transaction (PostgreSQL delivers a
-    /// transaction's notifications together: each listener wakes once per batch).
+    /// transaction's notifications together: each listener wakes once per batch), as statements of its second
+    /// pipeline.
     /// - A batch of one transaction gets the trigger source's hint: its entry and tag when small (see
     ///   ``ChangeLog/Hint``), so that other stacks act on it without reading the log.
     /// - A larger batch gets one hint for all its entries (its last position, commit time and rows, and the
@@ -220,10 +238,8 @@ package final class ChangeRelay: Sendable {
     ///   not once per transaction: the fan-out cost follows batches. Only its transactions that announce their
     ///   rows (a stack's updates with ``ChangeFeedConfiguration/includesRowsInHints``, at most
     ///   ``announcedHintsPerBatch``) also get a hint each, so that other stacks refresh those rows in place.
-    private func notify(
-        _ batch: [RelayedTransaction], json: [String], positions: [Int64], xid: String, on connection: PGConnection
-    ) async throws {
-        guard let last = batch.last, let lastPosition = positions.last else { return }
+    private func hints(_ batch: [RelayedTransaction], json: [String], positions: [Int64], xid: String) -> [PGQuery] {
+        guard let last = batch.last, let lastPosition = positions.last else { return [] }
         let foreign = ChangeCapture.foreignOrigin
         if batch.count == 1 {
             var hinted: String?
@@ -232,42 +248,41 @@ package final class ChangeRelay: Sendable {
             } else if json[0].utf8.count <= ChangeLog.inlineHintLimit {
                 hinted = json[0]
             }
-            try await self.notify(position: lastPosition, of: last, rows: last.rowCount, carrying: hinted, xid: xid, on: connection)
-            return
+            return [self.hint(position: lastPosition, of: last, rows: last.rowCount, carrying: hinted, xid: xid)]
         }
+        var hints: [PGQuery] = []
         var announcing = 0
         for (index, transaction) in batch.enumerated() where announcing < Self.announcedHintsPerBatch {
             guard let announced = transaction.announced, transaction.origin != foreign,
                 announced.utf8.count <= ChangeLog.announcedRowsHintLimit
             else { continue }
             announcing += 1
-            try await self.notify(position: positions[index], of: transaction, rows: transaction.rowCount, carrying: announced, xid: xid, on: connection)
+            hints.append(self.hint(position: positions[index], of: transaction, rows: transaction.rowCount, carrying: announced, xid: xid))
         }
         var summary = last
         summary.origin = batch.allSatisfy({ $0.origin == last.origin }) ? last.origin : foreign
         let rows = batch.contains { $0.rowCount < 0 } ? -1 : batch.reduce(0) { $0 + $1.rowCount }
-        try await self.notify(position: lastPosition, of: summary, rows: rows, carrying: nil, xid: xid, on: connection)
+        hints.append(self.hint(position: lastPosition, of: summary, rows: rows, carrying: nil, xid: xid))
+        return hints
     }
 
     /// One hint: `<position> <origin> @<commit time>/<rows>`, and with `hinted`, the relay's transaction id, the
     /// tag and the entry (see ``ChangeLog/Hint``).
-    private func notify(
-        position: Int64, of transaction: RelayedTransaction, rows: Int, carrying hinted: String?, xid: String, on connection: PGConnection
-    ) async throws {
+    private func hint(
+        position: Int64, of transaction: RelayedTransaction, rows: Int, carrying hinted: String?, xid: String
+    ) -> PGQuery {
         let channel = PGValue(type: .text, text: self.log.channel)
         let head = "\(position) \(transaction.origin.uuidString.lowercased()) @\(Self.unixMicroseconds(transaction.committedAt))/\(rows)"
         guard let hinted else {
-            _ = try await connection.query(PGQuery(unsafeSQL: "SELECT pg_notify($1, $2)", binds: [channel, PGValue(type: .text, text: head)]))
-            return
+            return PGQuery(unsafeSQL: "SELECT pg_notify($1, $2)", binds: [channel, PGValue(type: .text, text: head)])
         }
-        _ = try await connection.query(
-            PGQuery(
-                unsafeSQL: """
-                    SELECT pg_notify($1, $2 || ' ' || coalesce((SELECT encode(substring(sha256(s.hint_outer || sha256(s.hint_inner \
-                    || convert_to($2 || ' ' || $3, 'UTF8'))) FROM 1 FOR \(HintKey.tagBytes)), 'hex') FROM \(self.log.stateTableQualified) AS s), '-') \
-                    || ' ' || $3)
-                    """,
-                binds: [channel, PGValue(type: .text, text: head + " " + xid), PGValue(type: .text, text: hinted)]))
+        return PGQuery(
+            unsafeSQL: """
+                SELECT pg_notify($1, $2 || ' ' || coalesce((SELECT encode(substring(sha256(s.hint_outer || sha256(s.hint_inner \
+                || convert_to($2 || ' ' || $3, 'UTF8'))) FROM 1 FOR \(HintKey.tagBytes)), 'hex') FROM \(self.log.stateTableQualified) AS s), '-') \
+                || ' ' || $3)
+                """,
+            binds: [channel, PGValue(type: .text, text: head + " " + xid), PGValue(type: .text, text: hinted)])
     }
 
     /// Transactions of one batch that announce their rows and get a hint each.

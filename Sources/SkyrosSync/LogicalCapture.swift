@@ -155,9 +155,9 @@ package struct LogicalCapture: Sendable {
         return (name, schema)
     }
 
-    /// How long creating the slot may take. Creating a logical slot waits until every transaction running when
-    /// it started has ended; one that waits in turn for the creating session (a `CREATE INDEX CONCURRENTLY`
-    /// waiting for older snapshots) never ends, and PostgreSQL does not detect that cycle. Past this, the
+    /// How long creating the slot may take. Creating a logical slot waits until every transaction running in the
+    /// cluster when it started has ended (and, once, those running a moment later): one long transaction, or a
+    /// `CREATE INDEX CONCURRENTLY` waiting behind one, holds it up for as long as it runs. Past this, the
     /// creation is cancelled (see ``ensureSlot(_:replication:on:logger:)``).
     package static let slotCreationTimeout: Duration = .seconds(20)
 
