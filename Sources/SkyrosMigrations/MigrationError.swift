@@ -92,7 +92,8 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
         self.issues = issues
     }
 
-    /// `file:line: message`, then the SQLSTATE for server errors; one line per issue for refusals.
+    /// `file:line: message`, then the SQLSTATE for server errors, the server's detail with the values of rows
+    /// redacted (`PGError.redactedDetail`) and its hint; one line per issue for refusals.
     public var description: String {
         var text = ""
         if let fileName {
@@ -104,7 +105,8 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
             text += "SQLSTATE \(sqlState.rawValue): "
         }
         text += self.message
-        if let detail = self.underlying?.detail { text += "\n  detail: \(detail)" }
+        // The detail may quote the values of a row (a duplicate key): they are redacted.
+        if let detail = self.underlying?.redactedDetail { text += "\n  detail: \(detail)" }
         if let hint = self.underlying?.hint { text += "\n  hint: \(hint)" }
         for issue in self.issues { text += "\n  - \(issue)" }
         return text

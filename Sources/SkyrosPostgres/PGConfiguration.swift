@@ -21,6 +21,22 @@ import CLibPQ
 /// // The password is p@ss/word.
 /// let config3 = try PGConfiguration(url: "postgres://app:p%40ss%2Fword@db:5432/app")
 /// ```
+///
+/// libpq's own parse errors quote the text they could not parse, and a mistyped URL is text libpq cannot parse:
+/// `postgres//app:secret@db/app` (a missing colon) is not a URL to libpq, so it would answer `missing "=" after
+/// "postgres//app:secret@db/app"`. So every string is checked against libpq's grammar first, and one that
+/// libpq would reject (a misspelled `postgres://`, an unclosed `[`, a port that is not a number, a query
+/// parameter without `=`, an unknown keyword, an unterminated quote, …) fails with a message that names the
+/// position and what was expected there, and quotes nothing of the string. ``PGError/position`` holds the
+/// position.
+///
+/// ```swift
+/// do {
+///     _ = try PGConfiguration(url: "postgres//app:secret@db/app")
+/// } catch let error as PGError {
+///     print(error.message)   // malformed PostgreSQL URL at character 9: expected the URL to begin with …
+/// }
+/// ```
 public struct PGConfiguration: Sendable, Hashable, CustomStringConvertible {
     /// The libpq keyword/value pairs, in libpq's order; only the options that were set.
     public private(set) var options: [Option]
@@ -101,29 +117,25 @@ public struct PGConfiguration: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses a `postgres://` / `postgresql://` URL or a keyword conninfo string.
-    /// - Throws: ``PGError`` of kind ``PGError/Kind/invalidConfiguration``; the message never
-    ///   contains the password.
+    /// - Throws: ``PGError`` of kind ``PGError/Kind/invalidConfiguration``: for a malformed string, a message
+    ///   that names the position and what was expected, and quotes nothing of the string; for an invalid value
+    ///   (a port, a timeout), one that never contains the password.
     public init(url: String) throws {
         try self.init(conninfo: url)
     }
 
     /// Parses a keyword conninfo string (`host=… port=… dbname=…`) or a URL.
-    /// - Throws: ``PGError`` of kind ``PGError/Kind/invalidConfiguration``; the message never
-    ///   contains the password, nor a piece of it.
+    /// - Throws: ``PGError`` of kind ``PGError/Kind/invalidConfiguration``: for a malformed string, a message
+    ///   that names the position and what was expected, and quotes nothing of the string; for an invalid value,
+    ///   one that never contains the password, nor a piece of it.
     public init(conninfo: String) throws {
-        try Self.checkPasswordSyntax(conninfo)
-        // libpq's own parse errors quote the text they could not parse: the password's spellings and pieces as
-        // written are masked from them (the checks above leave few ways for a password to reach one).
+        let syntax = try Self.checkSyntax(conninfo)
         let candidates = Self.passwordCandidates(in: conninfo)
         var errorMessage: UnsafeMutablePointer<CChar>?
         guard let parsed = PQconninfoParse(conninfo, &errorMessage) else {
-            var message = "invalid connection string"
-            if let errorMessage {
-                message = Self.redact(String(cString: errorMessage), secrets: Self.longestFirst(candidates.flatMap(\.all)))
-                    .trimmingCharacters(in: .whitespacesAndNewlines)
-                PQfreemem(errorMessage)
-            }
-            throw PGError(kind: .invalidConfiguration, message: message)
+            // libpq's parse errors quote the text they could not parse, password included: never shown.
+            if let errorMessage { PQfreemem(errorMessage) }
+            throw Self.rejectedByLibpq(syntax)
         }
         defer { PQconninfoFree(parsed) }
         var options: [Option] = []
@@ -228,8 +240,8 @@ public struct PGConfiguration: Sendable, Hashable, CustomStringConvertible {
         return "'" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
     }
 
-    /// Replaces every occurrence of a secret in `text` with `********`: only for messages that quote the URL or
-    /// conninfo text itself (libpq's parse errors), where a piece of it may be the password.
+    /// Replaces every occurrence of a secret in `text` with `********`: only for messages that quote a value libpq
+    /// parsed (``validate(redacting:)``), where a piece of a password it split may have landed.
     static func redact(_ text: String, secrets: [String]) -> String {
         var result = text
         for secret in secrets where !secret.isEmpty {

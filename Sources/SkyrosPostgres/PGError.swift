@@ -1,8 +1,9 @@
 /// An error from the PostgreSQL client: a server error with its SQLSTATE and fields, or a client-side failure.
 ///
 /// `description` is deliberately short and generic-safe: it contains the kind, the SQLSTATE and the server's
-/// primary message, never bind values and never a password. `debugDescription` adds detail, hint, position
-/// and the object names the server reported.
+/// primary message, never bind values and never a password. `debugDescription` adds the detail, hint, position
+/// and the object names the server reported, with the row values the detail may quote redacted (see
+/// ``redactedDetail``); ``detail`` itself keeps the server's text for code that needs it.
 ///
 /// ```swift
 /// do {
@@ -80,9 +81,14 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
     public var severity: String?
     /// The primary message (server) or a client-side explanation.
     public var message: String
+    /// The server's `DETAIL` as it sent it. It may quote the values of a row (`Key (email)=(ann@example.com)
+    /// already exists.`), so `debugDescription` and Skyros's own messages show ``redactedDetail`` instead; log
+    /// this property only where row values may go.
     public var detail: String?
     public var hint: String?
-    /// 1-based character position in the statement text, as sent by the server.
+    /// 1-based character position in the statement text, as sent by the server. For
+    /// ``Kind/invalidConfiguration``: the position in the URL or conninfo string (counted in Unicode scalars)
+    /// where it stops being what libpq accepts, when Skyros could tell.
     public var position: Int?
     public var schema: String?
     public var table: String?
@@ -155,7 +161,7 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
     public var debugDescription: String {
         var parts = [self.description]
         if let severity { parts.append("severity: \(severity)") }
-        if let detail { parts.append("detail: \(detail)") }
+        if let detail = self.redactedDetail { parts.append("detail: \(detail)") }
         if let hint { parts.append("hint: \(hint)") }
         if let position { parts.append("position: \(position)") }
         if let schema { parts.append("schema: \(schema)") }
@@ -187,5 +193,95 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
             if state.errorClass == "08" { return .connectionLost }
             return .server
         }
+    }
+}
+
+extension PGError {
+    /// ``detail`` with the values of rows replaced by `<redacted>`: what `debugDescription` and Skyros's own
+    /// messages (a failed migration's, for example) show.
+    ///
+    /// PostgreSQL quotes the values of a row in the `DETAIL` of integrity and data errors: the key of a unique,
+    /// foreign-key or exclusion violation, the failing row of a `NOT NULL` or `CHECK` violation, a partition key,
+    /// a JSON token. In those shapes the column names stay and the values go:
+    ///
+    /// ```swift
+    /// do {
+    ///     try await connection.query("INSERT INTO users (email) VALUES (\(email))")
+    /// } catch let error as PGError where error.kind == .uniqueViolation {
+    ///     logger.info("duplicate user", metadata: ["detail": "\(error.redactedDetail ?? "")"])
+    ///     // detail: Key (email)=(<redacted>) already exists.
+    /// }
+    /// ```
+    ///
+    /// Any other detail shows whole only when its SQLSTATE class is one whose details name objects, processes
+    /// or counts, never values: connection (`08`), unsupported feature (`0A`), transaction state (`25`, `40`),
+    /// authorization (`28`), dependent objects (`2B`), catalog and schema names (`3D`, `3F`), syntax and
+    /// access (`42`), resources and limits (`53`, `54`), object state and locks (`55`), operator intervention
+    /// (`57`), system (`58`). Every other detail is `<redacted>` whole: a PL/pgSQL `RAISE … USING DETAIL`
+    /// (class `P0`), an internal error, and a value-bearing detail from a server whose messages are translated
+    /// (`lc_messages`), which no shape matches. ``detail`` keeps the server's text.
+    public var redactedDetail: String? {
+        self.detail.map { Self.redactingValues(in: $0, sqlState: self.sqlState) }
+    }
+
+    /// What stands for a redacted value.
+    static let redactedValue = "<redacted>"
+
+    /// The SQLSTATE classes whose `DETAIL` names objects, processes or counts, never the values of a row.
+    static let classesWithoutValuesInDetail: Set<String> = [
+        "08", "0A", "0B", "0L", "0P", "25", "28", "2B", "2D", "3B", "3D", "3F", "40", "42", "53", "54", "55", "57",
+        "58", "F0",
+    ]
+
+    /// `detail` with the values in it redacted: a known shape keeps its words and column names; otherwise the
+    /// whole text, unless `sqlState`'s class never puts values there.
+    static func redactingValues(in detail: String, sqlState: SQLState?) -> String {
+        if let redacted = self.redactingKnownShape(detail) { return redacted }
+        if let sqlState, self.classesWithoutValuesInDetail.contains(sqlState.errorClass) { return detail }
+        return self.redactedValue
+    }
+
+    /// The shapes of PostgreSQL's (English) details that quote values, with the values replaced; `nil` for any
+    /// other text.
+    private static func redactingKnownShape(_ detail: String) -> String? {
+        let value = self.redactedValue
+        // BuildIndexValueDescription and ri_ReportViolation: `Key (columns)=(values) …`.
+        let keyPrefix = "Key ("
+        if detail.hasPrefix(keyPrefix) {
+            let afterPrefix = detail.dropFirst(keyPrefix.count)
+            guard let equals = afterPrefix.firstRange(of: ")=(") else { return nil }
+            let columns = afterPrefix[..<equals.lowerBound]
+            let key = "Key (\(columns))=(\(value))"
+            // Exclusion constraints: the new key and the existing one, on the same columns.
+            for phrase in ["conflicts with existing key", "conflicts with key"] where detail.contains(") \(phrase) (") {
+                return "\(key) \(phrase) (\(columns))=(\(value))."
+            }
+            for ending in [") already exists.", ") is duplicated."] where detail.hasSuffix(ending) {
+                return key + ending.dropFirst()
+            }
+            // The table named at the end comes after the values: the last occurrence of its words is its.
+            for words in [") is not present in table \"", ") is still referenced from table \""] {
+                guard detail.hasSuffix("\"."), let range = detail.ranges(of: words).last else { continue }
+                let tableEnd = detail.index(detail.endIndex, offsetBy: -2)
+                guard range.upperBound <= tableEnd else { continue }
+                return key + words.dropFirst() + detail[range.upperBound..<tableEnd] + "\"."
+            }
+            return "\(key) \(value)"
+        }
+        // ExecBuildSlotValueDescription: the values of a row that a NOT NULL, CHECK or partition constraint refused.
+        if detail.hasPrefix("Failing row contains (") { return "Failing row contains (\(value))." }
+        let partitionPrefix = "Partition key of the failing row contains ("
+        if detail.hasPrefix(partitionPrefix) {
+            let afterPrefix = detail.dropFirst(partitionPrefix.count)
+            guard let equals = afterPrefix.firstRange(of: ") = (") else { return "\(partitionPrefix)\(value))." }
+            return "\(partitionPrefix)\(afterPrefix[..<equals.lowerBound])) = (\(value))."
+        }
+        // The JSON parser: the token it could not read.
+        if detail.hasPrefix("Token \""), detail.hasSuffix("\" is invalid.") { return "Token \"\(value)\" is invalid." }
+        // A foreign key whose columns the role may not read: no values.
+        if detail.hasPrefix("Key is not present in table \"") || detail.hasPrefix("Key is still referenced from table \"") {
+            return detail
+        }
+        return nil
     }
 }
