@@ -19,10 +19,12 @@ package struct LogicalCapture: Sendable {
 
     /// `skyros_<schema>_<hash>`: the slot's and the publication's name. A slot name may hold only lower-case
     /// letters, digits and underscores (at most 63 bytes), so the schema is reduced to those (at most 39: with
-    /// `skyros_`, `_` and 16 hex digits, 63 bytes) and a hash of the whole name keeps two schemas apart.
-    package static func slotName(schema: String) -> String {
+    /// `skyros_`, `_` and 16 hex digits, 63 bytes) and a hash of the database's and the schema's whole names keeps
+    /// two schemas apart. The database is in the hash because slots belong to the cluster, not to a database:
+    /// two databases of one cluster with a schema of the same name (`public`, most often) need two slots.
+    package static func slotName(schema: String, database: String) -> String {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in schema.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        for byte in database.utf8 + [0] + schema.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
         let readable = String(schema.lowercased().unicodeScalars.filter { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
             .prefix(39).map(Character.init))
         let hex = String(hash, radix: 16)
@@ -71,16 +73,21 @@ package struct LogicalCapture: Sendable {
 
     /// The schema the capture lives in: the log's, else `connection`'s current one.
     func schema(on connection: PGConnection) async throws -> String {
-        if let schema = self.log.schema { return schema }
-        guard let current = try await connection.query("SELECT current_schema()::text").first?.decode(String?.self, at: 0) else {
+        try await self.names(on: connection).schema
+    }
+
+    /// The schema the capture lives in (the log's, else `connection`'s current one) and its slot's name.
+    func names(on connection: PGConnection) async throws -> (schema: String, slot: String) {
+        let row = try await connection.query("SELECT current_schema()::text, current_database()::text")[0]
+        guard let schema = try self.log.schema ?? row.decode(String?.self, at: 0) else {
             throw CaptureError(message: "the connection has no current schema to capture: set search_path or configure a schema")
         }
-        return current
+        return (schema, Self.slotName(schema: schema, database: try row.decode(String.self, at: 1)))
     }
 
     /// Whether this schema's capture is logical: its publication exists.
     package func isInstalled(on connection: PGConnection) async throws -> Bool {
-        let name = Self.slotName(schema: try await self.schema(on: connection))
+        let name = try await self.names(on: connection).slot
         return try await connection.query("SELECT count(*)::int8 FROM pg_publication WHERE pubname = \(name)")[0].decode(Int64.self, at: 0) > 0
     }
 
@@ -98,8 +105,7 @@ package struct LogicalCapture: Sendable {
         tables: [String], lock: (schema: String, table: String), replication: PGConfiguration, on connection: PGConnection,
         logger: Logger
     ) async throws -> (slot: String, schema: String) {
-        let schema = try await self.schema(on: connection)
-        let name = Self.slotName(schema: schema)
+        let (schema, name) = try await self.names(on: connection)
         if try await ChangeCapture(log: self.log).inspect(tables: [], on: connection).installedVersion != nil {
             throw CaptureError(
                 message: "schema \(schema) is captured by triggers; run `migrate capture drop --schema <schema>` before switching to logical decoding")
@@ -241,8 +247,7 @@ package struct LogicalCapture: Sendable {
 
     /// Reads what is installed; changes nothing.
     package func status(on connection: PGConnection) async throws -> Status {
-        let schema = try await self.schema(on: connection)
-        let name = Self.slotName(schema: schema)
+        let (schema, name) = try await self.names(on: connection)
         let publication = try await connection.query("SELECT count(*)::int8 FROM pg_publication WHERE pubname = \(name)")[0]
             .decode(Int64.self, at: 0) > 0
         let tables = try await self.publishedTables(name, schema: schema, on: connection)
@@ -259,8 +264,7 @@ package struct LogicalCapture: Sendable {
     /// Drops the slot (ending the relay streaming from it) and the publication; with `includingLog`, the change
     /// log too. Stacks still running no longer learn of other writers' changes.
     package func drop(includingLog: Bool, on connection: PGConnection) async throws {
-        let schema = try await self.schema(on: connection)
-        let name = Self.slotName(schema: schema)
+        let (schema, name) = try await self.names(on: connection)
         _ = try await connection.query("""
             SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
             WHERE slot_name = \(name) AND database = current_database() AND active_pid IS NOT NULL

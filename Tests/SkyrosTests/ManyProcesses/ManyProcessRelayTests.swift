@@ -22,7 +22,7 @@ struct ManyProcessRelayTests {
     @Test func aKilledRelaysSuccessorTakesOverAndNothingIsLostOrDoubled() async throws {
         try await CaptureHarness.withSchema { schema in
             try await CaptureHarness.withNodes(3, schema: schema, watchBook: 1, logical: true) { nodes in
-                let slot = LogicalCapture.slotName(schema: schema)
+                let slot = CaptureSources.slotName(schema: schema)
                 let admin = try await TestServer.connect()
                 defer { Task { await admin.close() } }
                 /// The child whose relay streams the slot, and its walsender's pid.
@@ -99,7 +99,7 @@ struct ManyProcessRelayTests {
     /// confirms the slot up to the present (the WAL it keeps is what it has not relayed yet).
     @Test func stacksKilledAtAnyMomentLeaveOneSlotThatARunningStackKeepsCurrent() async throws {
         try await CaptureHarness.withSchema { schema in
-            let slot = LogicalCapture.slotName(schema: schema)
+            let slot = CaptureSources.slotName(schema: schema)
             for round in 1...4 {
                 var nodes: [CaptureNode] = []
                 for number in 1...16 {

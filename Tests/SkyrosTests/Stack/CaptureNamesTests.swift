@@ -225,7 +225,7 @@ struct CaptureNamesTests {
                     try await ChangeCapture(log: log).drop(includingLog: true, on: connection)
                 }
                 let left = try await connection.query("""
-                    SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = \(LogicalCapture.slotName(schema: schema)))::int
+                    SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = \(CaptureSources.slotName(schema: schema)))::int
                          + (SELECT count(*) FROM pg_trigger AS t JOIN pg_class AS c ON c.oid = t.tgrelid
                             JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = \(schema) AND t.tgname LIKE 'skyros%')::int
                     """)[0].decode(Int.self, at: 0)

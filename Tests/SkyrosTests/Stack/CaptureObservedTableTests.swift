@@ -32,6 +32,83 @@ struct CaptureObservedTableTests {
         }
     }
 
+    /// Replication slots belong to the cluster, not to a database: two databases of one cluster with a schema of
+    /// the same name get a slot each, and each stack follows its own database's writes.
+    @Test(.enabled(if: TestServer.allowsLogicalDecoding, "needs logical decoding (scripts/test's logical-decoding pass)"))
+    func aSchemaOfTheSameNameInTwoDatabasesIsCapturedInEach() async throws {
+        try await CaptureHarness.withSchema { schema in
+            let twin = "skyros_twin_\(UUID().uuidString.prefix(8).lowercased())"
+            try await TestServer.withConnection { admin in
+                _ = try await admin.execute(script: "CREATE DATABASE \(quoteIdentifier(twin))")
+            }
+            var twinConfiguration = try TestServer.configuration
+            twinConfiguration["dbname"] = twin
+            try await withCleanup {
+                let twinAdmin = try await PGConnection.connect(to: twinConfiguration)
+                let qualified = quoteIdentifier(schema)
+                try await withCleanup {
+                    _ = try await twinAdmin.execute(script: """
+                        CREATE SCHEMA \(qualified);
+                        CREATE TABLE \(qualified).cap_authors (id bigint PRIMARY KEY, name text NOT NULL);
+                        CREATE TABLE \(qualified).cap_books (id bigint PRIMARY KEY, author_id bigint NOT NULL, title text NOT NULL);
+                        CREATE TABLE \(qualified).cap_audit (id bigint PRIMARY KEY, note text NOT NULL);
+                        INSERT INTO \(qualified).cap_books VALUES (2, 1, 'twin book2');
+                        """)
+                    var configurations: [DataStackConfiguration] = []
+                    for store in [try TestServer.configuration, twinConfiguration] {
+                        var configuration = DataStackConfiguration(store: .postgres(store, schema: schema), entities: [CaptureBook.self])
+                        configuration.changeFeed.captureSource = .logicalDecoding
+                        configurations.append(configuration)
+                    }
+                    let stacks = [try await DataStack.start(configurations[0]), try await DataStack.start(configurations[1])]
+                    try await withCleanup {
+                        let titles = [LatestStamped.Titles(), LatestStamped.Titles()]
+                        let observers = (0..<2).map { index in
+                            Task { for try await book in stacks[index].observe(CaptureBook.self, id: 2) { await titles[index].set(book?.title) } }
+                        }
+                        defer { observers.forEach { $0.cancel() } }
+                        await eventually("first results") {
+                            let (here, there) = (await titles[0].title, await titles[1].title)
+                            return here == "book2" && there == "twin book2"
+                        }
+                        try await TestServer.withConnection { connection in
+                            _ = try await connection.execute(script: "UPDATE \(qualified).cap_books SET title = 'here' WHERE id = 2")
+                        }
+                        _ = try await twinAdmin.execute(script: "UPDATE \(qualified).cap_books SET title = 'there' WHERE id = 2")
+                        await eventually("each database's update reached its own stack") {
+                            let (here, there) = (await titles[0].title, await titles[1].title)
+                            return here == "here" && there == "there"
+                        }
+                        let slots = try await TestServer.withConnection { connection in
+                            try await connection.query("""
+                                SELECT slot_name::text, database::text FROM pg_replication_slots
+                                WHERE slot_name LIKE 'skyros\\_%' AND database IN (current_database(), \(twin)) ORDER BY database
+                                """).map { (try $0.decode(String.self, at: 0), try $0.decode(String.self, at: 1)) }
+                        }
+                        let ours = slots.filter { $0.0 == CaptureSources.slotName(schema: schema) || $0.1 == twin }
+                        #expect(ours.count == 2 && Set(ours.map(\.0)).count == 2, "\(ours)")
+                    } cleanup: {
+                        for stack in stacks { await stack.shutdown() }
+                    }
+                } cleanup: {
+                    await twinAdmin.close()
+                }
+            } cleanup: {
+                _ = try? await TestServer.withConnection { admin in
+                    _ = try await admin.query("""
+                        SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = \(twin) AND active_pid IS NOT NULL
+                        """)
+                    _ = await poll(within: defaultPollDeadline) {
+                        let active = try? await admin.query("SELECT count(*)::int FROM pg_replication_slots WHERE database = \(twin) AND active")
+                        return (try? active?[0].decode(Int.self, at: 0)) == 0
+                    }
+                    _ = try await admin.query("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = \(twin)")
+                    _ = try await admin.execute(script: "DROP DATABASE IF EXISTS \(quoteIdentifier(twin)) WITH (FORCE)")
+                }
+            }
+        }
+    }
+
     /// An observed entity that does not match its table ends the observation with the schema check's error
     /// (the same a listed entity gets at start), not with a wrong result.
     @Test func anObservedEntityThatDoesNotMatchItsTableEndsWithTheSchemaError() async throws {

@@ -10,10 +10,15 @@ enum CaptureSources {
     /// triggers).
     static let both: [ChangeCaptureSource] = TestServer.allowsLogicalDecoding ? [.triggers, .logicalDecoding] : [.triggers]
 
+    /// The logical-decoding capture's slot name for `schema` in the test database.
+    static func slotName(schema: String) -> String {
+        LogicalCapture.slotName(schema: schema, database: (try? TestServer.configuration.database) ?? "postgres")
+    }
+
     /// Checks that `schema` is captured by `source` alone: with logical decoding, its slot exists, no capture
     /// trigger does, and the log holds the relayed entries; with triggers, no slot exists.
     static func expectInstalled(_ source: ChangeCaptureSource, schema: String, context: String) async throws {
-        let slot = LogicalCapture.slotName(schema: schema)
+        let slot = CaptureSources.slotName(schema: schema)
         let (slots, triggers, entries) = try await TestServer.withConnection { connection in
             let row = try await connection.query("""
                 SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = \(slot))::int,

@@ -101,13 +101,19 @@ import Testing
         #expect(relayed[2].rowCount == -1)
     }
 
-    /// The slot's name fits PostgreSQL's 63 bytes and its alphabet whatever the schema's name.
-    @Test func slotNamesFitPostgreSQLsLimitsForAnySchema() {
+    /// The slot's name fits PostgreSQL's 63 bytes and its alphabet whatever the schema's and the database's
+    /// names; it differs between schemas, and between databases of one cluster (slots are the cluster's).
+    @Test func slotNamesFitPostgreSQLsLimitsForAnySchemaAndDatabase() {
         for schema in [String(repeating: "w", count: 63), "Ab \"c\" é$;--", "", "public"] {
-            let name = LogicalCapture.slotName(schema: schema)
-            #expect(name.utf8.count <= 63, "\(name)")
-            #expect(name.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }, "\(name)")
+            for database in ["postgres", String(repeating: "d", count: 63), "ça \"va\""] {
+                let name = LogicalCapture.slotName(schema: schema, database: database)
+                #expect(name.utf8.count <= 63, "\(name)")
+                #expect(name.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }, "\(name)")
+            }
         }
-        #expect(LogicalCapture.slotName(schema: "app") != LogicalCapture.slotName(schema: "App"))
+        #expect(LogicalCapture.slotName(schema: "app", database: "d") != LogicalCapture.slotName(schema: "App", database: "d"))
+        #expect(LogicalCapture.slotName(schema: "public", database: "orders") != LogicalCapture.slotName(schema: "public", database: "billing"))
+        // The separator keeps the parts apart: ("ab", "c") and ("a", "bc") differ.
+        #expect(LogicalCapture.slotName(schema: "c", database: "ab") != LogicalCapture.slotName(schema: "bc", database: "a"))
     }
 }
