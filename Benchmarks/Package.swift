@@ -12,6 +12,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(path: ".."),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         // Only for comparison: PostgresNIO on the same operations.
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
     ],
@@ -26,6 +27,7 @@ let package = Package(
                 .product(name: "SkyrosPostgres", package: skyros),
                 .product(name: "Skyros", package: skyros),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

@@ -177,6 +177,12 @@ package final class ChangeRelay: Sendable {
     /// `relayed_through` and inserts the entries past it (a relay that lost its election may have written some of
     /// them: the insert's own filter, under the row lock, skips those); the second sends the hints, which carry
     /// the positions the insert returned, moves `relayed_through` and commits.
+    ///
+    /// A commit reaches the WAL, and so the relay, a moment before other sessions' snapshots see it: the writing
+    /// backend flushes its commit record, then marks the transaction committed for snapshots. A stack that reads
+    /// a row again when a hint arrives could read it as it was before that commit, and take the hint as handled.
+    /// So the first pipeline also asks whether any of the batch's writers is still in progress for a new
+    /// snapshot, and the hints wait until none is.
     func write(_ batch: [RelayedTransaction]) async throws {
         guard let end = batch.last?.endLSN else { return }
         let state = self.log.stateTableQualified
@@ -195,7 +201,8 @@ package final class ChangeRelay: Sendable {
         }
         let written = try await self.pool.withConnection { connection -> Int in
             do {
-                var first: [PGQuery] = ["BEGIN", "SELECT relayed_through FROM \(unsafeRaw: state) FOR UPDATE"]
+                let writers = Array(Set(candidates.map { Int64($0.xid) }))
+                var first: [PGQuery] = ["BEGIN", "SELECT relayed_through FROM \(unsafeRaw: state) FOR UPDATE", Self.writersInProgress(writers)]
                 if !candidates.isEmpty {
                     first.append(
                         PGQuery(
@@ -206,10 +213,15 @@ package final class ChangeRelay: Sendable {
                 }
                 let read = try await connection.pipeline(first)
                 let relayed = try read[1].first?.decode(LSN.self, at: 0) ?? .invalid
+                var inProgress = try read[2].first?.decode(Int64.self, at: 0) ?? 0
+                while inProgress > 0 {
+                    try await Task.sleep(for: .microseconds(200))
+                    inProgress = try await connection.query(Self.writersInProgress(writers)).first?.decode(Int64.self, at: 0) ?? 0
+                }
                 let fresh = candidates.indices.filter { candidates[$0].endLSN > relayed }
                 var last: [PGQuery] = []
                 if !fresh.isEmpty {
-                    let inserted = read[2]
+                    let inserted = read[3]
                     let positions = try inserted.map { try $0.decode(Int64.self, at: 0) }
                     guard positions.count == fresh.count, let xid = try inserted.first?.decode(String.self, at: 1) else {
                         throw CaptureError(message: "the relay's insert into \(self.log.logTable) returned \(positions.count) rows for \(fresh.count) entries")
@@ -226,6 +238,11 @@ package final class ChangeRelay: Sendable {
             }
         }
         if written > 0 { self.transactions.increment(by: written) }
+    }
+
+    /// How many of `writers` (32-bit transaction ids) a new snapshot still sees in progress.
+    static func writersInProgress(_ writers: [Int64]) -> PGQuery {
+        "SELECT count(*)::int8 FROM pg_snapshot_xip(pg_current_snapshot()) AS r WHERE r::text::int8 % 4294967296 = ANY(\(writers))"
     }
 
     /// The hints of a batch, on the log's channel, all sent by the batch's one transaction (PostgreSQL delivers a

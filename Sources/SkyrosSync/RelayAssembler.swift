@@ -18,6 +18,10 @@ package struct RelayedTransaction: Sendable, Hashable {
     /// JSON, when it is the ``origin``.
     package var announced: String?
 
+    /// The writer's transaction id (32 bits, as `pgoutput` sends it): the relay makes sure it is visible to new
+    /// snapshots before it tells the other stacks (see ``ChangeRelay``).
+    package var xid: UInt32 = 0
+
     /// Rows changed, as the hint's `/<rows>` counts them: `-1` when a table was truncated.
     package var rowCount: Int { self.changes.contains(where: \.isTruncate) ? -1 : self.changes.count }
 }
@@ -86,7 +90,8 @@ package struct RelayAssembler: Sendable {
                 announced = named.announced.isEmpty ? nil : Self.versioned(named.announced, xid: open.xid)
             }
             return RelayedTransaction(
-                endLSN: commit.endLSN, committedAt: commit.commitTime, origin: origin, changes: open.changes, announced: announced)
+                endLSN: commit.endLSN, committedAt: commit.commitTime, origin: origin, changes: open.changes, announced: announced,
+                xid: open.xid)
         case .origin, .type:
             return nil
         }

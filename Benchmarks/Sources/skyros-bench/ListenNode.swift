@@ -19,7 +19,7 @@ enum ListenNode {
             store: .postgres(try PGConfiguration(url: url), schema: arguments[1]), entities: [CostCounter.self, CostEvent.self],
             pool: .init(maximumConnections: 2))
         configuration.changeFeed.captureSource = source
-        let stack = try await DataStack.start(configuration)
+        let stack = try await DataStack.start(configuration, logger: benchmarkLogger)
         let ready = Array("ready\n".utf8)
         ready.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
         for await _ in parentDone {}

@@ -29,7 +29,7 @@ enum ObserverNode {
     static func run(url: String, ids: [Int]) async throws -> Never {
         let parentDone = Self.watchParent()
         let stack = try await DataStack.start(DataStackConfiguration(
-            store: .postgres(try PGConfiguration(url: url)), entities: [BenchCounter.self]).benchmarkCaptureSource())
+            store: .postgres(try PGConfiguration(url: url)), entities: [BenchCounter.self]).benchmarkCaptureSource(), logger: benchmarkLogger)
         for id in ids {
             Task {
                 for try await value in stack.observe(BenchCounter.self, id: id) {

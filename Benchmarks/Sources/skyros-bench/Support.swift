@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Skyros
 import SkyrosPostgres
 
@@ -62,3 +63,15 @@ extension DataStackConfiguration {
         return configuration
     }
 }
+
+/// The stacks' logger: silent unless `SKYROS_BENCH_LOG` names a swift-log level (`trace` … `critical`); then
+/// lines at that level and above go to standard error (the report is on standard output). For finding out why a
+/// phase passed its deadline.
+let benchmarkLogger: Logger = {
+    guard let name = ProcessInfo.processInfo.environment["SKYROS_BENCH_LOG"], let level = Logger.Level(rawValue: name) else {
+        return Logger(label: "skyros-bench", factory: { _ in SwiftLogNoOpLogHandler() })
+    }
+    var logger = Logger(label: "skyros-bench", factory: { StreamLogHandler.standardError(label: $0) })
+    logger.logLevel = level
+    return logger
+}()

@@ -111,7 +111,7 @@ struct SyncBenchmarks {
             do {
                 let stack = try await DataStack.start(DataStackConfiguration(
                     store: .postgres(config), entities: [BenchInsertRow.self, BenchCounter.self, BenchOwnedRow.self, BenchOwnedPlainRow.self, BenchCaptured.self]
-                ).benchmarkCaptureSource())
+                ).benchmarkCaptureSource(), logger: benchmarkLogger)
                 return (setup, raw, stack)
             } catch {
                 raw_finish(raw)
@@ -149,7 +149,7 @@ struct SyncBenchmarks {
     func stackWithoutChangeFeed() async throws -> DataStack {
         var configuration = DataStackConfiguration(store: .postgres(try PGConfiguration(url: self.url)), entities: [BenchInsertRow.self])
         configuration.changeFeed.isEnabled = false
-        return try await DataStack.start(configuration)
+        return try await DataStack.start(configuration, logger: benchmarkLogger)
     }
 
     /// Queued one-row writes from 64 tasks vs one pipelined libpq transaction of the same rows (and without the
@@ -473,7 +473,7 @@ struct SyncBenchmarks {
         report.add("psql-style write → observer vs a Skyros durable write → observer (same run), p99", microseconds(own.p99), microseconds(foreign.p99), ratio(foreign.p99, own.p99), "—")
         var rowsConfiguration = DataStackConfiguration(store: .postgres(config), entities: [BenchCounter.self]).benchmarkCaptureSource()
         rowsConfiguration.changeFeed.includesRowsInHints = true
-        let rowsWriter = try await DataStack.start(rowsConfiguration)
+        let rowsWriter = try await DataStack.start(rowsConfiguration, logger: benchmarkLogger)
         try await phase(writer: rowsWriter, id: 2, label: " (hints carrying rows: the observer refreshes, no re-read)", target: "—")
         await rowsWriter.shutdown()
         listening.cancel()
