@@ -129,6 +129,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The README's Quickstart as a program (the same text; QuickstartTests compare them and run it twice):
+        // `swift run skyros-quickstart` in a checkout. Not a product.
+        .executableTarget(
+            name: "skyros-quickstart",
+            dependencies: ["Skyros"],
+            swiftSettings: swiftSettings
+        ),
         // Used only by the multi-process tests; not products.
         .target(
             name: "SkyrosTestFixtures",

@@ -22,6 +22,17 @@ public struct DataStackConfiguration: Sendable {
         /// In process memory (`InMemoryStore`): no server, same semantics. For tests and demos.
         case inMemory
         /// A PostgreSQL database, optionally sandboxed in a schema (created when missing; migrations run in it).
+        ///
+        /// Without a schema, tables are found through the connection's `search_path` and migrations run in
+        /// ``DataStackConfiguration/migrator``'s schema: `Migrator.Configuration.defaultSchema` (`public`) unless
+        /// set there. That is also where `swift run migrate` looks without `--schema` or `DATABASE_SCHEMA`, so
+        /// its `status` shows what the app applied.
+        ///
+        /// ```swift
+        /// let configuration = DataStackConfiguration(
+        ///     store: .postgres(try PGConfiguration(url: url)),        // migrations and history in "public"
+        ///     migrations: .directory(path: "migrations"))
+        /// ```
         case postgres(PGConfiguration, schema: String? = nil)
     }
 
@@ -29,7 +40,8 @@ public struct DataStackConfiguration: Sendable {
     public var store: StoreLocation
     /// Migrations applied at start (PostgreSQL only); `nil` applies none.
     public var migrations: MigrationSource?
-    /// The history table, timeouts and policies of the migrator (its schema is the store's schema).
+    /// The history table, timeouts and policies of the migrator. Its schema is the store's when the store names
+    /// one, else its own (default `Migrator.Configuration.defaultSchema`, `public`).
     ///
     /// During a rolling deploy the previous build still starts after a newer one applied more migrations: its
     /// files being a prefix of the history, the newer versions are logged at `notice` (see

@@ -55,8 +55,21 @@ public struct Migrator: Sendable {
 
     /// Where the history lives and how migrations run.
     public struct Configuration: Sendable, Hashable {
+        /// The schema migrations run in when nobody names one: `public`, PostgreSQL's own default.
+        ///
+        /// The library and the command read this one value: a configuration made without a schema,
+        /// `DataStack.start` for a store that names none, and the `migrate` command without `--schema` or
+        /// `DATABASE_SCHEMA`. So `swift run migrate status` run beside an app that migrates at start reads the
+        /// history the app wrote.
+        ///
+        /// ```swift
+        /// let configuration = Migrator.Configuration()
+        /// assert(configuration.schema == Migrator.Configuration.defaultSchema)   // "public"
+        /// ```
+        public static let defaultSchema = "public"
+
         /// The schema holding the history table and receiving the migrations' objects (`search_path` is set to
-        /// it while migrating; it is created if missing). Default `public`.
+        /// it while migrating; it is created if missing). Default ``defaultSchema`` (`public`).
         public var schema: String
         /// The history table's name. Default `skyros_schema_migrations`.
         public var historyTable: String
@@ -76,7 +89,7 @@ public struct Migrator: Sendable {
 
         /// Creates a configuration; every argument has a default.
         public init(
-            schema: String = "public", historyTable: String = "skyros_schema_migrations",
+            schema: String = Configuration.defaultSchema, historyTable: String = "skyros_schema_migrations",
             lockWaitTimeout: Duration = .seconds(300), allowOutOfOrder: Bool = false,
             lockTimeout: String? = nil, statementTimeout: String? = nil, appliedBy: String? = nil,
             newerAppliedMigrations: NewerMigrationsPolicy = .tolerate

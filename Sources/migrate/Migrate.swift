@@ -15,7 +15,9 @@ struct Migrate: AsyncParsableCommand {
             runs the file outside a transaction (for CREATE INDEX CONCURRENTLY and the like); \
             '-- migrate:lock-timeout 5s' and '-- migrate:statement-timeout 1min' set per-migration timeouts.
 
-            The database comes from --database-url or the DATABASE_URL environment variable. Each connection \
+            The database comes from --database-url or the DATABASE_URL environment variable; the schema from \
+            --schema or the DATABASE_SCHEMA environment variable, else '\(Migrator.Configuration.defaultSchema)', \
+            where DataStack.start migrates when its store names no schema. Each connection \
             attempt gives up after --connect-timeout seconds (default 10; a connect_timeout in the URL wins); \
             --wait[=SECONDS] retries until the server accepts connections. Any number of migrate processes may \
             run at once: they take turns through an advisory lock. Versions applied by a newer build (newer than \

@@ -11,8 +11,23 @@ struct ConnectionOptions: ParsableArguments {
         help: "PostgreSQL URL or conninfo. Default: the DATABASE_URL environment variable.")
     var databaseURL: String?
 
-    @Option(help: "Schema holding the history table and receiving the migrations' objects (created if missing).")
-    var schema = "public"
+    @Option(
+        name: .customLong("schema"),
+        help: ArgumentHelp(
+            "Schema holding the history table and receiving the migrations' objects (created if missing). Default: "
+                + "the DATABASE_SCHEMA environment variable, else '\(Migrator.Configuration.defaultSchema)', the "
+                + "schema DataStack.start migrates when its store names none.",
+            valueName: "schema"))
+    var schemaOption: String?
+
+    /// The schema in effect: `--schema`, else `DATABASE_SCHEMA`, else the library's default, so that the
+    /// command reads the history an app wrote with the same setting.
+    var schema: String { self.schemaOption ?? Self.environmentSchema ?? Migrator.Configuration.defaultSchema }
+
+    /// `DATABASE_SCHEMA`, when set and not empty.
+    static var environmentSchema: String? {
+        ProcessInfo.processInfo.environment["DATABASE_SCHEMA"].flatMap { $0.isEmpty ? nil : $0 }
+    }
 
     @Option(help: "Name of the history table.")
     var table = "skyros_schema_migrations"
