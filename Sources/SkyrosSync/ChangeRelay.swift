@@ -240,9 +240,17 @@ package final class ChangeRelay: Sendable {
         if written > 0 { self.transactions.increment(by: written) }
     }
 
-    /// How many of `writers` (32-bit transaction ids) a new snapshot still sees in progress.
-    static func writersInProgress(_ writers: [Int64]) -> PGQuery {
-        "SELECT count(*)::int8 FROM pg_snapshot_xip(pg_current_snapshot()) AS r WHERE r::text::int8 % 4294967296 = ANY(\(writers))"
+    /// How many of `writers` (32-bit transaction ids) a new snapshot does not see committed yet. Each becomes the
+    /// 64-bit id nearest the snapshot's `xmax` with those low 32 bits (a writer decoded just now is within 2^31
+    /// of it), and `pg_visible_in_snapshot` decides: in progress is listed in the snapshot, or at or past its
+    /// `xmax`, which is where the last writer to commit sits until it is marked committed.
+    package static func writersInProgress(_ writers: [Int64]) -> PGQuery {
+        """
+        SELECT count(*)::int8 FROM (SELECT pg_current_snapshot() AS s) AS c, unnest(\(writers)::int8[]) AS w(x)
+        WHERE NOT pg_visible_in_snapshot((pg_snapshot_xmax(c.s)::text::int8
+            + ((((w.x - pg_snapshot_xmax(c.s)::text::int8 % 4294967296) % 4294967296) + 4294967296 + 2147483648) % 4294967296
+               - 2147483648))::text::xid8, c.s)
+        """
     }
 
     /// The hints of a batch, on the log's channel, all sent by the batch's one transaction (PostgreSQL delivers a
