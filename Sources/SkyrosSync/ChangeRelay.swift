@@ -347,7 +347,7 @@ final class RelayQueue: Sendable {
         self.stream.continuation.yield()
     }
 
-    /// Transactions one batch holds at most: its insert binds three parameters per entry, and PostgreSQL takes
+    /// Transactions one batch holds at most: its insert binds four parameters per entry, and PostgreSQL takes
     /// 65,535 per statement.
     static let batchLimit = 1000
 
