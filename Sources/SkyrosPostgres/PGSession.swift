@@ -39,12 +39,23 @@ package final class PGSession {
     /// Pipelined statements with more parameters than this (large multi-row inserts) are not prepared.
     static let pipelinePreparedBindLimit = 1024
 
-    private init(handle: OpaquePointer, configuration: PGConfiguration, policy: StatementPolicy) {
+    /// Set (on the connection's thread, from libpq's notice receiver) when the server sent a `FATAL` or `PANIC`
+    /// outside a statement: libpq hands such an error to the notice receiver while the connection is idle, and
+    /// the server closes the connection right after it. Until libpq reads that close, the connection still looks
+    /// open; this flag makes it unhealthy at once.
+    final class Farewell {
+        var received = false
+    }
+    private let farewell: Farewell
+
+    private init(handle: OpaquePointer, configuration: PGConfiguration, policy: StatementPolicy, farewell: Farewell) {
         self.handle = handle
         self.replyWait = ReplyWait(busyPoll: configuration.busyPoll)
         self.policy = policy
+        self.farewell = farewell
     }
 
+    // The connection goes first: libpq's notice receiver points at `farewell`, released after this.
     deinit { PQfinish(self.handle) }
 
     /// Opens a connection with the configuration's libpq options (and ``PGConfiguration/connectTimeout``
@@ -70,9 +81,21 @@ package final class PGSession {
             if let connection { PQfinish(connection) }
             throw Self.connectError(message.trimmingCharacters(in: .whitespacesAndNewlines))
         }
-        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        // Notices are dropped, except a FATAL or PANIC the server sent outside a statement (see ``Farewell``).
+        let farewell = Farewell()
+        PQsetNoticeReceiver(
+            connection,
+            { argument, result in
+                guard let argument, let result, let severity = PQresultErrorField(result, skyros_diag_severity_nonlocalized()) else {
+                    return
+                }
+                let level = String(cString: severity)
+                if level == "FATAL" || level == "PANIC" {
+                    Unmanaged<Farewell>.fromOpaque(argument).takeUnretainedValue().received = true
+                }
+            }, Unmanaged.passUnretained(farewell).toOpaque())
         // From here on the session owns the connection: a failure below finishes it as the session goes.
-        let session = PGSession(handle: connection, configuration: configuration, policy: policy)
+        let session = PGSession(handle: connection, configuration: configuration, policy: policy, farewell: farewell)
         try LibPQ.setSessionTimeZone(configuration.sessionTimeZone, on: connection)
         return session
     }
@@ -128,7 +151,7 @@ package final class PGSession {
             while let notify = PQnotifies(self.handle) { PQfreemem(notify) }
             reads += 1
         }
-        return self.isConnected && self.isIdle
+        return self.isConnected && self.isIdle && !self.farewell.received
     }
 
     /// The libpq options this connection was opened with (`PQconninfo`), passwords left out.
