@@ -71,11 +71,6 @@ package struct LogicalCapture: Sendable {
         return nil
     }
 
-    /// The schema the capture lives in: the log's, else `connection`'s current one.
-    func schema(on connection: PGConnection) async throws -> String {
-        try await self.names(on: connection).schema
-    }
-
     /// The schema the capture lives in (the log's, else `connection`'s current one) and its slot's name.
     func names(on connection: PGConnection) async throws -> (schema: String, slot: String) {
         let row = try await connection.query("SELECT current_schema()::text, current_database()::text")[0]
