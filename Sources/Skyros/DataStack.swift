@@ -189,7 +189,7 @@ public final class DataStack: DataStackProtocol, Service {
         var migratorConfiguration = configuration.migrator
         if let schema { migratorConfiguration.schema = schema }
         do {
-            let report = try await Migrator(source: source, configuration: migratorConfiguration, logger: logger)
+            let report = try await SchemaMigrator(source: source, configuration: migratorConfiguration, logger: logger)
                 .migrate(database: configuration.directConnection ?? postgres)   // its lock needs a session
             logger.debug("migrations applied", metadata: ["skyros.stack.migrations": "\(report.completed.count)"])
         } catch {

@@ -24,7 +24,7 @@ public struct DataStackConfiguration: Sendable {
         /// A PostgreSQL database, optionally sandboxed in a schema (created when missing; migrations run in it).
         ///
         /// Without a schema, tables are found through the connection's `search_path` and migrations run in
-        /// ``DataStackConfiguration/migrator``'s schema: `Migrator.Configuration.defaultSchema` (`public`) unless
+        /// ``DataStackConfiguration/migrator``'s schema: `SchemaMigrator.Configuration.defaultSchema` (`public`) unless
         /// set there. That is also where `swift run migrate` looks without `--schema` or `DATABASE_SCHEMA`, so
         /// its `status` shows what the app applied.
         ///
@@ -41,18 +41,18 @@ public struct DataStackConfiguration: Sendable {
     /// Migrations applied at start (PostgreSQL only); `nil` applies none.
     public var migrations: MigrationSource?
     /// The history table, timeouts and policies of the migrator. Its schema is the store's when the store names
-    /// one, else its own (default `Migrator.Configuration.defaultSchema`, `public`).
+    /// one, else its own (default `SchemaMigrator.Configuration.defaultSchema`, `public`).
     ///
     /// During a rolling deploy the previous build still starts after a newer one applied more migrations: its
     /// files being a prefix of the history, the newer versions are logged at `notice` (see
-    /// `Migrator/NewerMigrationsPolicy`). To refuse instead:
+    /// `SchemaMigrator/NewerMigrationsPolicy`). To refuse instead:
     ///
     /// ```swift
     /// var configuration = DataStackConfiguration(
     ///     store: .postgres(try PGConfiguration(url: url)), migrations: .directory(path: "migrations"))
     /// configuration.migrator.newerAppliedMigrations = .refuse
     /// ```
-    public var migrator: Migrator.Configuration
+    public var migrator: SchemaMigrator.Configuration
     /// Entities checked against the live schema at start (PostgreSQL only).
     public var entities: [any Entity.Type]
     /// The bound of the main context's row cache.
@@ -108,7 +108,7 @@ public struct DataStackConfiguration: Sendable {
     ) {
         self.store = store
         self.migrations = migrations
-        self.migrator = Migrator.Configuration()
+        self.migrator = SchemaMigrator.Configuration()
         self.entities = entities
         self.cacheLimit = cacheLimit
         self.pool = pool

@@ -113,8 +113,8 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// One disagreement between the history table and the migration files, found by ``Migrator/verify(on:)``
-/// and refused by ``Migrator/migrate(on:to:dryRun:progress:)``.
+/// One disagreement between the history table and the migration files, found by ``SchemaMigrator/verify(on:)``
+/// and refused by ``SchemaMigrator/migrate(on:to:dryRun:progress:)``.
 public struct MigrationIssue: Sendable, Hashable, CustomStringConvertible {
     /// The kind of disagreement.
     public enum Kind: String, Sendable, Hashable {

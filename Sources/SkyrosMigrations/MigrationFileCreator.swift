@@ -40,7 +40,7 @@ public enum MigrationFileCreator {
         }
         let existing = ((try? fileManager.contentsOfDirectory(atPath: directory.path)) ?? [])
             .filter { $0.hasSuffix(".sql") }
-            .compactMap { try? Migration.parseFileName($0).0 }
+            .compactMap { try? SchemaMigration.parseFileName($0).0 }
         let newest = existing.max() ?? 0
         let version: Int64
         if timestamp ?? (newest >= Self.timestampThreshold) {

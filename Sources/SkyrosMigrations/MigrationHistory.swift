@@ -11,13 +11,13 @@ public struct AppliedMigration: Sendable, Hashable {
     public var fileName: String
     /// The file's checksum when it was applied; `nil` for the baseline row.
     public var checksum: String?
-    /// `true` for the row written by ``Migrator/baseline(version:description:on:)``.
+    /// `true` for the row written by ``SchemaMigrator/baseline(version:description:on:)``.
     public var isBaseline: Bool
     /// When the migration committed.
     public var appliedAt: Date
     /// How long its statements took.
     public var executionTime: Duration
-    /// Who applied it (`current_user` unless ``Migrator/Configuration/appliedBy`` was set).
+    /// Who applied it (`current_user` unless ``SchemaMigrator/Configuration/appliedBy`` was set).
     public var appliedBy: String
 }
 
@@ -142,7 +142,7 @@ struct MigrationHistory: Sendable {
     }
 
     /// Records an applied migration (inside the migration's transaction, when it has one).
-    func insert(_ migration: Migration, executionTime: Duration, appliedBy: String?, on connection: PGConnection)
+    func insert(_ migration: SchemaMigration, executionTime: Duration, appliedBy: String?, on connection: PGConnection)
         async throws
     {
         let milliseconds = Int64(executionTime.components.seconds * 1000)

@@ -2,14 +2,14 @@
 enum MigrationPlanner {
     /// Builds the plan for applying pending migrations up to `target` (inclusive; `nil` for all).
     ///
-    /// Applied versions newer than every file are tolerated under ``Migrator/NewerMigrationsPolicy/tolerate``
+    /// Applied versions newer than every file are tolerated under ``SchemaMigrator/NewerMigrationsPolicy/tolerate``
     /// when these files are a prefix of the history: every file is applied (or at or below the baseline), so
     /// the database is exactly where a newer build of the same history left it. They are then listed in
     /// ``MigrationPlan/newerApplied`` instead of ``MigrationPlan/issues``. An edited file inside the prefix is
     /// still a ``MigrationIssue/Kind/checksumMismatch`` issue, so the migrator still refuses.
     static func plan(
-        migrations: [Migration], applied: [AppliedMigration], target: Int64?, allowOutOfOrder: Bool,
-        newerApplied policy: Migrator.NewerMigrationsPolicy = .tolerate
+        migrations: [SchemaMigration], applied: [AppliedMigration], target: Int64?, allowOutOfOrder: Bool,
+        newerApplied policy: SchemaMigrator.NewerMigrationsPolicy = .tolerate
     ) -> MigrationPlan {
         let appliedByVersion = Dictionary(applied.map { ($0.version, $0) }, uniquingKeysWith: { first, _ in first })
         let baseline = applied.filter(\.isBaseline).map(\.version).max()
@@ -19,7 +19,7 @@ enum MigrationPlanner {
 
         var issues: [MigrationIssue] = []
         var statuses: [MigrationStatus] = []
-        var pending: [Migration] = []
+        var pending: [SchemaMigration] = []
         var newerApplied: [AppliedMigration] = []
         let filesArePrefix = !migrations.isEmpty && migrations.allSatisfy { migration in
             appliedByVersion[migration.version] != nil || baseline.map { migration.version <= $0 } ?? false
@@ -116,7 +116,7 @@ enum MigrationPlanner {
     /// The migrations to revert for `down --steps`: the `steps` newest applied (non-baseline) versions, newest
     /// first, with their files.
     /// - Throws: ``MigrationError`` when a file is missing, changed, or has no down section.
-    static func rollback(migrations: [Migration], applied: [AppliedMigration], steps: Int) throws -> [Migration] {
+    static func rollback(migrations: [SchemaMigration], applied: [AppliedMigration], steps: Int) throws -> [SchemaMigration] {
         let files = Dictionary(migrations.map { ($0.version, $0) }, uniquingKeysWith: { first, _ in first })
         let rows = applied.filter { !$0.isBaseline }.sorted { $0.version > $1.version }.prefix(steps)
         return try rows.map { row in

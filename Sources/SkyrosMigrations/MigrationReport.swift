@@ -8,13 +8,13 @@ public enum MigrationDirection: String, Sendable, Hashable {
     case down
 }
 
-/// What ``Migrator/migrate(on:to:dryRun:progress:)`` or ``Migrator/rollback(steps:on:dryRun:progress:)``
+/// What ``SchemaMigrator/migrate(on:to:dryRun:progress:)`` or ``SchemaMigrator/rollback(steps:on:dryRun:progress:)``
 /// did (or, for a dry run, would do).
 public struct MigrationReport: Sendable {
     /// One migration that ran.
     public struct Step: Sendable, Hashable {
         /// The migration.
-        public var migration: Migration
+        public var migration: SchemaMigration
         /// Up or down.
         public var direction: MigrationDirection
         /// Time spent running its statements and recording it.
@@ -23,9 +23,9 @@ public struct MigrationReport: Sendable {
 
     /// Up for `migrate`, down for `rollback`.
     public var direction: MigrationDirection
-    /// The migrations selected to run, in order. For a dry run nothing ran; see ``Migration/up`` /
-    /// ``Migration/down`` for the SQL.
-    public var planned: [Migration]
+    /// The migrations selected to run, in order. For a dry run nothing ran; see ``SchemaMigration/up`` /
+    /// ``SchemaMigration/down`` for the SQL.
+    public var planned: [SchemaMigration]
     /// The migrations that ran, in order (empty for a dry run).
     public var completed: [Step]
     /// Whether this was a dry run.
@@ -35,7 +35,7 @@ public struct MigrationReport: Sendable {
     /// The highest applied version afterwards (for a dry run: currently), or `nil` for an empty history.
     public var currentVersion: Int64?
     /// Applied versions newer than every file, tolerated because these files are a prefix of the history (a
-    /// newer build applied them; see ``Migrator/NewerMigrationsPolicy``). Empty going down.
+    /// newer build applied them; see ``SchemaMigrator/NewerMigrationsPolicy``). Empty going down.
     public var newerApplied: [AppliedMigration] = []
 }
 
@@ -46,7 +46,7 @@ public enum MigrationEvent: Sendable {
     /// The lock was acquired after waiting this long.
     case lockAcquired(waited: Duration)
     /// A migration is about to run.
-    case started(Migration, MigrationDirection)
+    case started(SchemaMigration, MigrationDirection)
     /// A migration ran and was recorded (or, going down, its record was removed).
     case finished(MigrationReport.Step)
 }
@@ -66,7 +66,7 @@ public struct MigrationStatus: Sendable, Hashable {
         /// Applied, but no file has this version.
         case missingFile = "applied, file missing"
         /// Applied by a newer build: newer than every file, and every file is applied (tolerated under
-        /// ``Migrator/NewerMigrationsPolicy/tolerate``).
+        /// ``SchemaMigrator/NewerMigrationsPolicy/tolerate``).
         case newerThanFiles = "applied, newer than these files"
         /// The baseline row.
         case baseline
@@ -89,12 +89,12 @@ public struct MigrationStatus: Sendable, Hashable {
 /// The result of comparing the files with the history, before anything runs.
 public struct MigrationPlan: Sendable {
     /// Every migration file, by version.
-    public var migrations: [Migration]
+    public var migrations: [SchemaMigration]
     /// The history rows, by version.
     public var applied: [AppliedMigration]
     /// The migrations `up` would apply, in order.
-    public var pending: [Migration]
-    /// Disagreements between files and history (``Migrator/migrate(on:to:dryRun:progress:)`` refuses when not
+    public var pending: [SchemaMigration]
+    /// Disagreements between files and history (``SchemaMigrator/migrate(on:to:dryRun:progress:)`` refuses when not
     /// empty).
     public var issues: [MigrationIssue]
     /// Each version's state, for display.
@@ -104,7 +104,7 @@ public struct MigrationPlan: Sendable {
     public var newerApplied: [AppliedMigration]
 }
 
-/// An applied migration whose recorded checksum ``Migrator/repair(on:dryRun:)`` replaced with its file's.
+/// An applied migration whose recorded checksum ``SchemaMigrator/repair(on:dryRun:)`` replaced with its file's.
 public struct MigrationRepair: Sendable, Hashable {
     /// The version.
     public var version: Int64

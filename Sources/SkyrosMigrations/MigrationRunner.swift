@@ -4,13 +4,13 @@ import SkyrosPostgres
 /// Runs one migration (up or down) and records it, in one transaction unless the file opted out.
 struct MigrationRunner: Sendable {
     let history: MigrationHistory
-    let configuration: Migrator.Configuration
+    let configuration: SchemaMigrator.Configuration
     let logger: Logger
 
     /// Refuses, before anything runs, a transactional migration containing a statement that cannot run in a
     /// transaction.
     static func checkTransactional(
-        _ migration: Migration, direction: MigrationDirection, serverVersion: Int
+        _ migration: SchemaMigration, direction: MigrationDirection, serverVersion: Int
     ) throws {
         guard migration.isTransactional, let script = direction == .up ? migration.up : migration.down else {
             return
@@ -28,7 +28,7 @@ struct MigrationRunner: Sendable {
     }
 
     /// Runs `migration` in `direction` and updates the history; returns the time taken.
-    func run(_ migration: Migration, direction: MigrationDirection, on connection: PGConnection) async throws
+    func run(_ migration: SchemaMigration, direction: MigrationDirection, on connection: PGConnection) async throws
         -> Duration
     {
         guard let script = direction == .up ? migration.up : migration.down else {
@@ -68,7 +68,7 @@ struct MigrationRunner: Sendable {
         }
     }
 
-    private func execute(_ statements: [SQLStatement], of migration: Migration, on connection: PGConnection)
+    private func execute(_ statements: [SQLStatement], of migration: SchemaMigration, on connection: PGConnection)
         async throws
     {
         for (index, statement) in statements.enumerated() {
@@ -92,7 +92,7 @@ struct MigrationRunner: Sendable {
     }
 
     private func record(
-        _ migration: Migration, direction: MigrationDirection, elapsed: Duration, on connection: PGConnection
+        _ migration: SchemaMigration, direction: MigrationDirection, elapsed: Duration, on connection: PGConnection
     ) async throws {
         switch direction {
         case .up:
@@ -104,7 +104,7 @@ struct MigrationRunner: Sendable {
     }
 
     /// `lock_timeout` / `statement_timeout`: the file's directive, else the migrator's default.
-    private func applySettings(for migration: Migration, local: Bool, on connection: PGConnection) async throws {
+    private func applySettings(for migration: SchemaMigration, local: Bool, on connection: PGConnection) async throws {
         let settings: [(String, String, String?)] = [
             ("lock_timeout", "lock-timeout", migration.lockTimeout ?? self.configuration.lockTimeout),
             ("statement_timeout", "statement-timeout", migration.statementTimeout ?? self.configuration.statementTimeout),

@@ -1,18 +1,18 @@
 import Foundation
 
-/// Where a ``Migrator`` finds its migrations: a directory of `.sql` files, a resource directory bundled with
+/// Where a ``SchemaMigrator`` finds its migrations: a directory of `.sql` files, a resource directory bundled with
 /// a target, or migrations built in code.
 ///
 /// ```swift
 /// let fromDisk = MigrationSource.directory(URL(fileURLWithPath: "migrations"))
 /// let bundled = MigrationSource.bundle(.module, subdirectory: "migrations")  // resources: [.copy("migrations")]
-/// let inCode = MigrationSource.migrations([try Migration(version: 1, description: "init", up: "CREATE …;")])
+/// let inCode = MigrationSource.migrations([try SchemaMigration(version: 1, description: "init", up: "CREATE …;")])
 /// ```
 public struct MigrationSource: Sendable, CustomStringConvertible {
     private enum Storage: Sendable {
         case directory(URL)
         case missingBundleResource(String)
-        case migrations([Migration])
+        case migrations([SchemaMigration])
     }
     private let storage: Storage
 
@@ -33,7 +33,7 @@ public struct MigrationSource: Sendable, CustomStringConvertible {
     }
 
     /// Migrations built in code.
-    public static func migrations(_ migrations: [Migration]) -> MigrationSource {
+    public static func migrations(_ migrations: [SchemaMigration]) -> MigrationSource {
         MigrationSource(storage: .migrations(migrations))
     }
 
@@ -55,8 +55,8 @@ public struct MigrationSource: Sendable, CustomStringConvertible {
     /// - Throws: ``MigrationError`` (``MigrationError/Kind/sourceNotFound``, ``MigrationError/Kind/unreadableFile``,
     ///   ``MigrationError/Kind/invalidFileName``, ``MigrationError/Kind/invalidFile``,
     ///   ``MigrationError/Kind/duplicateVersion``), naming the file.
-    public func load() throws -> [Migration] {
-        let migrations: [Migration]
+    public func load() throws -> [SchemaMigration] {
+        let migrations: [SchemaMigration]
         switch self.storage {
         case .missingBundleResource(let path):
             throw MigrationError(kind: .sourceNotFound, message: "the migrations resource \(path) does not exist")
@@ -75,7 +75,7 @@ public struct MigrationSource: Sendable, CustomStringConvertible {
         return sorted
     }
 
-    private static func loadDirectory(_ url: URL) throws -> [Migration] {
+    private static func loadDirectory(_ url: URL) throws -> [SchemaMigration] {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw MigrationError(
@@ -100,7 +100,7 @@ public struct MigrationSource: Sendable, CustomStringConvertible {
             guard let text = String(data: data, encoding: .utf8) else {
                 throw MigrationError(kind: .unreadableFile, message: "the file is not valid UTF-8", fileName: name)
             }
-            return try Migration(fileName: name, contents: text)
+            return try SchemaMigration(fileName: name, contents: text)
         }
     }
 }

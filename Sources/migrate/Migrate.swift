@@ -16,7 +16,7 @@ struct Migrate: AsyncParsableCommand {
             '-- migrate:lock-timeout 5s' and '-- migrate:statement-timeout 1min' set per-migration timeouts.
 
             The database comes from --database-url or the DATABASE_URL environment variable; the schema from \
-            --schema or the DATABASE_SCHEMA environment variable, else '\(Migrator.Configuration.defaultSchema)', \
+            --schema or the DATABASE_SCHEMA environment variable, else '\(SchemaMigrator.Configuration.defaultSchema)', \
             where DataStack.start migrates when its store names no schema. Each connection \
             attempt gives up after --connect-timeout seconds (default 10; a connect_timeout in the URL wins); \
             --wait[=SECONDS] retries until the server accepts connections. Any number of migrate processes may \

@@ -15,14 +15,14 @@ struct ConnectionOptions: ParsableArguments {
         name: .customLong("schema"),
         help: ArgumentHelp(
             "Schema holding the history table and receiving the migrations' objects (created if missing). Default: "
-                + "the DATABASE_SCHEMA environment variable, else '\(Migrator.Configuration.defaultSchema)', the "
+                + "the DATABASE_SCHEMA environment variable, else '\(SchemaMigrator.Configuration.defaultSchema)', the "
                 + "schema DataStack.start migrates when its store names none.",
             valueName: "schema"))
     var schemaOption: String?
 
     /// The schema in effect: `--schema`, else `DATABASE_SCHEMA`, else the library's default, so that the
     /// command reads the history an app wrote with the same setting.
-    var schema: String { self.schemaOption ?? Self.environmentSchema ?? Migrator.Configuration.defaultSchema }
+    var schema: String { self.schemaOption ?? Self.environmentSchema ?? SchemaMigrator.Configuration.defaultSchema }
 
     /// `DATABASE_SCHEMA`, when set and not empty.
     static var environmentSchema: String? {
@@ -217,8 +217,8 @@ struct PolicyOptions: ParsableArguments {
 func makeMigrator(
     connection: ConnectionOptions, directory: DirectoryOptions, lock: LockOptions? = nil,
     timeouts: TimeoutOptions? = nil, policy: PolicyOptions? = nil
-) -> Migrator {
-    let configuration = Migrator.Configuration(
+) -> SchemaMigrator {
+    let configuration = SchemaMigrator.Configuration(
         schema: connection.schema, historyTable: connection.table,
         lockWaitTimeout: lock?.duration ?? .seconds(300),
         allowOutOfOrder: policy?.allowOutOfOrder ?? false, lockTimeout: timeouts?.lockTimeout,
@@ -226,5 +226,5 @@ func makeMigrator(
         newerAppliedMigrations: policy?.refuseNewerApplied == true ? .refuse : .tolerate)
     var logger = Logger(label: "migrate", factory: { StreamLogHandler.standardError(label: $0) })
     logger.logLevel = .notice
-    return Migrator(source: .directory(directory.url), configuration: configuration, logger: logger)
+    return SchemaMigrator(source: .directory(directory.url), configuration: configuration, logger: logger)
 }

@@ -5,7 +5,7 @@ import SkyrosTestSupport
 import Testing
 
 /// Which schema the real `migrate` executable works in when `--schema` is not given: `DATABASE_SCHEMA`, else the
-/// library's default (`Migrator.Configuration.defaultSchema`), so that it reads the history an app wrote.
+/// library's default (`SchemaMigrator.Configuration.defaultSchema`), so that it reads the history an app wrote.
 @Suite("migrate command: the default schema (PostgreSQL)", .timeLimit(.minutes(3)))
 struct MigrateSchemaDefaultTests {
     /// `status --json`'s document.
@@ -49,14 +49,14 @@ struct MigrateSchemaDefaultTests {
 
     @Test("without --schema and DATABASE_SCHEMA (unset or empty) the command uses the library's default schema")
     func theLibrarysDefaultOtherwise() async throws {
-        #expect(Migrator.Configuration.defaultSchema == "public")
-        #expect(Migrator.Configuration().schema == Migrator.Configuration.defaultSchema)
+        #expect(SchemaMigrator.Configuration.defaultSchema == "public")
+        #expect(SchemaMigrator.Configuration().schema == SchemaMigrator.Configuration.defaultSchema)
         let directory = try TemporaryDirectory()
         try ExampleMigrations.write(to: directory)
         // `status` only reads: the shared database's public schema is left as it is.
         for value in [nil, ""] as [String?] {
             let document = try await Self.status(["--dir", directory.path], environment: ["DATABASE_SCHEMA": value])
-            #expect(document["schema"] as? String == Migrator.Configuration.defaultSchema, "DATABASE_SCHEMA=\(value ?? "unset")")
+            #expect(document["schema"] as? String == SchemaMigrator.Configuration.defaultSchema, "DATABASE_SCHEMA=\(value ?? "unset")")
         }
     }
 
@@ -67,7 +67,7 @@ struct MigrateSchemaDefaultTests {
             #expect(result.status == 0, "\(arguments): \(result.stderr)")
             let help = result.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
             #expect(help.contains("DATABASE_SCHEMA"), "\(arguments): \(result.stdout)")
-            #expect(help.contains("'\(Migrator.Configuration.defaultSchema)'"), "\(arguments): \(result.stdout)")
+            #expect(help.contains("'\(SchemaMigrator.Configuration.defaultSchema)'"), "\(arguments): \(result.stdout)")
         }
     }
 }

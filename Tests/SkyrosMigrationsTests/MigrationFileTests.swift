@@ -6,7 +6,7 @@ import Testing
 @Suite("Migration files")
 struct MigrationFileTests {
     @Test func fileNameGivesVersionAndDescription() throws {
-        let migration = try Migration(fileName: "20250101120000_add_books_table.sql", contents: "SELECT 1;")
+        let migration = try SchemaMigration(fileName: "20250101120000_add_books_table.sql", contents: "SELECT 1;")
         #expect(migration.version == 20_250_101_120_000)
         #expect(migration.description == "add books table")
         #expect(migration.fileName == "20250101120000_add_books_table.sql")
@@ -14,14 +14,14 @@ struct MigrationFileTests {
 
     @Test(arguments: ["create_authors.sql", "0_zero.sql", "1-create.sql", "1_.sql", "1_x.txt"])
     func invalidFileNamesAreRefusedByName(name: String) {
-        let error = #expect(throws: MigrationError.self) { try Migration(fileName: name, contents: "SELECT 1;") }
+        let error = #expect(throws: MigrationError.self) { try SchemaMigration(fileName: name, contents: "SELECT 1;") }
         #expect(error?.kind == .invalidFileName)
         #expect(error?.fileName == name)
         #expect(error?.description.contains(name) == true)
     }
 
     @Test func withoutMarkersTheWholeFileIsUp() throws {
-        let migration = try Migration(fileName: "1_a.sql", contents: "CREATE TABLE a (id int);\n")
+        let migration = try SchemaMigration(fileName: "1_a.sql", contents: "CREATE TABLE a (id int);\n")
         #expect(migration.up.firstLine == 1)
         #expect(migration.up.sql.contains("CREATE TABLE a"))
         #expect(migration.down == nil)
@@ -39,7 +39,7 @@ struct MigrationFileTests {
             DROP TABLE b;
             DROP TABLE a;
             """
-        let migration = try Migration(fileName: "1_a.sql", contents: text)
+        let migration = try SchemaMigration(fileName: "1_a.sql", contents: text)
         #expect(migration.up.firstLine == 2)
         #expect(migration.up.statements.map(\.line) == [2, 3])
         let down = try #require(migration.down)
@@ -57,7 +57,7 @@ struct MigrationFileTests {
             -- migrate:down
             DROP INDEX CONCURRENTLY a_id;
             """
-        let migration = try Migration(fileName: "2_idx.sql", contents: text)
+        let migration = try SchemaMigration(fileName: "2_idx.sql", contents: text)
         #expect(!migration.isTransactional)
         #expect(migration.lockTimeout == "5s")
         #expect(migration.statementTimeout == "2min")
@@ -65,14 +65,14 @@ struct MigrationFileTests {
     }
 
     @Test func emptyDownSectionIsIrreversible() throws {
-        let migration = try Migration(
+        let migration = try SchemaMigration(
             fileName: "1_a.sql", contents: "-- migrate:up\nCREATE TABLE a (id int);\n-- migrate:down\n\n-- nothing\n")
         #expect(migration.down == nil)
     }
 
     @Test func unknownDirectiveNamesFileAndLine() {
         let error = #expect(throws: MigrationError.self) {
-            try Migration(fileName: "3_x.sql", contents: "-- migrate:up\nSELECT 1;\n-- migrate:no-transactions\n")
+            try SchemaMigration(fileName: "3_x.sql", contents: "-- migrate:up\nSELECT 1;\n-- migrate:no-transactions\n")
         }
         #expect(error?.kind == .invalidFile)
         #expect(error?.fileName == "3_x.sql")
@@ -81,28 +81,28 @@ struct MigrationFileTests {
 
     @Test func noTransactionAfterSQLIsRefused() {
         let error = #expect(throws: MigrationError.self) {
-            try Migration(fileName: "3_x.sql", contents: "SELECT 1;\n-- migrate:no-transaction\n")
+            try SchemaMigration(fileName: "3_x.sql", contents: "SELECT 1;\n-- migrate:no-transaction\n")
         }
         #expect(error?.line == 2)
     }
 
     @Test func emptyUpSectionIsRefused() {
         let error = #expect(throws: MigrationError.self) {
-            try Migration(fileName: "4_empty.sql", contents: "-- migrate:up\n\n-- migrate:down\nDROP TABLE a;\n")
+            try SchemaMigration(fileName: "4_empty.sql", contents: "-- migrate:up\n\n-- migrate:down\nDROP TABLE a;\n")
         }
         #expect(error?.kind == .invalidFile)
         #expect(error?.fileName == "4_empty.sql")
     }
 
     @Test func checksumIgnoresLineEndingStyle() throws {
-        let unix = try Migration(fileName: "1_a.sql", contents: "CREATE TABLE t (id int);\n-- migrate:down\nDROP TABLE t;\n")
-        let windows = try Migration(
+        let unix = try SchemaMigration(fileName: "1_a.sql", contents: "CREATE TABLE t (id int);\n-- migrate:down\nDROP TABLE t;\n")
+        let windows = try SchemaMigration(
             fileName: "1_a.sql", contents: "CREATE TABLE t (id int);\r\n-- migrate:down\r\nDROP TABLE t;\r\n")
-        let oldMac = try Migration(fileName: "1_a.sql", contents: "CREATE TABLE t (id int);\r-- migrate:down\rDROP TABLE t;\r")
+        let oldMac = try SchemaMigration(fileName: "1_a.sql", contents: "CREATE TABLE t (id int);\r-- migrate:down\rDROP TABLE t;\r")
         #expect(unix.checksum == windows.checksum)
         #expect(unix.checksum == oldMac.checksum)
         #expect(windows.down?.firstLine == 3)
-        let edited = try Migration(fileName: "1_a.sql", contents: "CREATE TABLE t (id bigint);\n-- migrate:down\nDROP TABLE t;\n")
+        let edited = try SchemaMigration(fileName: "1_a.sql", contents: "CREATE TABLE t (id bigint);\n-- migrate:down\nDROP TABLE t;\n")
         #expect(edited.checksum != unix.checksum)
         #expect(unix.checksum == SHA256.hash("CREATE TABLE t (id int);\n-- migrate:down\nDROP TABLE t;\n").hexString)
     }

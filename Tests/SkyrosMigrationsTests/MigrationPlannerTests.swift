@@ -5,17 +5,17 @@ import Testing
 
 @Suite("Planner")
 struct MigrationPlannerTests {
-    let files: [Migration]
+    let files: [SchemaMigration]
 
     init() throws {
         self.files = try (1...4).map { version in
-            try Migration(
+            try SchemaMigration(
                 version: Int64(version), description: "step \(version)", up: "CREATE TABLE t\(version) (id int);",
                 down: version == 2 ? nil : "DROP TABLE t\(version);")
         }
     }
 
-    func applied(_ migration: Migration, checksum: String? = nil) -> AppliedMigration {
+    func applied(_ migration: SchemaMigration, checksum: String? = nil) -> AppliedMigration {
         AppliedMigration(
             version: migration.version, description: migration.description, fileName: migration.fileName,
             checksum: checksum ?? migration.checksum, isBaseline: false, appliedAt: Date(),

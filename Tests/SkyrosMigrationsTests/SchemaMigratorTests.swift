@@ -7,7 +7,7 @@ import Testing
 @testable import SkyrosMigrations
 
 /// The library against the real server; each test migrates its own schema and drops it.
-@Suite("Migrator (PostgreSQL)", .timeLimit(.minutes(3)))
+@Suite("SchemaMigrator (PostgreSQL)", .timeLimit(.minutes(3)))
 struct MigratorTests {
     /// Runs `body` with a fresh schema name, a directory holding the example migrations and a connection.
     func withFixture(
@@ -28,8 +28,8 @@ struct MigratorTests {
         await TestServer.dropSchema(schema)
     }
 
-    func migrator(_ schema: String, _ directory: TemporaryDirectory, lockWait: Duration = .seconds(60)) -> Migrator {
-        Migrator(
+    func migrator(_ schema: String, _ directory: TemporaryDirectory, lockWait: Duration = .seconds(60)) -> SchemaMigrator {
+        SchemaMigrator(
             source: .directory(directory.url),
             configuration: .init(schema: schema, lockWaitTimeout: lockWait))
     }
@@ -140,7 +140,7 @@ struct MigratorTests {
             #expect(outOfOrder?.issues.map(\.kind) == [.outOfOrder])
             #expect(outOfOrder?.fileName == "2_seed_authors.sql")
 
-            let lenient = Migrator(
+            let lenient = SchemaMigrator(
                 source: .directory(directory.url), configuration: .init(schema: schema, allowOutOfOrder: true))
             #expect(try await lenient.migrate(on: connection).completed.map(\.migration.version) == [2])
 
@@ -271,8 +271,8 @@ struct MigratorTests {
     /// were skipped in a cancelled task, and every other migrator then waited for this connection to close).
     @Test func aCancelledMigrationReleasesItsLockOnTheCallersConnection() async throws {
         try await withFixture { schema, _, connection in
-            let migrations = try [Migration(version: 1, description: "slow", up: "SELECT pg_sleep(30);", down: "")]
-            let migrator = Migrator(source: .migrations(migrations), configuration: .init(schema: schema))
+            let migrations = try [SchemaMigration(version: 1, description: "slow", up: "SELECT pg_sleep(30);", down: "")]
+            let migrator = SchemaMigrator(source: .migrations(migrations), configuration: .init(schema: schema))
             let pid = try await connection.query("SELECT pg_backend_pid()")[0].decode(Int.self, at: 0)
             let pathBefore = try await connection.query("SHOW search_path")[0].decode(String.self, at: 0)
             let running = Task { try await migrator.migrate(on: connection) }
@@ -294,9 +294,9 @@ struct MigratorTests {
     @Test func inCodeSourceWorks() async throws {
         try await withFixture { schema, _, connection in
             let migrations = try [
-                Migration(version: 1, description: "create t", up: "CREATE TABLE t (id int);", down: "DROP TABLE t;")
+                SchemaMigration(version: 1, description: "create t", up: "CREATE TABLE t (id int);", down: "DROP TABLE t;")
             ]
-            let migrator = Migrator(source: .migrations(migrations), configuration: .init(schema: schema))
+            let migrator = SchemaMigrator(source: .migrations(migrations), configuration: .init(schema: schema))
             #expect(try await migrator.migrate(on: connection).completed.count == 1)
             #expect(try await TestServer.relationExists(schema, "t"))
         }
@@ -308,7 +308,7 @@ struct MigratorTests {
             .deletingLastPathComponent()
         let schema = TestServer.uniqueSchema("example")
         let connection = try await TestServer.connect()
-        let migrator = Migrator(
+        let migrator = SchemaMigrator(
             source: .directory(root.appendingPathComponent("migrations")), configuration: .init(schema: schema))
         do {
             let report = try await migrator.migrate(on: connection)
@@ -340,7 +340,7 @@ struct MigratorTests {
 
             let handler = RecordingLogHandler()
             let logger = Logger(label: "test", factory: { _ in handler })
-            let migrator = Migrator(
+            let migrator = SchemaMigrator(
                 source: .directory(older.url), configuration: .init(schema: schema, lockWaitTimeout: .seconds(60)),
                 logger: logger)
             let report = try await migrator.migrate(database: try TestServer.configuration)
@@ -353,7 +353,7 @@ struct MigratorTests {
             #expect(try await migrator.verify(on: connection).isEmpty)
             #expect(try await migrator.status(on: connection).map(\.state) == [.applied, .applied, .applied, .newerThanFiles])
 
-            let strict = Migrator(
+            let strict = SchemaMigrator(
                 source: .directory(older.url),
                 configuration: .init(schema: schema, lockWaitTimeout: .seconds(60), newerAppliedMigrations: .refuse))
             let error = await #expect(throws: MigrationError.self) {

@@ -1,11 +1,11 @@
 import SkyrosPostgres
 import Tracing
 
-extension Migrator {
+extension SchemaMigrator {
     /// Runs one migration inside a `skyros.migration` span (under the caller's span, if any; a root span
     /// otherwise, since a deploy's migrations are worth seeing on their own). Its statements are child spans.
     static func traced(
-        _ migration: Migration, direction: MigrationDirection, on connection: PGConnection,
+        _ migration: SchemaMigration, direction: MigrationDirection, on connection: PGConnection,
         _ run: () async throws -> Duration
     ) async throws -> Duration {
         let span = InstrumentationSystem.tracer.startSpan(

@@ -18,11 +18,11 @@ import Foundation
 /// without a non-empty down section is irreversible.
 ///
 /// ```swift
-/// let migration = try Migration(fileName: "1_create_authors.sql", contents: "CREATE TABLE authors (id uuid);")
+/// let migration = try SchemaMigration(fileName: "1_create_authors.sql", contents: "CREATE TABLE authors (id uuid);")
 /// migration.version      // 1
 /// migration.description  // "create authors"
 /// ```
-public struct Migration: Sendable, Hashable, Identifiable {
+public struct SchemaMigration: Sendable, Hashable, Identifiable {
     /// The version: a positive integer or a timestamp such as `20250101120000`; migrations run in version order.
     public let version: Int64
     /// The description, from the file name with `_` shown as spaces.
@@ -82,7 +82,7 @@ public struct Migration: Sendable, Hashable, Identifiable {
     ///
     /// The checksum covers the equivalent file text, so changing any argument later counts as drift.
     /// ```swift
-    /// let m = try Migration(version: 1, description: "create authors", up: "CREATE TABLE authors (id int);",
+    /// let m = try SchemaMigration(version: 1, description: "create authors", up: "CREATE TABLE authors (id int);",
     ///                       down: "DROP TABLE authors;")
     /// ```
     public init(
@@ -142,8 +142,8 @@ public struct Migration: Sendable, Hashable, Identifiable {
 /// Parses markers and directives of a migration file.
 enum MigrationFileParser {
     struct Parsed {
-        var up: Migration.Script
-        var down: Migration.Script?
+        var up: SchemaMigration.Script
+        var down: SchemaMigration.Script?
         var isTransactional = true
         var lockTimeout: String?
         var statementTimeout: String?
@@ -200,9 +200,9 @@ enum MigrationFileParser {
                         + "statement-timeout)", line: lineNumber)
             }
         }
-        func section(from start: Int, to end: Int) -> Migration.Script {
+        func section(from start: Int, to end: Int) -> SchemaMigration.Script {
             let body = start < end ? lines[start..<end].joined(separator: "\n") : ""
-            return Migration.Script(sql: body, firstLine: start + 1)
+            return SchemaMigration.Script(sql: body, firstLine: start + 1)
         }
         let upStart = upMarker.map { $0 + 1 } ?? 0
         let upEnd = downMarker ?? lines.count
@@ -210,7 +210,7 @@ enum MigrationFileParser {
         guard !up.statements.isEmpty else {
             throw invalid("the up section has no SQL statement", line: upStart + 1)
         }
-        var down: Migration.Script?
+        var down: SchemaMigration.Script?
         if let downMarker {
             let script = section(from: downMarker + 1, to: lines.count)
             if !script.statements.isEmpty { down = script }

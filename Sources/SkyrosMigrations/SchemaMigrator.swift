@@ -9,7 +9,7 @@ import SkyrosPostgres
 /// the file.
 ///
 /// ```swift
-/// let migrator = Migrator(
+/// let migrator = SchemaMigrator(
 ///     source: .directory(path: "migrations"),
 ///     configuration: .init(schema: "app"),
 ///     logger: logger)
@@ -27,7 +27,7 @@ import SkyrosPostgres
 /// - ``baseline(version:description:on:)``
 /// - ``repair(on:dryRun:)``
 /// - ``NewerMigrationsPolicy``
-public struct Migrator: Sendable {
+public struct SchemaMigrator: Sendable {
     /// What the migrator does when the history holds versions newer than every migration file.
     ///
     /// During a rolling deploy a newer build's instances apply `4_author_bio.sql` while the previous build's
@@ -37,7 +37,7 @@ public struct Migrator: Sendable {
     /// instead, as for a wrong migrations directory. Either way an edited applied file is refused.
     ///
     /// ```swift
-    /// var configuration = Migrator.Configuration(schema: "app")
+    /// var configuration = SchemaMigrator.Configuration(schema: "app")
     /// configuration.newerAppliedMigrations = .refuse     // e.g. in CI: the files must cover the database
     /// ```
     public struct NewerMigrationsPolicy: Sendable, Hashable, CustomStringConvertible {
@@ -63,8 +63,8 @@ public struct Migrator: Sendable {
         /// history the app wrote.
         ///
         /// ```swift
-        /// let configuration = Migrator.Configuration()
-        /// assert(configuration.schema == Migrator.Configuration.defaultSchema)   // "public"
+        /// let configuration = SchemaMigrator.Configuration()
+        /// assert(configuration.schema == SchemaMigrator.Configuration.defaultSchema)   // "public"
         /// ```
         public static let defaultSchema = "public"
 
@@ -84,7 +84,7 @@ public struct Migrator: Sendable {
         /// Recorded in `applied_by`; `nil` records the database user (`current_user`).
         public var appliedBy: String?
         /// Applied versions newer than every file: tolerated (the default, for rolling deploys) or refused.
-        /// See ``Migrator/NewerMigrationsPolicy``.
+        /// See ``SchemaMigrator/NewerMigrationsPolicy``.
         public var newerAppliedMigrations: NewerMigrationsPolicy
 
         /// Creates a configuration; every argument has a default.
@@ -132,14 +132,14 @@ public struct Migrator: Sendable {
 
     /// Loads and parses the migrations, sorted by version.
     /// - Throws: ``MigrationError`` naming the bad file.
-    public func migrations() throws -> [Migration] { try self.source.load() }
+    public func migrations() throws -> [SchemaMigration] { try self.source.load() }
 
     /// Opens a direct connection, applies every pending migration, and closes the connection.
     ///
     /// This is the call for service start-up (`DataStack.start` uses it). Use a direct connection, not one
     /// through a transaction-mode pooler: the migration lock is a session lock.
     /// ```swift
-    /// try await Migrator(source: .bundle(.module)).migrate(database: configuration)
+    /// try await SchemaMigrator(source: .bundle(.module)).migrate(database: configuration)
     /// ```
     /// - Throws: ``MigrationError``, or `PGError` when the connection cannot be opened.
     @discardableResult
@@ -183,7 +183,7 @@ public struct Migrator: Sendable {
     }
 
     private func migrate(
-        _ migrations: [Migration], on connection: PGConnection, to target: Int64?, dryRun: Bool,
+        _ migrations: [SchemaMigration], on connection: PGConnection, to target: Int64?, dryRun: Bool,
         progress: (@Sendable (MigrationEvent) -> Void)?
     ) async throws -> MigrationReport {
         try await self.withSession(on: connection, createHistory: !dryRun, progress: progress) { session in
@@ -382,7 +382,7 @@ public struct Migrator: Sendable {
         }
     }
 
-    private static func repairs(_ migrations: [Migration], _ applied: [AppliedMigration]) -> [MigrationRepair] {
+    private static func repairs(_ migrations: [SchemaMigration], _ applied: [AppliedMigration]) -> [MigrationRepair] {
         let files = Dictionary(migrations.map { ($0.version, $0) }, uniquingKeysWith: { first, _ in first })
         return applied.compactMap { row in
             guard !row.isBaseline, let file = files[row.version], file.checksum != row.checksum else { return nil }
