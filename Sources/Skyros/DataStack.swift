@@ -306,19 +306,57 @@ public final class DataStack: DataStackProtocol, Service {
             durability: durability ?? self.configuration.defaultDurability, policy: mergePolicy, logger: logger, body)
     }
 
+    /// ``write(durability:_:)`` that ends by `deadline`: a request handler's write answers in time while the
+    /// database is unreachable. The write stops waiting when the deadline passes or its task is cancelled, and
+    /// throws ``DataStackError`` `.deadlineExceeded` (or `.writeCancelled`); its
+    /// ``DataStackError/mayStillCommit`` says whether the changes were already queued, in which case the commit
+    /// queue keeps retrying them (``CommitQueueConfiguration/maximumRetryDuration``) and a failure reaches
+    /// ``errors``. A write whose deadline passes before its changes are queued saves nothing. The deadline
+    /// bounds the waits (room in the queue, the commit); a body that runs past it is not interrupted, but its
+    /// changes are then not saved.
+    ///
+    /// ```swift
+    /// do {
+    ///     try await stack.write(durability: .committed, deadline: .now + .seconds(2)) { context in
+    ///         try context.insert(book)
+    ///     }
+    /// } catch let error as DataStackError where error.code == .deadlineExceeded {
+    ///     // answer 503; error.mayStillCommit says whether the row may appear later
+    /// }
+    /// ```
+    /// - Parameters:
+    ///   - durability: as for ``write(durability:_:)``; the stack's ``DataStackConfiguration/defaultDurability``
+    ///     when `nil`. With `WriteDurability/visible` the deadline bounds only the wait for room in the queue.
+    ///   - deadline: when the write must have ended.
+    ///   - mergePolicy: this write's merge policy; the stack's when `nil`.
+    ///   - logger: where this write's records go; the stack's logger when `nil`.
+    ///   - body: the changes.
+    @discardableResult
+    public func write<R>(
+        durability: WriteDurability? = nil, deadline: ContinuousClock.Instant, mergePolicy: MergePolicy? = nil,
+        logger: Logger? = nil, _ body: (DataContext) async throws -> R
+    ) async throws -> R {
+        try await self.write(
+            durability: durability ?? self.configuration.defaultDurability, policy: mergePolicy, logger: logger,
+            deadline: deadline, body)
+    }
+
     private func write<R>(
         durability: WriteDurability, policy mergePolicy: MergePolicy?, logger: Logger? = nil,
-        _ body: (DataContext) async throws -> R
+        deadline explicitDeadline: ContinuousClock.Instant? = nil, _ body: (DataContext) async throws -> R
     ) async throws -> R {
         let core = self.core
-        try await core.waitForRoom()
+        let deadline = WriteDeadline(explicitDeadline ?? self.configuration.writeTimeout.map { .now + $0 })
+        try await core.waitForRoom(until: deadline)
         try await core.identities.waitForIdentities()
         if durability == .committed { core.startDrainAhead() }
         let context = self.newBackgroundContext()
         let result = try await context.perform(body)
+        // Past the deadline (or cancelled), nothing is queued: the caller is told the write did not happen.
+        if let interruption = deadline.interruption(queued: false) { throw interruption }
         let ticket = try context.push(policy: mergePolicy, logger: logger)
         if durability == .committed, let ticket {
-            try await ticket.wait()
+            try await ticket.wait(until: deadline)
             // A row the body returns comes back as stored: with the values the database set.
             if let row = result as? any Entity, let stored = try await core.current(row) as? R { return stored }
         }

@@ -73,6 +73,17 @@ public struct DataStackConfiguration: Sendable {
     /// configuration.defaultDurability = .committed
     /// ```
     public var defaultDurability: WriteDurability = .visible
+
+    /// How long a write may take when the call names no deadline (``DataStack/write(durability:deadline:mergePolicy:logger:_:)``):
+    /// past it, the write throws `DataStackError` `.deadlineExceeded`. `nil` (the default): writes wait for
+    /// room in the queue and durable writes for their commit as long as the commit queue retries
+    /// (`CommitQueueConfiguration/maximumRetryDuration`); task cancellation still ends the wait.
+    ///
+    /// ```swift
+    /// var configuration = DataStackConfiguration(store: .inMemory)
+    /// configuration.writeTimeout = .seconds(2)   // a request's write answers within 2 s, database down or not
+    /// ```
+    public var writeTimeout: Duration?
     /// The change log and listener that keep several processes' caches and observers current.
     public var changeFeed = ChangeFeedConfiguration()
     /// A direct connection to the same database, for the work that needs a server session of its own: the

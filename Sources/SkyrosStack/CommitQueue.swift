@@ -57,7 +57,7 @@ final class CommitQueue: Sendable {
         self.onCommitError = onCommitError
     }
 
-    static func stateMachine(_ configuration: CommitQueueConfiguration) -> CommitQueueStateMachine<QueuedCommit, CheckedContinuation<Void, Never>> {
+    static func stateMachine(_ configuration: CommitQueueConfiguration) -> CommitQueueStateMachine<QueuedCommit, OneShotWaiter> {
         CommitQueueStateMachine(
             limits: .init(
                 maximumQueuedCommits: configuration.maximumQueuedCommits, maximumQueuedBytes: configuration.maximumQueuedBytes,
@@ -97,7 +97,7 @@ final class CommitQueue: Sendable {
         let policy = policy ?? self.configuration.mergePolicy
         let prefix = self.commitIDPrefix
         let trace = CommitTrace.current
-        let action = self.state.withLock { state -> CommitQueueStateMachine<QueuedCommit, CheckedContinuation<Void, Never>>.EnqueueAction in
+        let action = self.state.withLock { state -> CommitQueueStateMachine<QueuedCommit, OneShotWaiter>.EnqueueAction in
             let action = state.queue.enqueue { id in
                 QueuedCommit(
                     id: id, slots: slots, ticket: ticket, commitID: UUID(commitPrefix: prefix, sequence: id), policy: policy,
@@ -121,8 +121,9 @@ final class CommitQueue: Sendable {
 
     /// Waits while the queue is full (by count or bytes). Writers that do not wait (a context's synchronous
     /// ``DataContext/save()``) may exceed the bound by their own sets.
-    /// - Throws: ``DataStackError`` `.stackShutDown` once the stack stops accepting writes.
-    func waitForRoom() async throws {
+    /// - Throws: ``DataStackError`` `.stackShutDown` once the stack stops accepting writes; `.deadlineExceeded`
+    ///   or `.writeCancelled` when `deadline` passes or the task is cancelled while it waits (nothing queued).
+    func waitForRoom(until deadline: WriteDeadline = WriteDeadline(nil)) async throws {
         while true {
             let (accepting, proceed) = self.state.withLock { ($0.queue.accepting, $0.queue.hasRoom) }
             if !accepting {
@@ -132,9 +133,10 @@ final class CommitQueue: Sendable {
                 throw DataStackError(code: .stackShutDown, message: "the stack was shut down; the write was not saved")
             }
             if proceed { return }
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let waits = self.state.withLock { $0.queue.waitForRoom(continuation) }
-                if !waits { continuation.resume() }
+            if let interruption = deadline.interruption(queued: false) { throw interruption }
+            let waiter = OneShotWaiter()
+            await deadline.race {
+                await waiter.wait { waiter in self.state.withLock { $0.queue.waitForRoom(waiter) } }
             }
         }
     }
@@ -188,7 +190,7 @@ final class CommitQueue: Sendable {
 
     /// A group built while the one before it was on the server.
     private struct PreparedAhead: Sendable {
-        let first: CommitQueueStateMachine<QueuedCommit, CheckedContinuation<Void, Never>>.Ahead
+        let first: CommitQueueStateMachine<QueuedCommit, OneShotWaiter>.Ahead
         let group: PreparedGroup
     }
 
@@ -301,7 +303,7 @@ final class CommitQueue: Sendable {
     private func settle(_ batch: [QueuedCommit], _ outcomes: [Result<ChangeSetResult, any Error>], clearRunning: Bool = true) {
         // Committed rows whose stored value may differ from the one observers were shown (see `StackView.succeed`).
         var reread: [ResolvedSlot] = []
-        let waiters = self.state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let waiters = self.state.withLock { state -> [OneShotWaiter] in
             for (commit, outcome) in zip(batch, outcomes) {
                 switch outcome {
                 case .success(let result): state.view.succeed(commit, result: result, reread: &reread)

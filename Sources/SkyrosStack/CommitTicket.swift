@@ -27,6 +27,21 @@ package final class CommitTicket: Sendable {
         }
     }
 
+    /// Waits for the commit until `deadline` passes or the task is cancelled; throws the commit's error, or
+    /// ``DataStackError`` `.deadlineExceeded` / `.writeCancelled` with `mayStillCommit` (the queue keeps the
+    /// commit and retries it).
+    package func wait(until deadline: WriteDeadline) async throws {
+        while true {
+            if deadline.instant == nil {
+                _ = await self.waitUnlessCancelled()
+            } else {
+                await deadline.race { _ = await self.waitUnlessCancelled() }
+            }
+            if self.state.withLock({ $0.result != nil }) { return try await self.wait() }
+            if let interruption = deadline.interruption(queued: true) { throw interruption }
+        }
+    }
+
     /// Waits for the commit, or until the task is cancelled. Returns whether the commit finished (either way).
     func waitUnlessCancelled() async -> Bool {
         let id = self.state.withLock { state -> Int in

@@ -24,6 +24,8 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
             case commitOutcomeUnknown = "commit outcome unknown"
             case entityTypeMismatch = "entity type mismatch"
             case noIdentityAvailable = "no identity available"
+            case deadlineExceeded = "deadline exceeded"
+            case writeCancelled = "write cancelled"
         }
 
         private let base: Base
@@ -61,6 +63,15 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
         /// recorded.
         public static let noIdentityAvailable = Code(.noIdentityAvailable)
 
+        /// A write did not finish by its deadline (`DataStack/write(durability:deadline:_:)`,
+        /// `DataStackConfiguration/writeTimeout`). ``DataStackError/mayStillCommit`` says whether its changes
+        /// had been queued: if so, the commit queue keeps retrying them and they may still commit (the outcome
+        /// reaches `DataStack/errors` if they fail); if not, nothing was saved.
+        public static let deadlineExceeded = Code(.deadlineExceeded)
+        /// The task running a write was cancelled before the write finished. ``DataStackError/mayStillCommit``
+        /// says whether its changes had been queued, as for ``deadlineExceeded``.
+        public static let writeCancelled = Code(.writeCancelled)
+
         public var description: String { self.base.rawValue }
     }
 
@@ -70,12 +81,17 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The error that caused this one.
     public var underlying: (any Error)?
+    /// For a write that ended early (``Code/deadlineExceeded``, ``Code/writeCancelled``): `true` when its
+    /// changes were already in the commit queue, which keeps retrying them, so they may still commit; `false`
+    /// when nothing was saved. `false` for every other code.
+    public var mayStillCommit: Bool
 
     /// Creates an error.
-    public init(code: Code, message: String, underlying: (any Error)? = nil) {
+    public init(code: Code, message: String, underlying: (any Error)? = nil, mayStillCommit: Bool = false) {
         self.code = code
         self.message = message
         self.underlying = underlying
+        self.mayStillCommit = mayStillCommit
     }
 
     public var description: String {

@@ -216,7 +216,9 @@ package final class StackCore: Sendable {
 
     package func startDrainAhead() { self.queue.startDrainAhead() }
 
-    package func waitForRoom() async throws { try await self.queue.waitForRoom() }
+    package func waitForRoom(until deadline: WriteDeadline = WriteDeadline(nil)) async throws {
+        try await self.queue.waitForRoom(until: deadline)
+    }
 
     /// The tables whose stored rows the database may make differ from what a stack writes (a `BEFORE` trigger):
     /// this stack's own writes to them are read back, not cached as sent.

@@ -162,6 +162,6 @@ struct StackView: Sendable {
 /// at once, and a group's outcomes reach the cache and free its room at once.
 struct StackState: Sendable {
     var view: StackView
-    var queue: CommitQueueStateMachine<QueuedCommit, CheckedContinuation<Void, Never>>
+    var queue: CommitQueueStateMachine<QueuedCommit, OneShotWaiter>
     var hook: (any CommitTransactionHook)?
 }

@@ -135,6 +135,20 @@ public enum TestServer {
     }
 }
 
+extension TestServer {
+    /// Starts the throw-away cluster after a test stopped it (`pgCtl("stop …")`), with the options it was
+    /// started with (port, socket, settings): `pg_ctl start` alone would read only `postgresql.conf`, while
+    /// `pg_ctl restart` reuses `postmaster.opts` by itself.
+    public static func startStoppedServer(sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        guard let pgCtl = self.pgCtlCommand, let data = pgCtl.components(separatedBy: " -D ").last else {
+            throw PGError(kind: .invalidConfiguration, message: "no pg_ctl")
+        }
+        // postmaster.opts holds the server binary, then each option double-quoted, as `pg_ctl -o` takes them.
+        try await self.pgCtl(
+            "start -w -t 60 -o \"$(cut -d' ' -f2- \(data)/postmaster.opts)\"", sourceLocation: sourceLocation)
+    }
+}
+
 /// Runs `body`, then `cleanup` in line, whether `body` returned or threw (an `async` `defer`: a `defer` can only
 /// start a task the test does not wait for).
 public func withCleanup<R>(_ body: () async throws -> R, cleanup: () async -> Void) async throws -> R {

@@ -73,4 +73,38 @@ struct CommitQueueServerRestartTests {
             #expect(failures.isEmpty, "\(failures.prefix(3))")
         }
     }
+
+    @Test("With PostgreSQL stopped, a durable write with a 2 s deadline throws deadlineExceeded; every write queued in the outage commits after it")
+    func deadlineDuringOutage() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            let schema = try #require((stack.store as? PostgresStore)?.schema)
+            try await stack.write(durability: .committed) { try $0.insert(note(1)) }
+            try await TestServer.pgCtl("stop -m fast -w -t 60")
+            let outcome: Result<Duration, any Error>
+            do {
+                // Queued writes are accepted while the database is down: the queue keeps them and retries.
+                for id in 2...51 { try await stack.write { try $0.insert(note(id)) } }
+                let clock = ContinuousClock()
+                let started = clock.now
+                let error = await #expect(throws: DataStackError.self) {
+                    try await stack.write(durability: .committed, deadline: .now + .seconds(2)) { try $0.insert(note(52)) }
+                }
+                #expect(error?.code == .deadlineExceeded)
+                #expect(error?.mayStillCommit == true)
+                outcome = .success(started.duration(to: clock.now))
+            } catch {
+                outcome = .failure(error)
+            }
+            try await TestServer.startStoppedServer()
+            let elapsed = try outcome.get()
+            // The figure the README quotes; a hang is caught by the suite's time limit, not by a bound here.
+            print("deadlineDuringOutage: the 2 s deadline ended the durable write after \(elapsed)")
+            // A durable write after the outage returns once every earlier write finished (commits are ordered).
+            try await stack.write(durability: .committed) { try $0.insert(note(53)) }
+            let rows = try await CommitQueueTestServer.query(
+                "SELECT count(*)::int8, count(DISTINCT id)::int8 FROM \(qualified: [schema, "stack_notes"])")
+            #expect(try rows[0].decode(Int.self, at: 0) == 53)
+            #expect(try rows[0].decode(Int.self, at: 1) == 53)
+        }
+    }
 }
