@@ -16,7 +16,7 @@ import SkyrosStore
 /// | `skyros.commit.retries` | counter | group retries after transient failures |
 /// | `skyros.commit.failures` | counter | sets that failed for good and were reverted |
 ///
-/// Each carries the stack's dimensions (`stack`: ``DataStackConfiguration/name``).
+/// Each carries the stack's dimensions (`stack`: `DataStackConfiguration.name`).
 package final class CommitQueueMetrics: Sendable {
     final class Gauge: Sendable {
         private let value = Atomic<Int>(0)

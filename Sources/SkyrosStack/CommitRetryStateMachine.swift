@@ -6,7 +6,7 @@ import SkyrosPostgres
 /// Driven by ``GroupCommitter``, which classifies each failure (``Failure``) and runs the action returned.
 /// Time enters only as the `elapsed` argument, so transitions are tested without a clock or a server.
 ///
-/// The delays and the time a group keeps retrying (its ``RetryPolicy/budget``) are the policy's.
+/// The delays and the time a group keeps retrying (its `RetryPolicy.budget`) are the policy's.
 package struct CommitRetryStateMachine: Sendable {
     /// What a failed attempt's error means for the group.
     package struct Failure: Sendable, Equatable {

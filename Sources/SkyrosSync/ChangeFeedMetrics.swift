@@ -25,7 +25,7 @@ import SkyrosStack
 /// and the application's wall clock when the entry is applied. Skew between the two machines shifts every
 /// sample by the same amount (a sample that would be negative is recorded as 0); run NTP on both.
 ///
-/// Each carries the stack's dimensions (`stack`: `DataStackConfiguration/name`).
+/// Each carries the stack's dimensions (`stack`: `DataStackConfiguration.name`).
 package final class ChangeFeedMetrics: Sendable {
     let entries: ReportedCounter
     /// Of `entries`, those that arrived in their hint (no log read); not reported.
