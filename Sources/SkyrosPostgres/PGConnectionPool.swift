@@ -135,7 +135,11 @@ public final class PGConnectionPool: Service, Sendable {
     /// let pool = PGConnectionPool(
     ///     postgres: try PGConfiguration(url: url), metricsDimensions: [("service", "billing")])
     /// ```
-    /// - Parameter metricsDimensions: dimensions every metric of the pool carries (see "Metrics" above).
+    /// - Parameters:
+    ///   - configuration: sizing and timeouts.
+    ///   - postgres: where and how to connect.
+    ///   - logger: receives the pool's and its connections' records; the password is never logged.
+    ///   - metricsDimensions: dimensions every metric of the pool carries (see "Metrics" above).
     public convenience init(
         configuration: Configuration = .init(), postgres: PGConfiguration,
         logger: Logger = Logger(label: "skyros.pool", factory: { _ in SwiftLogNoOpLogHandler() }),
