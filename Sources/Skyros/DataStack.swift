@@ -88,15 +88,17 @@ public final class DataStack: DataStackProtocol, Service {
         self.pool = pool
         self.configuration = configuration
         self.logger = logger
-        self.replica = pool == nil ? nil : configuration.readReplica.map { ReplicaReader($0, logger: logger) }
+        let metrics = configuration.metricsScope
+        self.replica = pool == nil ? nil : configuration.readReplica.map { ReplicaReader($0, logger: logger, metrics: metrics) }
         let (errors, continuation) = AsyncStream.makeStream(of: DataStackError.self, bufferingPolicy: .bufferingNewest(256))
         self.errors = errors
         self.errorContinuation = continuation
         let core = StackCore(
             store: store, cacheLimit: configuration.cacheLimit, generation: store.generation, logger: logger,
-            queueConfiguration: configuration.commitQueue, drains: self.tasks, onCommitError: { continuation.yield($0) })
+            queueConfiguration: configuration.commitQueue, drains: self.tasks, metrics: metrics,
+            onCommitError: { continuation.yield($0) })
         self.current = Locked(Current(core: core, main: DataContext(core: core, parent: .root, isMain: true)))
-        self.sync = StackSync(configuration: configuration.changeFeed)
+        self.sync = StackSync(configuration: configuration.changeFeed, metrics: metrics)
         self.sync.attach(core)
     }
 
@@ -127,7 +129,9 @@ public final class DataStack: DataStackProtocol, Service {
             return stack
         case .postgres(let postgres, let schema):
             try await StartupWait(deadline: configuration.waitForDatabase).waitForDatabase(postgres, logger: logger)
-            let pool = PGConnectionPool(configuration: configuration.pool, postgres: postgres, logger: logger)
+            let pool = PGConnectionPool(
+                configuration: configuration.pool, postgres: postgres, logger: logger,
+                metrics: configuration.metricsScope.adding("pool", "primary"))
             do {
                 let store = try await self.open(postgres, schema: schema, pool: pool, configuration: configuration, logger: logger)
                 let stack = DataStack(store: store, postgres: store, pool: pool, configuration: configuration, logger: logger)
@@ -411,7 +415,7 @@ public final class DataStack: DataStackProtocol, Service {
         let core = StackCore(
             store: self.commitStore, cacheLimit: self.configuration.cacheLimit, generation: self.commitStore.generation,
             logger: self.logger, queueConfiguration: self.configuration.commitQueue, drains: self.tasks,
-            onCommitError: { continuation.yield($0) })
+            metrics: self.configuration.metricsScope, onCommitError: { continuation.yield($0) })
         // Its commits wait until the change feed has attached to it and the capture is installed again: one before
         // that would write no change-log entry and send no hint, and other processes would keep what they cache
         // of it.

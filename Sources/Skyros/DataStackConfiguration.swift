@@ -1,3 +1,4 @@
+import Metrics
 import SkyrosMigrations
 import SkyrosPostgres
 import SkyrosStore
@@ -102,6 +103,35 @@ public struct DataStackConfiguration: Sendable {
     /// configuration.pool.usePreparedStatements = false      // PgBouncer before 1.21
     /// ```
     public var directConnection: PGConfiguration?
+    /// The stack's name in its metrics: every metric the stack reports (commit queue, change feed, relay,
+    /// pool, statements, replica reads) carries it as the dimension `stack`, so that two stacks in one process
+    /// are told apart. `nil` (default): the store's schema, else the migrator's schema (`public` unless set
+    /// there); `memory` for an in-memory store. Keep it stable across deploys: dashboards select on it.
+    ///
+    /// ```swift
+    /// var configuration = DataStackConfiguration(store: .postgres(try PGConfiguration(url: url), schema: "app"))
+    /// configuration.name = "orders"        // skyros.commit.sets{stack="orders"}, skyros.pool.leased{stack="orders",pool="primary"}, …
+    /// ```
+    public var name: String?
+
+    /// The metrics backend of this stack's metrics instead of the one bootstrapped (tests use their own, so as
+    /// not to bootstrap the process-wide system).
+    package var metricsFactory: (any MetricsFactory)?
+
+    /// ``name``, or its default.
+    package var resolvedName: String {
+        if let name { return name }
+        switch self.store {
+        case .inMemory: return "memory"
+        case .postgres(_, let schema): return schema ?? self.migrator.schema
+        }
+    }
+
+    /// Where the stack's metrics go: the `stack` dimension, and the backend.
+    var metricsScope: MetricsScope {
+        MetricsScope(dimensions: [("stack", self.resolvedName)], factory: self.metricsFactory)
+    }
+
     /// A streaming replica for ``DataStack/readSnapshot(from:_:)`` with ``SnapshotSource/replica`` (PostgreSQL
     /// only; `nil`: those reads run on the primary).
     public var readReplica: ReadReplica?

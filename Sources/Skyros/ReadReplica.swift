@@ -65,12 +65,16 @@ package struct ReplicaReadStatistics: Sendable, Hashable {
 final class ReplicaReader: Sendable {
     let configuration: ReadReplica
     let pool: PGConnectionPool
-    private let replicaReads = ReportedCounter("skyros.replica.reads")
-    private let fallbacks = ReportedCounter("skyros.replica.fallbacks")
+    private let replicaReads: ReportedCounter
+    private let fallbacks: ReportedCounter
 
-    init(_ configuration: ReadReplica, logger: Logger) {
+    init(_ configuration: ReadReplica, logger: Logger, metrics: MetricsScope = MetricsScope()) {
         self.configuration = configuration
-        self.pool = PGConnectionPool(configuration: configuration.pool, postgres: configuration.postgres, logger: logger)
+        self.pool = PGConnectionPool(
+            configuration: configuration.pool, postgres: configuration.postgres, logger: logger,
+            metrics: metrics.adding("pool", "replica"))
+        self.replicaReads = ReportedCounter("skyros.replica.reads", in: metrics)
+        self.fallbacks = ReportedCounter("skyros.replica.fallbacks", in: metrics)
     }
 
     var counters: ReplicaReadStatistics {

@@ -20,8 +20,12 @@ final class StackSync: CommitTransactionHook, ChangeFeedSink, Sendable {
     /// The current main context's core (replaced when the store is rebuilt).
     private let core = Locked<StackCore?>(nil)
 
-    init(configuration: ChangeFeedConfiguration) {
+    /// Where the feed's and the relay's metrics go (the stack's dimensions).
+    private let metrics: MetricsScope
+
+    init(configuration: ChangeFeedConfiguration, metrics: MetricsScope = MetricsScope()) {
         self.configuration = configuration
+        self.metrics = metrics
         self.originText = self.origin.uuidString.lowercased()
     }
 
@@ -66,14 +70,14 @@ final class StackSync: CommitTransactionHook, ChangeFeedSink, Sendable {
         }
         let feed = ChangeFeed(
             log: log, origin: self.origin, pool: pool, session: session,
-            configuration: self.configuration, logger: logger, sink: self)
+            configuration: self.configuration, logger: logger, sink: self, metrics: self.metrics)
         try await feed.start()
         self.feed.withLock { $0 = feed }
         if let slot, standsForElection {
             self.relay.withLock {
                 $0 = ChangeRelay(
                     log: log, schema: slot.schema, slot: slot.slot, replication: session,
-                    applicationName: "skyros-relay-\(self.originText)", pool: pool, logger: logger)
+                    applicationName: "skyros-relay-\(self.originText)", pool: pool, logger: logger, metrics: self.metrics)
             }
         }
         self.core.withLock { $0 }?.setCommitHook(self)

@@ -13,9 +13,8 @@ import SkyrosStack
 struct StartupWait {
     /// How long to keep trying (``DataStackConfiguration/waitForDatabase``); `.zero`: one attempt.
     var deadline: Duration
-    /// The pause after the first failed attempt; it doubles after each one up to ``maximumBackoff``.
-    var initialBackoff: Duration = .milliseconds(250)
-    var maximumBackoff: Duration = .seconds(2)
+    /// The pauses between attempts: 250 ms, doubling after each one up to 2 s.
+    var retries = RetryPolicy(initialDelay: .milliseconds(250), maximumDelay: .seconds(2))
 
     /// Returns once a connection to `postgres` opened.
     /// - Throws: ``DataStackError`` `.storeUnreachable` wrapping the last `PGError`: at once for an
@@ -25,7 +24,6 @@ struct StartupWait {
         let clock = ContinuousClock()
         let started = clock.now
         let end = started + self.deadline
-        var backoff = self.initialBackoff
         var attempt = 0
         while true {
             attempt += 1
@@ -42,7 +40,7 @@ struct StartupWait {
                 // one starts only with at least 100 ms left, so the wait ends at the deadline.
                 let remaining = end - clock.now
                 let retrying = remaining >= .milliseconds(100)
-                let pause = min(backoff, remaining - .milliseconds(100))
+                let pause = min(self.retries.delay(afterAttempt: attempt), remaining - .milliseconds(100))
                 logger.warning(
                     "cannot connect to PostgreSQL yet",
                     metadata: [
@@ -60,7 +58,6 @@ struct StartupWait {
                         underlying: error)
                 }
                 try await Task.sleep(for: pause, clock: clock)
-                backoff = min(backoff * 2, self.maximumBackoff)
             } catch let error as CancellationError {
                 throw error
             } catch {

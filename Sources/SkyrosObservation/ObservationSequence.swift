@@ -143,14 +143,19 @@ final class ObservationDriver<State: Sendable, Element: Sendable>: ObservationDr
 
     /// Retries transient PostgreSQL errors (a reconnecting pool) for up to about five seconds.
     private static func retrying<R>(_ body: () async throws -> R) async throws -> R {
+        let started = ContinuousClock.now
         var attempt = 0
         while true {
             do {
                 return try await body()
-            } catch let error as PGError where error.isTransient && attempt < 50 {
+            } catch let error as PGError where error.isTransient && observationFetchRetries.allowsRetry(elapsed: ContinuousClock.now - started) {
                 attempt += 1
-                try await Task.sleep(for: .milliseconds(100))
+                try await Task.sleep(for: observationFetchRetries.delay(afterAttempt: attempt))
             }
         }
     }
 }
+
+/// The retries of an observation's fetch: every 100 ms (no backoff: the pool reconnects by itself), for 5 s.
+private let observationFetchRetries = RetryPolicy(
+    initialDelay: .milliseconds(100), multiplier: 1, maximumDelay: .milliseconds(100), budget: .seconds(5))

@@ -42,9 +42,11 @@ extension PGConnection {
     package func pipelineWithoutChecking(_ queries: [PGQuery]) async throws -> [PGRows] {
         if queries.isEmpty { return [] }
         self.logger.debug("pipeline", metadata: ["skyros.pipeline.count": "\(queries.count)"])
-        return try await self.spanTarget.trace(
-            sql: Self.distinctStatements(queries), operation: Self.batchOperationName(queries), batch: queries.count
-        ) { try await self.pipelineRetryingStale(queries) }
+        return try await self.timed("PIPELINE") {
+            try await self.spanTarget.trace(
+                sql: Self.distinctStatements(queries), operation: Self.batchOperationName(queries), batch: queries.count
+            ) { try await self.pipelineRetryingStale(queries) }
+        }
     }
 
     /// A pipeline's statements for `db.query.text`, each text once in order of first use (a group commit repeats

@@ -1,5 +1,7 @@
+import DequeModule
 import Foundation
 import Logging
+import Metrics
 import ServiceLifecycle
 
 /// A pool of ``PGConnection``s: the root writer's connections and every query's lease.
@@ -16,6 +18,19 @@ import ServiceLifecycle
 ///
 /// `run()` (it is a `Service`) keeps `minimumConnections` open, closes idle connections and checks health;
 /// leasing works without it.
+///
+/// ## Metrics
+///
+/// The pool reports to swift-metrics (the backend bootstrapped when it is created), each metric with the
+/// `metricsDimensions` given at creation (a stack's pools carry `stack` and `pool`: `primary` or `replica`):
+///
+/// | metric | kind | meaning |
+/// |---|---|---|
+/// | `skyros.pool.leased` | gauge | connections leased now (in use) |
+/// | `skyros.pool.idle` | gauge | open connections waiting in the pool |
+/// | `skyros.pool.waiters` | gauge | callers waiting for a connection |
+/// | `skyros.pool.lease_wait` | timer | from asking for a connection to having one (waiting, or opening one) |
+/// | `skyros.pg.statement` | timer | one statement (or pipeline) on a pooled connection, dimension `operation`: its first keyword (`SELECT`, `INSERT`, …; `PIPELINE` for a pipeline) — never its text or values |
 public final class PGConnectionPool: Service, Sendable {
     /// Pool sizing and timeouts.
     public struct Configuration: Sendable, Hashable {
@@ -69,32 +84,93 @@ public final class PGConnectionPool: Service, Sendable {
         let continuation: CheckedContinuation<PGConnection?, any Error>
     }
 
+    /// The gauges, and the values they were last set to (each is set again only when its value changed).
+    private struct Gauges {
+        let leased: Gauge
+        let idle: Gauge
+        let waiters: Gauge
+        var reported = (leased: -1, idle: -1, waiters: -1)
+
+        mutating func report(_ now: (leased: Int, idle: Int, waiters: Int)) {
+            if now.leased != self.reported.leased { self.leased.record(now.leased) }
+            if now.idle != self.reported.idle { self.idle.record(now.idle) }
+            if now.waiters != self.reported.waiters { self.waiters.record(now.waiters) }
+            self.reported = now
+        }
+    }
+
     private struct State {
+        var gauges: Gauges
         var idle: [Idle] = []
         var leased = 0
         var opening = 0
-        var waiters: [Waiter] = []
+        var waiters: Deque<Waiter> = []
         var nextWaiterID = 0
         var shutDown = false
         var opened = 0
         var closed = 0
         var leaseTimeouts = 0
         var total: Int { self.idle.count + self.leased + self.opening }
+
+        mutating func reportGauges() {
+            let now = (leased: self.leased, idle: self.idle.count, waiters: self.waiters.count)
+            self.gauges.report(now)
+        }
     }
 
     public let configuration: Configuration
     public let postgres: PGConfiguration
     private let logger: Logger
-    private let state = Locked(State())
+    private let state: Locked<State>
+    private let leaseWait: Metrics.Timer
+    /// Where the pooled connections report their statements' durations.
+    private let metrics: MetricsScope
+    /// ``maintain()``'s failures to open the minimum of connections, at `warning` (rate-limited), and the
+    /// recovery at `notice`.
+    private let openOutage: OutageLog
 
     /// Creates a pool; no connection is opened until one is needed (or `run()` starts).
-    public init(
+    ///
+    /// ```swift
+    /// let pool = PGConnectionPool(
+    ///     postgres: try PGConfiguration(url: url), metricsDimensions: [("service", "billing")])
+    /// ```
+    /// - Parameters:
+    ///   - configuration: sizing and timeouts.
+    ///   - postgres: where and how to connect.
+    ///   - logger: receives the pool's and its connections' records; the password is never logged.
+    ///   - metricsDimensions: dimensions every metric of the pool carries (see "Metrics" above).
+    public convenience init(
         configuration: Configuration = .init(), postgres: PGConfiguration,
-        logger: Logger = Logger(label: "skyros.pool", factory: { _ in SwiftLogNoOpLogHandler() })
+        logger: Logger = Logger(label: "skyros.pool", factory: { _ in SwiftLogNoOpLogHandler() }),
+        metricsDimensions: [(String, String)] = []
     ) {
+        self.init(configuration: configuration, postgres: postgres, logger: logger, metrics: MetricsScope(dimensions: metricsDimensions))
+    }
+
+    /// A pool whose metrics go to `metrics` (its backend and dimensions).
+    package init(configuration: Configuration, postgres: PGConfiguration, logger: Logger, metrics: MetricsScope) {
         self.configuration = configuration
         self.postgres = postgres
         self.logger = logger
+        self.metrics = metrics
+        self.openOutage = OutageLog(logger: logger, event: "opening the pool's minimum connections")
+        var state = State(gauges: Gauges(
+            leased: metrics.gauge("skyros.pool.leased"), idle: metrics.gauge("skyros.pool.idle"),
+            waiters: metrics.gauge("skyros.pool.waiters")))
+        state.reportGauges()
+        self.state = Locked(state)
+        self.leaseWait = metrics.timer("skyros.pool.lease_wait")
+    }
+
+    /// Changes the state under its lock and reports the gauges whose values changed (in the same critical
+    /// section, so that two changes cannot report out of order).
+    private func withState<R>(_ body: (inout State) throws -> R) rethrows -> R {
+        try self.state.withLock { state in
+            let result = try body(&state)
+            state.reportGauges()
+            return result
+        }
     }
 
     /// Current counters: in use, idle, opening, waiting, and totals since creation.
@@ -122,6 +198,12 @@ public final class PGConnectionPool: Service, Sendable {
         }
     }
 
+    /// Records the time from `started` to now as a lease's wait.
+    private func recordLeaseWait(since started: ContinuousClock.Instant) {
+        let (seconds, attoseconds) = (ContinuousClock.now - started).components
+        self.leaseWait.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
     /// Whether an idle connection still works; a dropped one is discarded.
     private func keepIfHealthy(_ connection: PGConnection) async -> Bool {
         if await connection.isHealthy() { return true }
@@ -131,9 +213,12 @@ public final class PGConnectionPool: Service, Sendable {
     }
 
     /// A leased connection: an idle one (`wasIdle`: its health is not checked yet) or a new one.
+    /// The time until it returns or throws is recorded as the lease's wait.
     private func leaseCandidate() async throws -> (connection: PGConnection, wasIdle: Bool) {
+        let started = ContinuousClock.now
+        defer { self.recordLeaseWait(since: started) }
         while true {
-            let action = self.state.withLock { state -> LeaseAction in
+            let action = self.withState { state -> LeaseAction in
                 if state.shutDown { return .fail(PGError(kind: .poolClosed, message: "the connection pool is shut down")) }
                 if let idle = state.idle.popLast() {
                     state.leased += 1
@@ -154,9 +239,9 @@ public final class PGConnectionPool: Service, Sendable {
                 do {
                     return (try await self.openLeased(), false)
                 } catch {
-                    let waiter = self.state.withLock { state -> Waiter? in
+                    let waiter = self.withState { state -> Waiter? in
                         state.opening -= 1
-                        return state.waiters.isEmpty ? nil : state.waiters.removeFirst()
+                        return state.waiters.popFirst()
                     }
                     waiter?.continuation.resume(returning: nil)
                     throw error
@@ -172,8 +257,9 @@ public final class PGConnectionPool: Service, Sendable {
     /// counted as `opening`: the caller undoes that).
     private func openLeased() async throws -> PGConnection {
         let connection = try await PGConnection.connect(
-            to: self.postgres, logger: self.logger, usePreparedStatements: self.configuration.usePreparedStatements)
-        self.state.withLock {
+            to: self.postgres, logger: self.logger, usePreparedStatements: self.configuration.usePreparedStatements,
+            metrics: self.metrics)
+        self.withState {
             $0.opening -= 1
             $0.leased += 1
             $0.opened += 1
@@ -185,7 +271,7 @@ public final class PGConnectionPool: Service, Sendable {
     /// ``Configuration/leaseTimeout``: a child task sleeps for that long and then fails the wait with
     /// `.poolTimeout`, unless the wait ended first (the child is then cancelled and awaited).
     private func waitForConnection() async throws -> PGConnection? {
-        let id = self.state.withLock { state -> Int in
+        let id = self.withState { state -> Int in
             state.nextWaiterID += 1
             return state.nextWaiterID
         }
@@ -207,7 +293,7 @@ public final class PGConnectionPool: Service, Sendable {
     private func enqueue(waiter id: Int) async throws -> PGConnection? {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<PGConnection?, any Error>) in
-                let enqueued = self.state.withLock { state -> Bool in
+                let enqueued = self.withState { state -> Bool in
                     if state.shutDown || Task.isCancelled { return false }
                     if !state.idle.isEmpty || state.total < self.configuration.maximumConnections {
                         continuation.resume(returning: nil)
@@ -226,7 +312,7 @@ public final class PGConnectionPool: Service, Sendable {
     }
 
     private func expire(waiter id: Int, error: PGError) {
-        let waiter = self.state.withLock { state -> Waiter? in
+        let waiter = self.withState { state -> Waiter? in
             guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
             if error.kind == .poolTimeout { state.leaseTimeouts += 1 }
             return state.waiters.remove(at: index)
@@ -252,13 +338,13 @@ public final class PGConnectionPool: Service, Sendable {
     /// waiter; closes it when the pool was shut down meanwhile (``shutdown()`` only closes the connections that
     /// are idle when it runs).
     private func returnIdle(_ idle: Idle) async {
-        let (waiter, closeIt) = self.state.withLock { state -> (Waiter?, Bool) in
+        let (waiter, closeIt) = self.withState { state -> (Waiter?, Bool) in
             if state.shutDown {
                 state.leased -= 1
                 state.closed += 1
                 return (nil, true)
             }
-            if !state.waiters.isEmpty { return (state.waiters.removeFirst(), false) }
+            if let waiter = state.waiters.popFirst() { return (waiter, false) }
             state.leased -= 1
             state.idle.append(idle)
             return (nil, false)
@@ -268,10 +354,10 @@ public final class PGConnectionPool: Service, Sendable {
     }
 
     private func discard(_ connection: PGConnection) async {
-        let waiter = self.state.withLock { state -> Waiter? in
+        let waiter = self.withState { state -> Waiter? in
             state.leased -= 1
             state.closed += 1
-            return state.waiters.isEmpty ? nil : state.waiters.removeFirst()
+            return state.waiters.popFirst()
         }
         await connection.close()
         waiter?.continuation.resume(returning: nil)
@@ -296,7 +382,7 @@ public final class PGConnectionPool: Service, Sendable {
     /// it to ``withConnection(leased:_:)``, for instance from a task started on its thread
     /// (``PGConnection/taskExecutor``).
     package func leaseIdleNow() -> PGConnection? {
-        self.state.withLock { state in
+        self.withState { state in
             guard !state.shutDown, let idle = state.idle.popLast() else { return nil }
             state.leased += 1
             return idle.connection
@@ -360,7 +446,7 @@ public final class PGConnectionPool: Service, Sendable {
     /// ``run()`` repeats it (package-visible for tests).
     package func maintain() async {
         let now = ContinuousClock.now
-        let expired = self.state.withLock { state -> [PGConnection] in
+        let expired = self.withState { state -> [PGConnection] in
             var expired: [PGConnection] = []
             var kept: [Idle] = []
             let total = state.total
@@ -380,7 +466,7 @@ public final class PGConnectionPool: Service, Sendable {
         for connection in expired { await connection.close() }
 
         let checkBefore = now - self.configuration.healthCheckInterval
-        let idle = self.state.withLock { state -> [Idle] in
+        let idle = self.withState { state -> [Idle] in
             let due = state.idle.filter { $0.lastChecked < checkBefore }
             state.idle.removeAll { $0.lastChecked < checkBefore }
             state.leased += due.count
@@ -395,7 +481,7 @@ public final class PGConnectionPool: Service, Sendable {
         }
 
         while true {
-            let open = self.state.withLock { state -> Bool in
+            let open = self.withState { state -> Bool in
                 guard !state.shutDown, state.total < self.configuration.minimumConnections else { return false }
                 state.opening += 1
                 return true
@@ -403,9 +489,10 @@ public final class PGConnectionPool: Service, Sendable {
             guard open else { break }
             do {
                 await self.release(try await self.openLeased())
+                self.openOutage.recovered()
             } catch {
-                self.state.withLock { $0.opening -= 1 }
-                self.logger.debug("could not open a pooled connection", metadata: [PGLogKey.error: "\(error)"])
+                self.withState { $0.opening -= 1 }
+                self.openOutage.failed(error, retryIn: min(self.configuration.healthCheckInterval, .seconds(1)))
                 break
             }
         }
@@ -413,12 +500,12 @@ public final class PGConnectionPool: Service, Sendable {
 
     /// Refuses new leases, fails waiters, and closes idle connections; leased connections close on release.
     public func shutdown() async {
-        let (idle, waiters) = self.state.withLock { state -> ([PGConnection], [Waiter]) in
+        let (idle, waiters) = self.withState { state -> ([PGConnection], [Waiter]) in
             state.shutDown = true
             let idle = state.idle.map(\.connection)
             state.closed += idle.count
             state.idle.removeAll()
-            let waiters = state.waiters
+            let waiters = Array(state.waiters)
             state.waiters.removeAll()
             return (idle, waiters)
         }

@@ -56,7 +56,11 @@ public final class PGListener: Sendable {
     private let configuration: PGConfiguration
     private let channels: [String]
     private let logger: Logger
-    private let reconnectDelay: Duration
+    /// The delays between reconnect attempts: from the `reconnectDelay` given, doubling up to 2 s, with jitter
+    /// (many listeners cut off by one server restart do not all come back at once).
+    private let reconnects: RetryPolicy
+    /// Reconnect failures at `warning`, rate-limited, and the recovery at `notice`.
+    private let outage: OutageLog
     private let handles: (@Sendable (PGNotification, ListenerSession) -> Bool)?
     private let idleCheck: IdleCheck
 
@@ -96,7 +100,8 @@ public final class PGListener: Sendable {
         self.configuration = configuration
         self.channels = channels
         self.logger = logger
-        self.reconnectDelay = reconnectDelay
+        self.reconnects = RetryPolicy(initialDelay: reconnectDelay, maximumDelay: max(reconnectDelay, .seconds(2)), jitter: 0.2)
+        self.outage = OutageLog(logger: logger, event: "listener reconnect")
         self.idleCheck = idleCheck
         self.handles = handles
     }
@@ -105,8 +110,10 @@ public final class PGListener: Sendable {
     /// - Parameters:
     ///   - configuration: a direct (not transaction-pooled) connection to PostgreSQL.
     ///   - channels: channel names; each is quoted.
-    ///   - reconnectDelay: the first retry delay after a drop; doubles up to two seconds.
-    ///   - logger: receives reconnects and dropped connections; the password is never logged.
+    ///   - reconnectDelay: the first retry delay after a drop; doubles up to two seconds (each shortened by up
+    ///     to a fifth at random).
+    ///   - logger: receives reconnects and dropped connections (failed reconnects at `warning`, at most one line
+    ///     per 10 s, and the recovery at `notice`); the password is never logged.
     /// - Throws: ``PGError`` when the first connection or `LISTEN` fails.
     public static func start(
         configuration: PGConfiguration, channels: [String],
@@ -198,7 +205,7 @@ public final class PGListener: Sendable {
         }
         // The connection is closed (its session released) before the loop reports that it ended.
         defer { session = nil }
-        var delay = self.reconnectDelay
+        var failedAttempts = 0
         let clock = ContinuousClock()
         var lastHeard = clock.now
         while !self.isStopped {
@@ -207,15 +214,17 @@ public final class PGListener: Sendable {
                 case .success(let opened):
                     session = opened
                     lastHeard = clock.now
-                    delay = self.reconnectDelay
+                    failedAttempts = 0
+                    self.outage.recovered()
                     self.logger.debug("listener reconnected")
                     self.continuation.yield(.reconnected)
                 case .failure(let error):
-                    self.logger.debug("listener reconnect failed", metadata: [PGLogKey.error: "\(error.message)"])
+                    failedAttempts += 1
+                    let delay = self.reconnects.jitteredDelay(afterAttempt: failedAttempts)
+                    self.outage.failed(error, retryIn: delay)
                     // In slices, so that a stop is not held up by the delay.
                     let until = clock.now.advanced(by: delay)
                     while !self.isStopped, clock.now < until { Thread.sleep(forTimeInterval: 0.02) }
-                    delay = min(delay * 2, .seconds(2))
                 }
                 continue
             }

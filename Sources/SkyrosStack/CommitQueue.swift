@@ -47,10 +47,10 @@ final class CommitQueue: Sendable {
         self.builder = ChangeSetBuilder(store: store, generation: generation)
         self.committer = GroupCommitter(
             store: store, builder: self.builder, state: state,
-            policy: CommitRetryStateMachine.Policy(
+            policy: RetryPolicy(
                 initialDelay: configuration.initialRetryDelay, maximumDelay: configuration.maximumRetryDelay,
-                maximumDuration: configuration.maximumRetryDuration),
-            metrics: metrics, logger: logger)
+                budget: configuration.maximumRetryDuration),
+            metrics: metrics, logger: logger, outage: OutageLog(logger: logger, event: "group commit"))
         self.metrics = metrics
         self.saves = saves
         self.logger = logger
@@ -336,13 +336,22 @@ final class CommitQueue: Sendable {
 
     /// Logs a set that failed for good: at `error` when nobody awaits its outcome (a queued write whose caller
     /// returned long ago: nothing else would say it failed), at `debug` when a durable writer or a completion
-    /// handler gets the error. Names the entity, the row, the SQLSTATE and the constraint; never a value.
+    /// handler gets the error. Names the entity, the row that failed (``failedRows(of:error:)``), the SQLSTATE
+    /// and the constraint; never a value.
     private func report(_ commit: QueuedCommit, failedWith error: any Error) {
         var metadata: Logger.Metadata = ["skyros.stack.commit": "\(commit.id)", "skyros.stack.rows": "\(commit.slots.count)"]
-        for case .row(let row) in commit.slots.prefix(1) {
+        let failed = Self.failedRows(of: commit.slots, error: error)
+        if let row = failed.first {
             metadata["skyros.entity"] = "\(row.kind.entityName)"
             metadata["skyros.row.table"] = "\(row.key.table)"
-            metadata["skyros.row.id"] = "\(row.key.id.text ?? "NULL")"
+            if failed.count == 1 {
+                metadata["skyros.row.id"] = "\(row.key.id.text ?? "NULL")"
+            } else {
+                // Several rows of the table the server named: one of them failed (which one, only the values
+                // would tell, and those are never logged).
+                metadata["skyros.row.candidates"] = "\(failed.count)"
+                metadata["skyros.row.ids"] = "\(failed.prefix(5).map { $0.key.id.text ?? "NULL" }.joined(separator: ","))"
+            }
         }
         switch error {
         case let error as PGError:
@@ -362,6 +371,29 @@ final class CommitQueue: Sendable {
         } else {
             logger.error("a queued write failed to commit and was reverted", metadata: metadata)
         }
+    }
+
+    /// The rows of a failed set that the error is about: the row a version conflict or a missing row names;
+    /// for a server error, the set's rows of the table it names (a unique, foreign-key, not-null or check
+    /// violation names the table written). When the error names no row of the set, its only row if it has one
+    /// (a delete that a foreign key refused: the server names the referencing table); else none.
+    static func failedRows(of slots: [ResolvedSlot], error: any Error) -> [PendingRow] {
+        let rows = slots.compactMap { slot -> PendingRow? in
+            if case .row(let row) = slot { return row }
+            return nil
+        }
+        var named: [PendingRow] = []
+        switch error {
+        case StoreError.versionConflict(let entity, let id, _, _), StoreError.notFound(let entity, let id):
+            named = rows.filter { ($0.key.id.text ?? "NULL") == id }
+            if named.count > 1 { named = named.filter { $0.kind.entityName == entity } }
+        case let error as PGError:
+            if let table = error.table { named = rows.filter { $0.key.table == table } }
+        default:
+            break
+        }
+        if named.isEmpty, rows.count == 1 { return rows }
+        return named
     }
 
     // MARK: Lifecycle

@@ -1,5 +1,6 @@
 import Metrics
 import Synchronization
+import SkyrosPostgres
 import SkyrosStore
 
 /// Counters of a stack's commit queue, read through ``DataStack/commitQueueStatistics`` and reported to
@@ -14,12 +15,14 @@ import SkyrosStore
 /// | `skyros.commit.conflicts` | counter | sets failed with a version conflict |
 /// | `skyros.commit.retries` | counter | group retries after transient failures |
 /// | `skyros.commit.failures` | counter | sets that failed for good and were reverted |
+///
+/// Each carries the stack's dimensions (`stack`: `DataStackConfiguration.name`).
 package final class CommitQueueMetrics: Sendable {
     final class Gauge: Sendable {
         private let value = Atomic<Int>(0)
         private let peak = Atomic<Int>(0)
         private let reported: Metrics.Gauge?
-        init(_ label: String? = nil) { self.reported = label.map { Metrics.Gauge(label: $0) } }
+        init(_ label: String? = nil, in scope: MetricsScope = MetricsScope()) { self.reported = label.map { scope.gauge($0) } }
         func record(_ value: Int) {
             self.value.store(value, ordering: .relaxed)
             self.peak.max(value, ordering: .relaxed)
@@ -29,16 +32,27 @@ package final class CommitQueueMetrics: Sendable {
         var highest: Int { self.peak.load(ordering: .relaxed) }
     }
 
-    let queueDepth = Gauge("skyros.commit.queue_depth")
+    let queueDepth: Gauge
     let groups = ReportedCounter()
-    let committedSets = ReportedCounter("skyros.commit.sets")
-    let conflicts = ReportedCounter("skyros.commit.conflicts")
-    let retries = ReportedCounter("skyros.commit.retries")
-    let failures = ReportedCounter("skyros.commit.failures")
+    let committedSets: ReportedCounter
+    let conflicts: ReportedCounter
+    let retries: ReportedCounter
+    let failures: ReportedCounter
     private let latencyNanoseconds = ReportedCounter()
     private let largestGroup = Gauge()
-    private let batchSize = Recorder(label: "skyros.commit.batch_size")
-    private let latency = Metrics.Timer(label: "skyros.commit.latency")
+    private let batchSize: Recorder
+    private let latency: Metrics.Timer
+
+    /// Metrics reported to `scope`'s backend with its dimensions.
+    package init(_ scope: MetricsScope = MetricsScope()) {
+        self.queueDepth = Gauge("skyros.commit.queue_depth", in: scope)
+        self.committedSets = ReportedCounter("skyros.commit.sets", in: scope)
+        self.conflicts = ReportedCounter("skyros.commit.conflicts", in: scope)
+        self.retries = ReportedCounter("skyros.commit.retries", in: scope)
+        self.failures = ReportedCounter("skyros.commit.failures", in: scope)
+        self.batchSize = scope.recorder("skyros.commit.batch_size")
+        self.latency = scope.timer("skyros.commit.latency")
+    }
 
     func recordGroup(size: Int, latency: Duration) {
         self.groups.increment()

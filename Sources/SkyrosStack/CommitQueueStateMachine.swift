@@ -1,3 +1,5 @@
+import DequeModule
+
 /// A commit the queue orders: its number in the queue, and its size against the queue's byte bound.
 package protocol QueueableCommit {
     var id: UInt64 { get }
@@ -28,8 +30,8 @@ package struct CommitQueueStateMachine<Commit: QueueableCommit, Waiter> {
     }
 
     package let limits: Limits
-    private var queue: [Commit] = []
-    private var head = 0
+    /// Queued commits not yet taken by a drain, in save order.
+    private var queue: Deque<Commit> = []
     private var nextCommit: UInt64 = 1
     /// A drain runs (or has been claimed by a caller about to start one).
     private(set) package var draining = false
@@ -52,7 +54,7 @@ package struct CommitQueueStateMachine<Commit: QueueableCommit, Waiter> {
     }
 
     /// Commits queued and not yet taken by a drain.
-    package var queuedCount: Int { self.queue.count - self.head }
+    package var queuedCount: Int { self.queue.count }
 
     // MARK: Enqueue and room
 
@@ -139,19 +141,15 @@ package struct CommitQueueStateMachine<Commit: QueueableCommit, Waiter> {
             self.draining = false
             return .stop
         }
-        var end = min(self.queue.count, self.head + self.limits.maximumBatchCount)
+        var count = min(self.queue.count, self.limits.maximumBatchCount)
         var usesAhead = false
-        if let ahead, self.queue[self.head].id == ahead.firstCommit, self.queuedCount >= ahead.count {
-            end = self.head + ahead.count
+        if let ahead, self.queue.first?.id == ahead.firstCommit, self.queuedCount >= ahead.count {
+            count = ahead.count
             usesAhead = true
         }
         if hasUnsettled, !usesAhead { return .settleFirst }
-        let batch = Array(self.queue[self.head..<end])
-        self.head = end
-        if self.head > 64, self.head * 2 > self.queue.count {
-            self.queue.removeFirst(self.head)
-            self.head = 0
-        }
+        let batch = Array(self.queue.prefix(count))
+        self.queue.removeFirst(count)
         self.running = batch
         return .send(batch, usesAhead: usesAhead)
     }
@@ -159,7 +157,7 @@ package struct CommitQueueStateMachine<Commit: QueueableCommit, Waiter> {
     /// The group the drain will take next, still queued (to build it ahead); empty when held or empty.
     package var nextGroup: [Commit] {
         guard !self.held, self.queuedCount > 0 else { return [] }
-        return Array(self.queue[self.head..<min(self.queue.count, self.head + self.limits.maximumBatchCount)])
+        return Array(self.queue.prefix(self.limits.maximumBatchCount))
     }
 
     /// Whether a lingering drain should stop waiting: something was queued, or it is held or shut.
@@ -212,8 +210,8 @@ package struct CommitQueueStateMachine<Commit: QueueableCommit, Waiter> {
     package mutating func deadlinePassed() -> (queued: [Commit], inFlight: [Commit]) {
         self.abandoned = true
         self.held = true
-        let queued = Array(self.queue[self.head...])
-        self.head = self.queue.count
+        let queued = Array(self.queue)
+        self.queue.removeAll()
         return (queued, self.running)
     }
 
@@ -221,9 +219,8 @@ package struct CommitQueueStateMachine<Commit: QueueableCommit, Waiter> {
     /// - Returns: the commits that were queued (they fail) and the waiters to resume.
     package mutating func invalidate() -> (queued: [Commit], waiters: [Waiter]) {
         self.accepting = false
-        let queued = Array(self.queue[self.head...])
-        self.queue = []
-        self.head = 0
+        let queued = Array(self.queue)
+        self.queue.removeAll()
         defer { self.roomWaiters = [] }
         return (queued, self.roomWaiters)
     }

@@ -1,20 +1,13 @@
+import SkyrosPostgres
+
 /// The attempts at committing one group, as a value: when to read the commit log, when to retry and after
 /// how long, when to commit the sets one by one, and when to give up.
 ///
 /// Driven by ``GroupCommitter``, which classifies each failure (``Failure``) and runs the action returned.
 /// Time enters only as the `elapsed` argument, so transitions are tested without a clock or a server.
+///
+/// The delays and the time a group keeps retrying (its `RetryPolicy.budget`) are the policy's.
 package struct CommitRetryStateMachine: Sendable {
-    package struct Policy: Sendable {
-        package var initialDelay: Duration
-        package var maximumDelay: Duration
-        /// How long a group keeps retrying transient failures before its sets fail.
-        package var maximumDuration: Duration
-
-        package init(initialDelay: Duration, maximumDelay: Duration, maximumDuration: Duration) {
-            (self.initialDelay, self.maximumDelay, self.maximumDuration) = (initialDelay, maximumDelay, maximumDuration)
-        }
-    }
-
     /// What a failed attempt's error means for the group.
     package struct Failure: Sendable, Equatable {
         /// A deferred constraint failed the group's `COMMIT` (not one set's statement).
@@ -46,14 +39,14 @@ package struct CommitRetryStateMachine: Sendable {
         case giveUp(askLogFirst: Bool)
     }
 
-    package let policy: Policy
+    package let policy: RetryPolicy
     private(set) package var attempt = 0
     private var mustCheckLog = false
     /// An attempt failed in a way that may have committed it, and no read of the commit log since said which
     /// of its sets did.
     private var outcomeUnresolved = false
 
-    package init(policy: Policy) {
+    package init(policy: RetryPolicy) {
         self.policy = policy
     }
 
@@ -70,18 +63,11 @@ package struct CommitRetryStateMachine: Sendable {
     package mutating func failed(_ failure: Failure, remaining: Int, abandoned: Bool, elapsed: Duration) -> Action {
         if remaining > 1, !abandoned, failure.failedAtCommit { return .commitOneByOne }
         if failure.mayHaveCommitted { self.outcomeUnresolved = true }
-        guard failure.transient, !abandoned, elapsed < self.policy.maximumDuration else {
+        guard failure.transient, !abandoned, self.policy.allowsRetry(elapsed: elapsed) else {
             return .giveUp(askLogFirst: self.outcomeUnresolved)
         }
         self.attempt += 1
         self.mustCheckLog = true
-        return .retry(after: self.delay(attempt: self.attempt), attempt: self.attempt)
-    }
-
-    /// Exponential backoff from the initial delay, capped.
-    private func delay(attempt: Int) -> Duration {
-        var delay = self.policy.initialDelay
-        for _ in 1..<min(max(attempt, 1), 20) where delay < self.policy.maximumDelay { delay *= 2 }
-        return min(delay, self.policy.maximumDelay)
+        return .retry(after: self.policy.delay(afterAttempt: self.attempt), attempt: self.attempt)
     }
 }

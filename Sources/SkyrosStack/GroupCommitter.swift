@@ -10,9 +10,12 @@ struct GroupCommitter: Sendable {
     let store: any GroupCommitStore
     let builder: ChangeSetBuilder
     let state: Locked<StackState>
-    let policy: CommitRetryStateMachine.Policy
+    let policy: RetryPolicy
     let metrics: CommitQueueMetrics
     let logger: Logger
+    /// The retries of every group of the queue, logged at `warning` (rate-limited) with one `notice` when a
+    /// group commits again: an outage spanning several groups is one story.
+    let outage: OutageLog
 
     /// Commits `batch`. When a deferred constraint fails the group's commit, its sets are committed again one
     /// by one, in order, so that only the sets that break the constraint fail (``GroupCommitStore/failedAtCommit(_:)``).
@@ -38,6 +41,7 @@ struct GroupCommitter: Sendable {
                 if remaining.isEmpty { break }
                 let outcome = try await self.attempt(
                     remaining.map { batch[$0] }, prepared: next == .send(usePrepared: true) ? prepared : nil, prior: prior)
+                self.outage.recovered()
                 if remaining.count == batch.count { return outcome }
                 for (index, result) in zip(remaining, outcome.results) { outcomes[index] = result }
                 break
@@ -63,9 +67,9 @@ struct GroupCommitter: Sendable {
                     for index in remaining where outcomes[index] == nil { outcomes[index] = .failure(failure) }
                 case .retry(let delay, let attempt):
                     self.metrics.retries.increment()
-                    self.logger.info(
-                        "group commit failed transiently; retrying",
-                        metadata: ["skyros.stack.sets": "\(remaining.count)", "skyros.stack.attempt": "\(attempt)", "skyros.error": "\(error)"])
+                    self.outage.failed(
+                        error, retryIn: delay,
+                        metadata: ["skyros.stack.sets": "\(remaining.count)", "skyros.stack.attempt": "\(attempt)"])
                     try? await Task.sleep(for: delay)
                     continue
                 }

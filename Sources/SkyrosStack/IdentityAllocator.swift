@@ -1,3 +1,4 @@
+import DequeModule
 import Logging
 import SkyrosPostgres
 import SkyrosStore
@@ -15,9 +16,8 @@ import SkyrosStore
 /// sequence caching makes.
 package final class IdentityAllocator: Sendable {
     private struct Pool {
-        /// Ids fetched and not handed out yet, from `next` on.
-        var ids: [Int64] = []
-        var next = 0
+        /// Ids fetched and not handed out yet, in order.
+        var ids: Deque<Int64> = []
         let blockSize: Int
         /// Fetches that many ids (one round trip).
         let fetch: @Sendable (Int) async throws -> [Int64]
@@ -29,7 +29,7 @@ package final class IdentityAllocator: Sendable {
         /// one).
         var blocksFetched = 0
 
-        var available: Int { self.ids.count - self.next }
+        var available: Int { self.ids.count }
         /// Below this many ids, a `write {}` waits for the next block.
         var lowWater: Int { max(1, self.blockSize / 4) }
     }
@@ -52,14 +52,7 @@ package final class IdentityAllocator: Sendable {
         let (id, fetch) = self.pools.withLock { pools -> (Int64?, Bool) in
             var pool = pools[plan.tableName] ?? self.pool(plan)
             var id: Int64?
-            if pool.next < pool.ids.count {
-                id = pool.ids[pool.next]
-                pool.next += 1
-                if pool.next >= 4096 {
-                    pool.ids.removeFirst(pool.next)
-                    pool.next = 0
-                }
-            }
+            id = pool.ids.popFirst()
             let fetch = !pool.fetching && pool.available <= pool.blockSize / 2
             if fetch { pool.fetching = true }
             pools[plan.tableName] = pool
@@ -165,7 +158,7 @@ package final class IdentityAllocator: Sendable {
         let waiters = self.pools.withLock { pools -> [CheckedContinuation<Void, Never>] in
             guard var pool = pools[table] else { return [] }
             if case .success(let ids) = result {
-                pool.ids += ids
+                pool.ids.append(contentsOf: ids)
                 pool.blocksFetched += 1
             }
             pool.fetching = false

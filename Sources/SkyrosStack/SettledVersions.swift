@@ -1,3 +1,4 @@
+import DequeModule
 import SkyrosStore
 
 /// The versions this stack's recent commits gave the rows they wrote, kept apart from the cache (whose entries
@@ -8,21 +9,15 @@ import SkyrosStore
 struct SettledVersions: Sendable {
     private var versions: [RowKey: (commit: UInt64, version: Int64)] = [:]
     /// Records in the order made, for the bound (a record replaced since is skipped when its turn comes).
-    private var order: [(key: RowKey, commit: UInt64)] = []
-    private var head = 0
+    private var order: Deque<(key: RowKey, commit: UInt64)> = []
     static let limit = 50_000
 
     mutating func record(_ key: RowKey, commit: UInt64, version: Int64) {
         self.versions[key] = (commit, version)
         self.order.append((key, commit))
-        if self.order.count - self.head > Self.limit {
-            let oldest = self.order[self.head]
-            self.head += 1
+        if self.order.count > Self.limit {
+            let oldest = self.order.removeFirst()
             if self.versions[oldest.key]?.commit == oldest.commit { self.versions[oldest.key] = nil }
-            if self.head > Self.limit {
-                self.order.removeFirst(self.head)
-                self.head = 0
-            }
         }
     }
 

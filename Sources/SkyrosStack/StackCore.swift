@@ -15,7 +15,7 @@ package final class StackCore: Sendable {
     let generation: Int
     let state: Locked<StackState>
     let queueConfiguration: CommitQueueConfiguration
-    package let metrics = CommitQueueMetrics()
+    package let metrics: CommitQueueMetrics
     /// Wakes the stack's observers after a save (set by the layer that runs them).
     package let saves = SaveNotifier()
     let queue: CommitQueue
@@ -27,8 +27,9 @@ package final class StackCore: Sendable {
     package init(
         store: any GroupCommitStore, cacheLimit: CacheLimit, generation: Int, logger: Logger,
         queueConfiguration: CommitQueueConfiguration = CommitQueueConfiguration(), drains: TaskTracker = TaskTracker(),
-        onCommitError: @escaping @Sendable (DataStackError) -> Void
+        metrics: MetricsScope = MetricsScope(), onCommitError: @escaping @Sendable (DataStackError) -> Void
     ) {
+        self.metrics = CommitQueueMetrics(metrics)
         self.queueConfiguration = queueConfiguration
         self.store = store
         self.door = (store as? any ColumnDoorKeeping)?.columnDoor ?? ColumnDoor()

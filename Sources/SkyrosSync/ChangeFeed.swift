@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 import Logging
 import SkyrosPostgres
@@ -98,14 +99,18 @@ package final class ChangeFeed: Sendable {
     private let horizonReads: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
     /// Starts of the trailing read's timer (one of ``loops`` serves them).
     private let trailingTimers: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
-    package let metrics = ChangeFeedMetrics()
+    package let metrics: ChangeFeedMetrics
+    /// Failed log reads at `warning` (rate-limited) and the recovery at `notice`.
+    private let readOutage: OutageLog
     /// Serialises log reads (one reader at a time; the cursor is advanced in order).
     private let reader = ReadGate()
 
     package init(
         log: ChangeLog, origin: UUID, pool: PGConnectionPool, session: PGConfiguration,
-        configuration: ChangeFeedConfiguration, logger: Logger, sink: any ChangeFeedSink
+        configuration: ChangeFeedConfiguration, logger: Logger, sink: any ChangeFeedSink, metrics: MetricsScope = MetricsScope()
     ) {
+        self.metrics = ChangeFeedMetrics(metrics)
+        self.readOutage = OutageLog(logger: logger, event: "change log read")
         self.sink = sink
         self.log = log
         self.origin = origin
@@ -420,18 +425,23 @@ package final class ChangeFeed: Sendable {
 
     /// Reads the log until a read succeeds (the pool may be reconnecting) or the feed stops.
     private func readUntilDone() async {
-        var delay = Duration.milliseconds(20)
+        var attempt = 0
         while !Task.isCancelled {
             do {
                 try await self.read()
+                self.readOutage.recovered()
                 return
             } catch {
-                self.logger.debug("change log read failed; retrying", metadata: ["skyros.error": "\(error)"])
+                attempt += 1
+                let delay = Self.readRetries.jitteredDelay(afterAttempt: attempt)
+                self.readOutage.failed(error, retryIn: delay)
                 try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(1))
             }
         }
     }
+
+    /// The pauses between failed log reads: 20 ms doubling up to 1 s.
+    static let readRetries = RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .seconds(1))
 
     /// Reads the entries the cursor has not seen (its ``ChangeCursor/window``) and delivers the new ones from
     /// other stacks.
@@ -493,7 +503,7 @@ package final class ChangeFeed: Sendable {
 
 /// An async mutual exclusion: one `run` body at a time, in arrival order.
 final class ReadGate: Sendable {
-    private let state = Locked<(busy: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let state = Locked<(busy: Bool, waiters: Deque<CheckedContinuation<Void, Never>>)>((false, []))
 
     func run<R>(_ body: () async throws -> R) async throws -> R {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -1,6 +1,7 @@
 import Foundation
 import Metrics
 import Synchronization
+import SkyrosPostgres
 import SkyrosStore
 import SkyrosStack
 
@@ -23,22 +24,37 @@ import SkyrosStack
 /// `apply_lag` compares two clocks: the commit time the capture stamps with the server's `clock_timestamp()`,
 /// and the application's wall clock when the entry is applied. Skew between the two machines shifts every
 /// sample by the same amount (a sample that would be negative is recorded as 0); run NTP on both.
+///
+/// Each carries the stack's dimensions (`stack`: `DataStackConfiguration.name`).
 package final class ChangeFeedMetrics: Sendable {
-    let entries = ReportedCounter("skyros.feed.entries")
+    let entries: ReportedCounter
     /// Of `entries`, those that arrived in their hint (no log read); not reported.
     let hintEntries = ReportedCounter()
-    let otherRows = ReportedCounter("skyros.feed.other_rows")
-    let ownRows = ReportedCounter("skyros.feed.own_rows")
-    let logReads = ReportedCounter("skyros.feed.log_reads")
-    let catchUps = ReportedCounter("skyros.feed.catch_ups")
-    let flushes = ReportedCounter("skyros.feed.flushes")
-    package let refreshedRows = ReportedCounter("skyros.feed.refreshed_rows")
-    let rowsReadByListener = ReportedCounter("skyros.feed.listener_reads")
-    private let applyLag = Metrics.Timer(label: "skyros.feed.apply_lag")
+    let otherRows: ReportedCounter
+    let ownRows: ReportedCounter
+    let logReads: ReportedCounter
+    let catchUps: ReportedCounter
+    let flushes: ReportedCounter
+    package let refreshedRows: ReportedCounter
+    let rowsReadByListener: ReportedCounter
+    private let applyLag: Metrics.Timer
     /// The lag samples recorded and their sum (for the statistics' mean), and the latest.
     private let lagSamples = ReportedCounter()
     private let lagNanoseconds = ReportedCounter()
     private let latestLag = Atomic<Int>(0)
+
+    /// Metrics reported to `scope`'s backend with its dimensions.
+    package init(_ scope: MetricsScope = MetricsScope()) {
+        self.entries = ReportedCounter("skyros.feed.entries", in: scope)
+        self.otherRows = ReportedCounter("skyros.feed.other_rows", in: scope)
+        self.ownRows = ReportedCounter("skyros.feed.own_rows", in: scope)
+        self.logReads = ReportedCounter("skyros.feed.log_reads", in: scope)
+        self.catchUps = ReportedCounter("skyros.feed.catch_ups", in: scope)
+        self.flushes = ReportedCounter("skyros.feed.flushes", in: scope)
+        self.refreshedRows = ReportedCounter("skyros.feed.refreshed_rows", in: scope)
+        self.rowsReadByListener = ReportedCounter("skyros.feed.listener_reads", in: scope)
+        self.applyLag = scope.timer("skyros.feed.apply_lag")
+    }
 
     /// Counts the rows of entries just applied to the cache and records, for each entry whose commit time is
     /// known (`committed`: microseconds since 1970 by the server's clock, by position), its lag.

@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 import Logging
 import Metrics
@@ -33,9 +34,14 @@ package final class ChangeRelay: Sendable {
     let electionInterval: Duration
 
     private let state = Locked(State())
-    private let transactions = Counter(label: "skyros.relay.transactions")
-    private let failures = Counter(label: "skyros.relay.failures")
-    private let lagBytes = Gauge(label: "skyros.relay.lag_bytes")
+    private let transactions: Counter
+    private let failures: Counter
+    private let lagBytes: Gauge
+    /// Failures at `warning` (rate-limited), and the relay's recovery at `notice`.
+    private let outage: OutageLog
+    /// The pauses between elections after a failure: 100 ms doubling up to 5 s, with jitter (the stacks of a
+    /// schema, cut off by one restart, do not all try at once).
+    static let restarts = RetryPolicy(initialDelay: .milliseconds(100), maximumDelay: .seconds(5), jitter: 0.2)
 
     private struct State {
         var lastLagWarning: ContinuousClock.Instant?
@@ -48,8 +54,12 @@ package final class ChangeRelay: Sendable {
     ///   process by it in `pg_stat_replication`).
     package init(
         log: ChangeLog, schema: String, slot: String, replication: PGConfiguration, applicationName: String, pool: PGConnectionPool,
-        logger: Logger, electionInterval: Duration = .milliseconds(400)
+        logger: Logger, electionInterval: Duration = .milliseconds(400), metrics: MetricsScope = MetricsScope()
     ) {
+        self.transactions = metrics.counter("skyros.relay.transactions")
+        self.failures = metrics.counter("skyros.relay.failures")
+        self.lagBytes = metrics.gauge("skyros.relay.lag_bytes")
+        self.outage = OutageLog(logger: logger, event: "change relay")
         var replication = replication
         replication["application_name"] = applicationName
         (self.log, self.schema, self.slot, self.replication, self.pool) = (log, schema, slot, replication, pool)
@@ -59,22 +69,22 @@ package final class ChangeRelay: Sendable {
 
 
     /// Stands for election and relays while elected, until the task is cancelled. A failure (the server
-    /// restarted, the slot was dropped) is logged at `error`, counted (`skyros.relay.failures`), and retried
-    /// with backoff up to 5 s.
+    /// restarted, the slot was dropped) is counted (`skyros.relay.failures`), logged at `warning` (the first,
+    /// then at most one line per 10 s with the count; the recovery at `notice`, see ``OutageLog``), and retried
+    /// with backoff up to 5 s (``restarts``).
     package func run() async {
-        var backoff = Duration.milliseconds(100)
+        var attempt = 0
         while !Task.isCancelled {
             do {
                 try await self.standForElection()
-                backoff = .milliseconds(100)
+                attempt = 0
             } catch {
                 if Task.isCancelled { return }
                 self.failures.increment()
-                self.logger.error(
-                    "change relay stopped; standing for election again",
-                    metadata: ["skyros.capture.slot": "\(self.slot)", "error": "\(String(describing: error))"])
-                try? await Task.sleep(for: backoff)
-                backoff = min(backoff * 2, .seconds(5))
+                attempt += 1
+                let delay = Self.restarts.jitteredDelay(afterAttempt: attempt)
+                self.outage.failed(error, retryIn: delay, metadata: ["skyros.capture.slot": "\(self.slot)"])
+                try? await Task.sleep(for: delay)
             }
         }
     }
@@ -91,6 +101,7 @@ package final class ChangeRelay: Sendable {
             while !Task.isCancelled {
                 let held = try await lock.query("SELECT pg_try_advisory_lock(hashtextextended(\("skyros relay " + self.slot), 0))")
                     .first?.decode(Bool.self, at: 0) ?? false
+                self.outage.recovered()
                 if held {
                     try await self.relayOnce()
                     break
@@ -337,7 +348,7 @@ package final class ChangeRelay: Sendable {
 /// The transactions between the relay's reader and its writer: the reader appends, the writer takes everything
 /// queued as one batch.
 final class RelayQueue: Sendable {
-    private let state = Locked((queued: [RelayedTransaction](), writing: false))
+    private let state = Locked((queued: Deque<RelayedTransaction>(), writing: false))
     private let stream = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
 
     var signals: AsyncStream<Void> { self.stream.stream }

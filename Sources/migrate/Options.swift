@@ -96,7 +96,7 @@ struct ConnectionOptions: ParsableArguments {
         let clock = ContinuousClock()
         let start = clock.now
         let deadline = start + .milliseconds(Int64(wait * 1000))
-        var pause = Duration.milliseconds(250)
+        let retries = RetryPolicy(initialDelay: .milliseconds(250), maximumDelay: .seconds(2))
         var attempt = 0
         while true {
             attempt += 1
@@ -112,12 +112,11 @@ struct ConnectionOptions: ParsableArguments {
                     Output.note("gave up waiting for the database after \(attempt) attempt(s) in \(Output.format(now - start))")
                     throw error
                 }
-                let delay = min(pause, deadline - now)
+                let delay = min(retries.delay(afterAttempt: attempt), deadline - now)
                 Output.note(
                     "waiting for the database (attempt \(attempt), \(Output.format(now - start)) of \(Int(wait)) s): "
                         + "\(Self.firstLine(error.message)); retrying in \(Output.format(delay))")
                 try await Task.sleep(for: delay)
-                pause = min(pause * 2, .seconds(2))
             }
         }
     }

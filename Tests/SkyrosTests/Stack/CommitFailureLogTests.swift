@@ -44,6 +44,34 @@ struct CommitFailureLogTests {
         }
     }
 
+    @Test("A queued write whose second row breaks a unique constraint: the error record names that row, not the first")
+    func theRowThatFailedIsNamed() async throws {
+        try await Self.withLoggedStack(existing: 30) { stack, handler in
+            try await StackTestServer.execute(
+                stack, "INSERT INTO stack_counters (id, name, note) VALUES ('taken', 'there first', 'x')")
+            var errors = stack.errors.makeAsyncIterator()
+            // A note (fine), then a counter whose key is taken: the second row fails, and with it the set.
+            try await stack.write { context in
+                try context.insert(StackNote(id: 31, title: "fine", rank: 1))
+                try context.insert(StackCounter(id: "taken", name: "secret-name-value", note: "secret-note-value"))
+            }
+            #expect(await errors.next()?.code == .commitFailed)
+
+            let failures = handler.entries.filter { $0.level == .error }
+            #expect(failures.count == 1)
+            let record = try #require(failures.first)
+            #expect(record.metadata["skyros.entity"]?.description == "StackCounter")
+            #expect(record.metadata["skyros.row.table"]?.description == "stack_counters")
+            #expect(record.metadata["skyros.row.id"]?.description == "taken")
+            #expect(record.metadata["skyros.error.constraint"]?.description == "stack_counters_pkey")
+            #expect(record.metadata["skyros.error.sqlstate"]?.description == "23505")
+            #expect(record.metadata["skyros.stack.rows"]?.description == "2")
+            #expect(!handler.entries.contains { $0.text.contains("secret-name-value") || $0.text.contains("secret-note-value") })
+            // The whole set was reverted: the note is not there either.
+            #expect(try await stack.read { try await $0.object(StackNote.self, id: 31) } == nil)
+        }
+    }
+
     @Test("A durable write that fails throws to its caller and logs no error record")
     func durableFailureIsThrownNotLoggedAtError() async throws {
         try await Self.withLoggedStack(existing: 8) { stack, handler in

@@ -27,16 +27,18 @@ struct MetricsTests {
     @Test("the commit queue reports sets, batch sizes, latency, queue depth and conflicts to swift-metrics")
     func commitQueueMetrics() async throws {
         let metrics = RecordedMetrics.shared
-        try await StackTestServer.withQueueStack({ _ in }) { stack in
+        let label = [("stack", "metrics-commit-queue")]
+        try await StackTestServer.withQueueStack({ $0.name = "metrics-commit-queue" }) { stack in
             let sets = RecordedMetrics.total("skyros.commit.sets")
             let conflicts = RecordedMetrics.total("skyros.commit.conflicts")
             for id in 1...50 { try await stack.write { try $0.insert(note(id)) } }
             try await stack.write(durability: .committed) { try $0.insert(note(51)) }
             #expect(RecordedMetrics.total("skyros.commit.sets") - sets >= 51)
             #expect(stack.commitQueueStatistics.sets == 51)
-            #expect(try metrics.expectRecorder("skyros.commit.batch_size").values.contains { $0 >= 1 })
-            #expect(try metrics.expectTimer("skyros.commit.latency").values.contains { $0 > 0 })
-            #expect(try !metrics.expectGauge("skyros.commit.queue_depth").values.isEmpty)
+            #expect(metrics.counters(label: "skyros.commit.sets", dimensions: label).reduce(0) { $0 + $1.totalValue } == 51)
+            #expect(try metrics.expectRecorder("skyros.commit.batch_size", label).values.contains { $0 >= 1 })
+            #expect(try metrics.expectTimer("skyros.commit.latency", label).values.contains { $0 > 0 })
+            #expect(try !metrics.expectGauge("skyros.commit.queue_depth", label).values.isEmpty)
 
             // A write from a read that another writer overtakes before it commits: a version conflict.
             _ = await thrownError {
@@ -111,10 +113,11 @@ struct MetricsTests {
     @Test("the change feed reports own and other writers' rows and the lag from commit to the cache")
     func captureMetrics() async throws {
         let metrics = RecordedMetrics.shared
-        try await StackTestServer.withQueueStack({ _ in }) { stack in
+        let label = [("stack", "metrics-capture")]
+        try await StackTestServer.withQueueStack({ $0.name = "metrics-capture" }) { stack in
             let other = RecordedMetrics.total("skyros.feed.other_rows")
             let own = RecordedMetrics.total("skyros.feed.own_rows")
-            let lagSamples = (try? metrics.expectTimer("skyros.feed.apply_lag").values.count) ?? 0
+            let lagSamples = (try? metrics.expectTimer("skyros.feed.apply_lag", label).values.count) ?? 0
 
             // This stack's own write: two rows in one transaction, named as its own by the capture.
             try await stack.write(durability: .committed) { context in
@@ -149,11 +152,53 @@ struct MetricsTests {
             #expect(statistics.latestApplyLag > .zero && statistics.latestApplyLag < .seconds(30))
             #expect(statistics.averageApplyLag > .zero && statistics.averageApplyLag < .seconds(30))
             #expect(RecordedMetrics.total("skyros.feed.other_rows") - other >= 41)
-            let lags = try metrics.expectTimer("skyros.feed.apply_lag").values
+            let lags = try metrics.expectTimer("skyros.feed.apply_lag", label).values
             #expect(lags.count >= lagSamples + 2)
-            // The timer is the process's: other tests' stacks record into it too, some after a relay caught up
-            // with a backlog (long lags, legitimately). A sample is never negative.
+            // A sample is never negative.
             #expect(lags.allSatisfy { $0 >= 0 })
+        }
+    }
+}
+
+/// Two stacks in one process, into one backend of the test's own (`DataStackConfiguration.metricsFactory`: no
+/// process-wide bootstrap): every metric carries its stack's `stack` dimension — the configured name, else the
+/// schema — and each stack's pool reports its gauges, lease waits and statements under it.
+@Suite("Stack metrics labels", .timeLimit(.minutes(2)))
+struct StackMetricsLabelTests {
+    @Test("two stacks report under their own stack label; the pool's gauges and timers carry it too")
+    func twoStacksAreToldApart() async throws {
+        let metrics = TestMetrics()
+        try await StackTestServer.withQueueStack({ $0.name = "alpha"; $0.metricsFactory = metrics }) { alpha in
+            try await StackTestServer.withQueueStack({ $0.metricsFactory = metrics }) { other in
+                let schema = try #require((other.store as? PostgresStore)?.schema)
+                for id in 1...3 { try await alpha.write(durability: .committed) { try $0.insert(note(id)) } }
+                for id in 1...2 { try await other.write(durability: .committed) { try $0.insert(note(id)) } }
+
+                func total(_ label: String, _ stack: String) -> Int64 {
+                    metrics.counters(label: label, dimensions: [("stack", stack)]).reduce(0) { $0 + $1.totalValue }
+                }
+                #expect(total("skyros.commit.sets", "alpha") == 3)
+                #expect(total("skyros.commit.sets", schema) == 2, "the default name is the schema")
+                #expect(metrics.counters(label: "skyros.commit.sets").count == 2, "one counter per stack, none unlabelled")
+
+                let alphaPool = [("stack", "alpha"), ("pool", "primary")]
+                #expect(try metrics.expectGauge("skyros.pool.leased", alphaPool).values.contains { $0 >= 1 })
+                #expect(try metrics.expectGauge("skyros.pool.idle", alphaPool).values.contains { $0 >= 1 })
+                #expect(try metrics.expectGauge("skyros.pool.waiters", alphaPool).lastValue != nil)
+                #expect(try !metrics.expectTimer("skyros.pool.lease_wait", alphaPool).values.isEmpty)
+                #expect(try !metrics.expectGauge("skyros.pool.leased", [("stack", schema), ("pool", "primary")]).values.isEmpty)
+                let statements = metrics.timers.filter { $0.label == "skyros.pg.statement" }
+                #expect(statements.contains { timer in timer.dimensions.contains { $0 == ("stack", "alpha") } })
+                #expect(statements.allSatisfy { timer in timer.dimensions.contains { $0.0 == "operation" } })
+
+                // Every metric the stacks made carries a stack dimension: nothing is shared between them.
+                let all = metrics.counters.map { ($0.label, $0.dimensions) } + metrics.timers.map { ($0.label, $0.dimensions) }
+                    + metrics.recorders.map { ($0.label, $0.dimensions) }
+                let unlabelled = all
+                    .filter { _, dimensions in !dimensions.contains { $0.0 == "stack" } }
+                #expect(unlabelled.isEmpty, "\(unlabelled.map(\.0))")
+                #expect(try !metrics.expectCounter("skyros.feed.log_reads", [("stack", "alpha")]).values.isEmpty)
+            }
         }
     }
 }

@@ -1,3 +1,4 @@
+import SkyrosPostgres
 @testable import SkyrosStack
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
     typealias Machine = CommitRetryStateMachine
     typealias Failure = CommitRetryStateMachine.Failure
 
-    static let policy = Machine.Policy(initialDelay: .milliseconds(100), maximumDelay: .seconds(1), maximumDuration: .seconds(30))
+    static let policy = RetryPolicy(initialDelay: .milliseconds(100), maximumDelay: .seconds(1), budget: .seconds(30))
     static let transient = Failure(transient: true)
     static let ambiguous = Failure(transient: true, mayHaveCommitted: true)
     static let permanent = Failure()
@@ -41,11 +42,11 @@ import Testing
     }
 
     @Test func aLongAttemptCountStaysCapped() {
-        var machine = Machine(policy: Machine.Policy(initialDelay: .milliseconds(1), maximumDelay: .seconds(3_600), maximumDuration: .seconds(30)))
+        var machine = Machine(policy: RetryPolicy(initialDelay: .milliseconds(1), maximumDelay: .seconds(3_600), budget: .seconds(30)))
         var last: Machine.Action?
         for _ in 1...40 { last = machine.failed(Self.transient, remaining: 1, abandoned: false, elapsed: .zero) }
-        // The doubling stops after 19 (2^19 ms ≈ 524 s): no overflow, still below the cap.
-        #expect(last == .retry(after: .milliseconds(1 << 19), attempt: 40))
+        // The doubling stops at the cap (2^22 ms > 3600 s): no overflow.
+        #expect(last == .retry(after: .seconds(3_600), attempt: 40))
     }
 
     @Test func retryingStopsOnceTheMaximumDurationHasElapsed() {
