@@ -10,7 +10,7 @@ import Foundation
 public struct PGJSONB<Value: Codable & Sendable>: PGArrayElement {
     /// The value, encoded with `JSONEncoder` when sent and decoded with `JSONDecoder` when read.
     public var value: Value
-    /// Wraps a value to bind it as `jsonb`: `\(PGJSONB(settings))` in a ``PGQuery``.
+    /// Wraps a value to bind it as `jsonb`: `\(PGJSONB(settings))` in a `PGQuery`.
     public init(_ value: Value) { self.value = value }
     public static var postgresType: PGType { .jsonb }
     public static var postgresArrayType: PGType { .jsonbArray }
@@ -25,7 +25,7 @@ public struct PGJSONB<Value: Codable & Sendable>: PGArrayElement {
 public struct PGJSON<Value: Codable & Sendable>: PGArrayElement {
     /// The value, encoded with `JSONEncoder` when sent and decoded with `JSONDecoder` when read.
     public var value: Value
-    /// Wraps a value to bind it as `json`: `\(PGJSON(settings))` in a ``PGQuery``.
+    /// Wraps a value to bind it as `json`: `\(PGJSON(settings))` in a `PGQuery`.
     public init(_ value: Value) { self.value = value }
     public static var postgresType: PGType { .json }
     public static var postgresArrayType: PGType { .jsonArray }

@@ -3,7 +3,7 @@
 /// `description` is deliberately short and generic-safe: it contains the kind, the SQLSTATE and the server's
 /// primary message, never bind values and never a password. `debugDescription` adds the detail, hint, position
 /// and the object names the server reported, with the row values the detail may quote redacted (see
-/// ``redactedDetail``); ``detail`` itself keeps the server's text for code that needs it.
+/// `redactedDetail`); ``detail`` itself keeps the server's text for code that needs it.
 ///
 /// ```swift
 /// do {
@@ -72,7 +72,7 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
         public static let protocolViolation = Kind(.protocolViolation)
         /// A statement in a pipeline was skipped because an earlier statement failed.
         public static let pipelineAborted = Kind(.pipelineAborted)
-        /// A statement's result holds more than 2 GiB of values, more than one ``PGRows`` can hold: fetch
+        /// A statement's result holds more than 2 GiB of values, more than one `PGRows` can hold: fetch
         /// it in parts (`LIMIT`/`OFFSET`, or a cursor). The connection stays usable.
         ///
         /// ```swift
@@ -92,7 +92,7 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
     /// The primary message (server) or a client-side explanation.
     public var message: String
     /// The server's `DETAIL` as it sent it. It may quote the values of a row (`Key (email)=(ann@example.com)
-    /// already exists.`), so `debugDescription` and Skyros's own messages show ``redactedDetail`` instead; log
+    /// already exists.`), so `debugDescription` and Skyros's own messages show `redactedDetail` instead; log
     /// this property only where row values may go.
     public var detail: String?
     /// The server's `HINT`: a suggestion for fixing the problem.
