@@ -177,7 +177,7 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
         return text
     }
 
-    /// ``description`` plus the severity, the ``redactedDetail``, the hint, the position and the objects the server
+    /// ``description`` plus the severity, the `redactedDetail`, the hint, the position and the objects the server
     /// named.
     public var debugDescription: String {
         var parts = [self.description]
