@@ -23,6 +23,7 @@ import SkyrosStack
 /// (an HTTP server's open event streams end, so it can stop); it throws ``ObservationError/storeRebuilt``
 /// after `DataStack/destroyAndRebuild(confirm:)`.
 public struct ObservationSequence<Element: Sendable>: AsyncSequence, Sendable {
+    /// Iteration throws ``ObservationError/storeRebuilt``, or a fetch's error when a re-fetch fails.
     public typealias Failure = any Error
 
     private let makeDriver: @Sendable () -> any ObservationDriving<Element>
@@ -36,12 +37,15 @@ public struct ObservationSequence<Element: Sendable>: AsyncSequence, Sendable {
         }
     }
 
+    /// Starts a new observation: its first element is the current state, the next ones follow the commits.
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(driver: self.makeDriver()) }
 
     /// Yields the elements of one observation.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let driver: any ObservationDriving<Element>
 
+        /// The next state that differs from the last one yielded, or `nil` once the observation ended (cancellation,
+        /// shutdown or graceful shutdown).
         public mutating func next() async throws -> Element? { try await self.driver.next() }
     }
 }

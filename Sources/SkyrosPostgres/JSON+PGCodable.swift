@@ -8,7 +8,9 @@ import Foundation
 /// let settings = try rows[0].decode(PGJSONB<Settings>.self, column: "data").value
 /// ```
 public struct PGJSONB<Value: Codable & Sendable>: PGArrayElement {
+    /// The value, encoded with `JSONEncoder` when sent and decoded with `JSONDecoder` when read.
     public var value: Value
+    /// Wraps a value to bind it as `jsonb`: `\(PGJSONB(settings))` in a `PGQuery`.
     public init(_ value: Value) { self.value = value }
     public static var postgresType: PGType { .jsonb }
     public static var postgresArrayType: PGType { .jsonbArray }
@@ -21,7 +23,9 @@ public struct PGJSONB<Value: Codable & Sendable>: PGArrayElement {
 
 /// A `Codable` value stored in a `json` column.
 public struct PGJSON<Value: Codable & Sendable>: PGArrayElement {
+    /// The value, encoded with `JSONEncoder` when sent and decoded with `JSONDecoder` when read.
     public var value: Value
+    /// Wraps a value to bind it as `json`: `\(PGJSON(settings))` in a `PGQuery`.
     public init(_ value: Value) { self.value = value }
     public static var postgresType: PGType { .json }
     public static var postgresArrayType: PGType { .jsonArray }

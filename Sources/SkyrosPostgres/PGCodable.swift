@@ -22,6 +22,7 @@ extension PGDecodable {
     }
 }
 
+/// A type that can be both bound as a parameter and decoded from a result column, as an entity's columns must.
 public typealias PGCodable = PGEncodable & PGDecodable
 
 /// A type that can be an element of a one-dimensional PostgreSQL array.

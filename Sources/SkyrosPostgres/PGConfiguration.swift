@@ -41,8 +41,11 @@ public struct PGConfiguration: Sendable, Hashable, CustomStringConvertible {
     /// The libpq keyword/value pairs, in libpq's order; only the options that were set.
     public private(set) var options: [Option]
 
+    /// One libpq connection parameter (`host`, `sslmode`, `application_name`, …) and its value.
     public struct Option: Sendable, Hashable {
+        /// The libpq keyword, such as `sslmode`.
         public var keyword: String
+        /// The value, as libpq takes it.
         public var value: String
     }
 
@@ -203,9 +206,13 @@ public struct PGConfiguration: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The `host` parameter: a name, an address, or a socket directory (`nil`: libpq's default).
     public var host: String? { self["host"] }
+    /// The `port` parameter (`nil`: libpq's default, 5432).
     public var port: Int? { self["port"].flatMap { Int($0) } }
+    /// The `user` parameter (`nil`: libpq uses the operating-system user).
     public var user: String? { self["user"] }
+    /// The `dbname` parameter (`nil`: libpq uses the user name).
     public var database: String? { self["dbname"] }
     var password: String? { self["password"] }
 

@@ -5,8 +5,13 @@ import Tracing
 
 /// Transaction isolation levels for ``PGConnection/withTransaction(isolation:_:)`` and the pool.
 public enum IsolationLevel: String, Sendable, Hashable {
+    /// PostgreSQL's default: each statement sees what was committed before it began.
     case readCommitted = "READ COMMITTED"
+    /// Every statement sees the snapshot taken at the transaction's first statement; a concurrent update of the same
+    /// row fails with ``PGError/Kind/serializationFailure``.
     case repeatableRead = "REPEATABLE READ"
+    /// As if the transactions ran one after another; conflicts fail with ``PGError/Kind/serializationFailure``, to
+    /// be retried.
     case serializable = "SERIALIZABLE"
 }
 
@@ -33,12 +38,15 @@ public enum IsolationLevel: String, Sendable, Hashable {
 /// - ``rollback()``
 public actor PGConnection {
     private let executor: ThreadExecutor
+    /// The connection's own thread: the actor runs there, so libpq's blocking calls never occupy Swift's cooperative
+    /// pool.
     public nonisolated var unownedExecutor: UnownedSerialExecutor { self.executor.asUnownedSerialExecutor() }
     /// The connection's thread, as a task executor (a task started on it runs there from its first step).
     package nonisolated var taskExecutor: any TaskExecutor { self.executor }
 
     /// A process-unique number for logs.
     public nonisolated let id: Int
+    /// What this connection was opened with (its password never printed).
     public nonisolated let configuration: PGConfiguration
     let logger: Logger
     /// The libpq connection, confined to this actor's thread; `nil` before it opened and after ``close()``.
@@ -368,11 +376,17 @@ public actor PGConnection {
 
 /// Metadata keys used in log records.
 public enum PGLogKey {
+    /// The connection's process-unique ``PGConnection/id``.
     public static let connectionID = "skyros.connection.id"
+    /// A statement's text, with `$n` placeholders (bind values are never logged).
     public static let sql = "skyros.sql"
+    /// The server's host.
     public static let host = "skyros.host"
+    /// The database name.
     public static let database = "skyros.database"
+    /// An error's ``PGError/description``.
     public static let error = "skyros.error"
+    /// Which pool a connection belongs to.
     public static let pool = "skyros.pool"
 }
 

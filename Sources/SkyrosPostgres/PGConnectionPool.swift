@@ -4,7 +4,7 @@ import Logging
 import Metrics
 import ServiceLifecycle
 
-/// A pool of ``PGConnection``s: the root writer's connections and every query's lease.
+/// A pool of `PGConnection`s: the root writer's connections and every query's lease.
 ///
 /// Leasing never hangs: when all connections are busy a caller waits at most ``Configuration/leaseTimeout``
 /// and then gets ``PGError/Kind/poolTimeout``. An idle connection that the server dropped (restart,
@@ -321,7 +321,7 @@ public final class PGConnectionPool: Service, Sendable {
     }
 
     /// Returns a leased connection. A transaction left open is rolled back first, even when the task is
-    /// cancelled (see ``PGConnection/rollback()``); a broken connection, or one whose rollback failed, is closed,
+    /// cancelled (see `PGConnection.rollback()`); a broken connection, or one whose rollback failed, is closed,
     /// so the next caller never gets a connection inside someone else's transaction.
     public func release(_ connection: PGConnection) async {
         guard await connection.prepareForReuse() else {
@@ -364,7 +364,7 @@ public final class PGConnectionPool: Service, Sendable {
     }
 
     /// Leases a connection for the duration of `body`, which runs on the connection's own thread (see
-    /// ``PGConnection/withOwnExecutor(_:)``): consecutive statements do not hop between threads.
+    /// `PGConnection.withOwnExecutor(_:)`): consecutive statements do not hop between threads.
     ///
     /// ```swift
     /// let rows = try await pool.withConnection { try await $0.query("SELECT 1") }

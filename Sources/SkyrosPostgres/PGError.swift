@@ -3,7 +3,7 @@
 /// `description` is deliberately short and generic-safe: it contains the kind, the SQLSTATE and the server's
 /// primary message, never bind values and never a password. `debugDescription` adds the detail, hint, position
 /// and the object names the server reported, with the row values the detail may quote redacted (see
-/// ``redactedDetail``); ``detail`` itself keeps the server's text for code that needs it.
+/// `redactedDetail`); ``detail`` itself keeps the server's text for code that needs it.
 ///
 /// ```swift
 /// do {
@@ -23,6 +23,7 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
+        /// The kind's name, as in `PGError.uniqueViolation`.
         public var description: String { self.base.rawValue }
 
         /// The URL or conninfo could not be parsed, or a parameter is invalid.
@@ -39,16 +40,25 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
         public static let connectionClosed = Kind(.connectionClosed)
         /// Any other error reported by the server; see ``PGError/sqlState``.
         public static let server = Kind(.server)
+        /// A duplicate key (SQLSTATE 23505); ``PGError/constraint`` names the index.
         public static let uniqueViolation = Kind(.uniqueViolation)
+        /// A reference to a missing row, or a delete of a referenced one (SQLSTATE 23503).
         public static let foreignKeyViolation = Kind(.foreignKeyViolation)
+        /// NULL in a `NOT NULL` column (SQLSTATE 23502); ``PGError/column`` names it.
         public static let notNullViolation = Kind(.notNullViolation)
+        /// A row fails a `CHECK` constraint (SQLSTATE 23514).
         public static let checkViolation = Kind(.checkViolation)
+        /// A conflict under `REPEATABLE READ` or `SERIALIZABLE` (SQLSTATE 40001); retrying the transaction may succeed.
         public static let serializationFailure = Kind(.serializationFailure)
+        /// The server broke a deadlock by failing this transaction (SQLSTATE 40P01); retrying it may succeed.
         public static let deadlock = Kind(.deadlock)
         /// The statement was cancelled (task cancellation or `statement_timeout`).
         public static let queryCancelled = Kind(.queryCancelled)
+        /// A table or view that does not exist or is not on the `search_path` (SQLSTATE 42P01).
         public static let undefinedTable = Kind(.undefinedTable)
+        /// A column that does not exist (SQLSTATE 42703).
         public static let undefinedColumn = Kind(.undefinedColumn)
+        /// The statement does not parse (SQLSTATE 42601); ``PGError/position`` points into its text.
         public static let syntaxError = Kind(.syntaxError)
         /// A Swift value cannot be sent (for example text containing a NUL character).
         public static let encoding = Kind(.encoding)
@@ -62,7 +72,7 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
         public static let protocolViolation = Kind(.protocolViolation)
         /// A statement in a pipeline was skipped because an earlier statement failed.
         public static let pipelineAborted = Kind(.pipelineAborted)
-        /// A statement's result holds more than 2 GiB of values, more than one ``PGRows`` can hold: fetch
+        /// A statement's result holds more than 2 GiB of values, more than one `PGRows` can hold: fetch
         /// it in parts (`LIMIT`/`OFFSET`, or a cursor). The connection stays usable.
         ///
         /// ```swift
@@ -82,22 +92,29 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
     /// The primary message (server) or a client-side explanation.
     public var message: String
     /// The server's `DETAIL` as it sent it. It may quote the values of a row (`Key (email)=(ann@example.com)
-    /// already exists.`), so `debugDescription` and Skyros's own messages show ``redactedDetail`` instead; log
+    /// already exists.`), so `debugDescription` and Skyros's own messages show `redactedDetail` instead; log
     /// this property only where row values may go.
     public var detail: String?
+    /// The server's `HINT`: a suggestion for fixing the problem.
     public var hint: String?
     /// 1-based character position in the statement text, as sent by the server. For
     /// ``Kind/invalidConfiguration``: the position in the URL or conninfo string (counted in Unicode scalars)
     /// where it stops being what libpq accepts, when Skyros could tell.
     public var position: Int?
+    /// The schema of the object the error is about, when the server names one.
     public var schema: String?
+    /// The table the error is about (constraint violations name it).
     public var table: String?
+    /// The column the error is about (a `NOT NULL` violation, or a cell that failed to decode).
     public var column: String?
+    /// The data type the error is about (for example a domain whose check failed).
     public var dataType: String?
+    /// The constraint that was violated (`users_email_key`): the way to tell two unique violations apart.
     public var constraint: String?
     /// For pipelines: the 0-based index of the statement that failed.
     public var statementIndex: Int?
 
+    /// An error built by hand, as a test double or by a layer above that reports through the client's error.
     public init(
         kind: Kind, sqlState: SQLState? = nil, severity: String? = nil, message: String,
         detail: String? = nil, hint: String? = nil, position: Int? = nil, schema: String? = nil,
@@ -150,6 +167,8 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
         "server closed the connection unexpectedly",
     ]
 
+    /// The kind, the SQLSTATE, the primary message and the constraint's name: safe to log (no row values, bind
+    /// values or password).
     public var description: String {
         var text = "PGError.\(self.kind)"
         if let sqlState { text += " (\(sqlState.rawValue))" }
@@ -158,6 +177,8 @@ public struct PGError: Error, Sendable, CustomStringConvertible, CustomDebugStri
         return text
     }
 
+    /// ``description`` plus the severity, the `redactedDetail`, the hint, the position and the objects the server
+    /// named.
     public var debugDescription: String {
         var parts = [self.description]
         if let severity { parts.append("severity: \(severity)") }

@@ -3,7 +3,9 @@ import Logging
 
 /// A notification received on a `LISTEN` channel.
 public struct PGNotification: Sendable, Hashable {
+    /// The channel named in `NOTIFY`.
     public var channel: String
+    /// The payload of `NOTIFY channel, 'payload'` (empty when none was given).
     public var payload: String
     /// The backend process id of the notifying session.
     public var senderPID: Int32

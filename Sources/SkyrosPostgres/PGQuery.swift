@@ -20,11 +20,13 @@ public struct PGQuery: Sendable, Hashable, ExpressibleByStringInterpolation, Cus
         self.binds = binds
     }
 
+    /// A statement without parameters: `let query: PGQuery = "SELECT 1"`.
     public init(stringLiteral value: String) {
         self.sql = value
         self.binds = []
     }
 
+    /// A statement built by interpolation, each interpolated value bound as the next `$n` parameter.
     public init(stringInterpolation: StringInterpolation) {
         self.sql = stringInterpolation.sql
         self.binds = stringInterpolation.binds
@@ -34,17 +36,21 @@ public struct PGQuery: Sendable, Hashable, ExpressibleByStringInterpolation, Cus
     /// The SQL text only; bind values are never printed.
     public var description: String { self.sql }
 
+    /// Builds a ``PGQuery`` from a string literal with interpolations: values become parameters, and only
+    /// `\(identifier:)` and `\(unsafeRaw:)` add text.
     public struct StringInterpolation: StringInterpolationProtocol {
         var sql = ""
         var binds: [PGValue] = []
         /// The first encoding error, reported when the query runs.
         var error: String?
 
+        /// Reserves room for the statement text and the parameters (called by the compiler).
         public init(literalCapacity: Int, interpolationCount: Int) {
             self.sql.reserveCapacity(literalCapacity + interpolationCount * 3)
             self.binds.reserveCapacity(interpolationCount)
         }
 
+        /// Appends statement text from the literal (called by the compiler).
         public mutating func appendLiteral(_ literal: String) { self.sql += literal }
 
         /// Binds a value as the next `$n` parameter.

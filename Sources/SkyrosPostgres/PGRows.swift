@@ -10,7 +10,9 @@
 public struct PGRows: Sendable, RandomAccessCollection {
     /// A result column: name and type.
     public struct Column: Sendable, Hashable {
+        /// The column's name or alias in the statement (`SELECT count(*) AS n` gives `n`).
         public var name: String
+        /// The column's type, which ``PGRow/decode(_:at:)`` passes to the decoding type.
         public var type: PGType
     }
 
@@ -38,6 +40,7 @@ public struct PGRows: Sendable, RandomAccessCollection {
 
     let contents: Contents
 
+    /// The result's columns, in select-list order.
     public var columns: [Column] { self.contents.columns }
     /// The command tag, e.g. `INSERT 0 1`.
     public var commandTag: String { self.contents.commandTag }
@@ -64,8 +67,11 @@ public struct PGRows: Sendable, RandomAccessCollection {
                 + "fetch it in parts (LIMIT and OFFSET, or a cursor)")
     }
 
+    /// The first row's position: always 0.
     public var startIndex: Int { 0 }
+    /// The number of rows.
     public var endIndex: Int { self.contents.rowCount }
+    /// The row at `position` (0-based).
     public subscript(position: Int) -> PGRow { PGRow(rows: self, index: position) }
 
     /// The position of a column by name.
@@ -89,6 +95,7 @@ public struct PGRow: Sendable {
     let rows: PGRows
     let index: Int
 
+    /// The result's columns, the same for every row.
     public var columns: [PGRows.Column] { self.rows.columns }
 
     /// The raw text bytes of a cell, or `nil` for NULL.
@@ -96,6 +103,7 @@ public struct PGRow: Sendable {
         self.rows.cellBytes(row: self.index, column: column)
     }
 
+    /// Whether the cell at a column position is SQL NULL.
     public func isNull(at column: Int) -> Bool { self.bytes(at: column) == nil }
 
     /// Decodes the cell at a column position.
@@ -130,6 +138,7 @@ public struct PGRow: Sendable {
         (try self.decode(A.self, at: 0), try self.decode(B.self, at: 1))
     }
 
+    /// Decodes the first three columns as a tuple: `let (id, name, email) = try row.decode((Int, String, String?).self)`.
     public func decode<A: PGDecodable, B: PGDecodable, C: PGDecodable>(
         _: (A, B, C).Type
     ) throws -> (A, B, C) {

@@ -14,6 +14,8 @@ public struct PGValue: Sendable, Hashable, CustomStringConvertible {
     /// The text-format representation, or `nil` for NULL.
     public var text: String?
 
+    /// A value from its type and its text-format representation (`nil` for NULL), for a type without a
+    /// ``PGEncodable`` conformance.
     public init(type: PGType, text: String?) {
         self.type = type
         self.text = text
@@ -26,8 +28,10 @@ public struct PGValue: Sendable, Hashable, CustomStringConvertible {
         self.text = try value.postgresText()
     }
 
+    /// SQL NULL, of a type the server infers.
     public static let null = PGValue(type: .unspecified, text: nil)
 
+    /// Whether this is SQL NULL.
     public var isNull: Bool { self.text == nil }
 
     /// Generic on purpose: bind values may be secrets and are not printed.

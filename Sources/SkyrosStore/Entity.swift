@@ -50,6 +50,7 @@ public struct EntityColumn<Root>: @unchecked Sendable {
     /// writes.
     public internal(set) var generated: DatabaseGenerated?
 
+    /// Maps a stored property to a column: `EntityColumn(\User.email, "email")`.
     public init<Value>(_ keyPath: KeyPath<Root, Value>, _ name: String) {
         self.keyPath = keyPath
         self.name = name
@@ -137,6 +138,7 @@ public struct DatabaseGenerated: Sendable, Hashable, CustomStringConvertible {
     /// A `GENERATED ALWAYS AS (…) STORED` column: computed by PostgreSQL from the row, read-only.
     public static let computed = DatabaseGenerated(kind: .computed)
 
+    /// The strategy as written in Swift (`identity(blockSize: 100)`, `onInsert`).
     public var description: String {
         switch self.kind {
         case .identity(let blockSize): "identity(blockSize: \(blockSize))"

@@ -51,6 +51,7 @@ public struct QueryError: Error, Sendable, Hashable, CustomStringConvertible {
         self.message = message
     }
 
+    /// The code, the entity, the construct and the explanation: what to change in the query.
     public var description: String { "QueryError.\(self.code) (\(self.entity), \(self.construct)): \(self.message)" }
 
     static func unsupportedPredicate(_ entity: String, _ construct: String, _ detail: String) -> QueryError {

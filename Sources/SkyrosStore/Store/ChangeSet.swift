@@ -16,6 +16,8 @@ public struct ChangeSet: Sendable {
     public struct Operation: Sendable, CustomStringConvertible {
         /// What an operation does.
         public enum Kind: String, Sendable, Hashable {
+            /// `insert`, `update`, `delete` and `upsert` write one row; `bulkInsert` many rows of one entity in one
+            /// statement; `deleteWhere` the rows a predicate selects.
             case insert, update, delete, upsert, bulkInsert, deleteWhere
         }
 
@@ -27,6 +29,7 @@ public struct ChangeSet: Sendable {
         public let table: String
         let change: any EntityOperation
 
+        /// The kind and the entity (`update User`); never values.
         public var description: String { "\(self.kind) \(self.entity)" }
     }
 
@@ -135,6 +138,7 @@ public struct ChangeSet: Sendable {
 public struct RowChange: Sendable, Hashable {
     /// What happened to the row.
     public enum Kind: String, Sendable, Hashable {
+        /// Whether the row was inserted, updated or deleted.
         case inserted, updated, deleted
     }
 
@@ -144,6 +148,7 @@ public struct RowChange: Sendable, Hashable {
     public var table: String
     /// The primary key, encoded as it is bound (`PGValue.text` is its text form).
     public var id: PGValue
+    /// Whether the row was inserted, updated or deleted.
     public var kind: Kind
     /// The row's new version; `nil` for deleted rows.
     public var version: Int64?
@@ -159,6 +164,7 @@ public struct RowChange: Sendable, Hashable {
     /// ``EntityPlan/readBackIndices``, as the write's `RETURNING` gave them; `nil` when not known (a `COPY`).
     package var readBack: [PGValue]?
 
+    /// A change as a store reports it; a test's custom ``Store`` builds these for its ``ChangeSetResult``.
     public init(entity: String, table: String, id: PGValue, kind: Kind, version: Int64?) {
         self.entity = entity
         self.table = table
@@ -188,6 +194,7 @@ public struct ChangeSetResult: Sendable, Hashable {
     /// or a delete of a missing row, has no rows.
     public var operations: [[RowChange]]
 
+    /// A result with the rows each operation touched, in ``ChangeSet/operations`` order.
     public init(operations: [[RowChange]]) { self.operations = operations }
 
     /// The set committed, but its rows are not known: the connection broke after `COMMIT` was sent, and the

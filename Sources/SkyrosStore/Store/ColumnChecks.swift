@@ -143,6 +143,8 @@ public struct ColumnDefinition: Sendable, Hashable {
     /// for none, or one it cannot evaluate (then it keeps the app's value).
     public var defaultValue: ColumnDefault?
 
+    /// A column as the in-memory store checks it: `ColumnDefinition(.varchar(255), nullable: true)`.
+    ///
     /// - Parameters:
     ///   - type: the column's type.
     ///   - nullable: whether it accepts NULL (`false`: `NOT NULL`).
@@ -195,6 +197,7 @@ public struct ColumnValueError: Error, Sendable, Hashable, CustomStringConvertib
         /// Text with a NUL (0x00) character, which PostgreSQL text cannot store.
         public static let nulCharacter = Reason(base: .nulCharacter)
 
+        /// The reason in words (`out of range`, `too long`).
         public var description: String {
             switch self.base {
             case .outOfRange: "out of range"
@@ -216,10 +219,12 @@ public struct ColumnValueError: Error, Sendable, Hashable, CustomStringConvertib
     /// Why the value was refused.
     public var reason: Reason
 
+    /// An error for a value the column would refuse.
     public init(entity: String, column: String, columnType: String, reason: Reason) {
         (self.entity, self.column, self.columnType, self.reason) = (entity, column, columnType, reason)
     }
 
+    /// The entity, the column, its type and the reason, never the value (it may be personal data).
     public var description: String {
         let detail: String
         switch self.reason.base {

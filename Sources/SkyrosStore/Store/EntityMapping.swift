@@ -43,12 +43,14 @@ public struct EntityMappingError: Error, Sendable, Hashable, CustomStringConvert
     /// What is wrong.
     public var message: String
 
+    /// An error about an entity's mapping, optionally about one of its columns.
     public init(entity: String, column: String? = nil, message: String) {
         self.entity = entity
         self.column = column
         self.message = message
     }
 
+    /// The entity, the column when there is one, and what is wrong.
     public var description: String {
         if let column { return "entity \(self.entity), column \"\(column)\": \(self.message)" }
         return "entity \(self.entity): \(self.message)"

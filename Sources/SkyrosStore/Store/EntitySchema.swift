@@ -14,6 +14,7 @@ public struct SchemaIssue: Sendable, Hashable, CustomStringConvertible {
     /// The explanation.
     public var message: String
 
+    /// The entity, the column when there is one, and the explanation.
     public var description: String {
         if let column { return "entity \(self.entity), column \"\(column)\": \(self.message)" }
         return "entity \(self.entity): \(self.message)"
@@ -30,6 +31,7 @@ public struct SchemaMismatchError: Error, Sendable, Hashable, CustomStringConver
     /// Every issue, in entity and column order.
     public var issues: [SchemaIssue]
 
+    /// Every issue, one per line.
     public var description: String { self.issues.map(\.description).joined(separator: "\n") }
 }
 

@@ -21,6 +21,7 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// `destroy` without a sandbox schema and without tables to drop, or another refused destructive request.
     case destroyRefused(reason: String)
 
+    /// What went wrong, naming the entity and the row by its primary key; never the values of other columns.
     public var description: String {
         switch self {
         case .versionConflict(let entity, let id, let expected, let actual):

@@ -15,6 +15,7 @@ public struct Versioned<Value: Entity>: Sendable {
     /// The row version: the entity's ``Entity/versionColumn`` or PostgreSQL's `xmin` (in-memory: a counter).
     public var version: Int64
 
+    /// Pairs a decoded entity with the version it was read at (a custom ``Store`` returns these).
     public init(value: Value, version: Int64) {
         self.value = value
         self.version = version
