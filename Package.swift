@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        // SHA-256 for migration checksums, the migrations' lock key and the hint keys' tags.
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         // `swift package generate-documentation` (a plugin: nothing of it is linked into the library).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
@@ -48,6 +50,7 @@ let package = Package(
             name: "SkyrosMigrations",
             dependencies: [
                 "SkyrosPostgres",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
@@ -91,7 +94,7 @@ let package = Package(
             name: "SkyrosSync",
             dependencies: [
                 "SkyrosStack",
-                "SkyrosMigrations",  // SHA256 (package access) for the hint keys' HMAC
+                .product(name: "Crypto", package: "swift-crypto"),  // SHA-256 for the hint keys' tags
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "DequeModule", package: "swift-collections"),

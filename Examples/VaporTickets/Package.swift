@@ -2,8 +2,8 @@
 // An example HTTP service on Skyros and Vapor, through SkyrosVapor: its own package, so Vapor and SwiftNIO
 // never reach Skyros's users. `swift run VaporTickets` from this directory (DATABASE_URL, PORT).
 //
-// The `ClashCheck` target proves that Skyros can be imported beside PostgresNIO, FluentKit and Crypto with the
-// README's Quickstart unqualified (`./smoke` builds it).
+// The `ClashCheck` target proves that Skyros and SkyrosMigrations can be imported beside PostgresNIO, FluentKit and
+// Crypto, each one's common names used unqualified (`./smoke` builds it).
 import Foundation
 import PackageDescription
 
@@ -67,6 +67,7 @@ do {
             name: "ClashCheck",
             dependencies: [
                 .product(name: "Skyros", package: skyros),
+                .product(name: "SkyrosMigrations", package: skyros),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "FluentKit", package: "fluent-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),

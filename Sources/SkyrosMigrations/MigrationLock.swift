@@ -1,3 +1,4 @@
+internal import Crypto
 import Logging
 import SkyrosPostgres
 
@@ -13,7 +14,7 @@ struct MigrationLock: Sendable {
 
     init(database: String, schema: String, table: String) {
         self.name = "\(database)/\(schema)/\(table)"
-        let digest = SHA256.hash(self.name).bytes
+        let digest = SHA256.hash(data: Array(self.name.utf8))
         var key: UInt64 = 0
         for byte in digest.prefix(8) { key = key << 8 | UInt64(byte) }
         self.key = Int64(bitPattern: key)

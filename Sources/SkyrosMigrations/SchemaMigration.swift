@@ -1,3 +1,4 @@
+internal import Crypto
 import Foundation
 
 /// One versioned migration: the parsed contents of a `migrations/<version>_<description>.sql` file.
@@ -42,6 +43,19 @@ public struct SchemaMigration: Sendable, Hashable, Identifiable {
     /// `statement_timeout` for this migration (`-- migrate:statement-timeout`), overriding the default.
     public let statementTimeout: String?
 
+    /// The hex SHA-256 (64 lowercase digits) of `text`'s UTF-8 bytes: the ``checksum`` of a file whose line
+    /// endings are already normalised. History tables store it, so it must never change for the same text.
+    static func checksum(of text: String) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        hex.reserveCapacity(2 * SHA256.byteCount)
+        for byte in SHA256.hash(data: Array(text.utf8)) {
+            hex.append(digits[Int(byte >> 4)])
+            hex.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: hex, as: UTF8.self)
+    }
+
     /// The version.
     public var id: Int64 { self.version }
     /// Whether the migration has a down section.
@@ -69,7 +83,7 @@ public struct SchemaMigration: Sendable, Hashable, Identifiable {
         self.description = description
         self.fileName = fileName
         let text = Self.normalizeLineEndings(contents)
-        self.checksum = SHA256.hash(text).hexString
+        self.checksum = Self.checksum(of: text)
         let parsed = try MigrationFileParser.parse(text, fileName: fileName)
         self.up = parsed.up
         self.down = parsed.down

@@ -1,4 +1,4 @@
-import SkyrosMigrations
+internal import Crypto
 import SkyrosStore
 import SkyrosStack
 
@@ -9,13 +9,17 @@ import SkyrosStack
 /// position and transaction id so that the real entry is skipped (a stale cache). The writing transaction
 /// computes the tag on the server, from two random 64-byte keys kept in the change log's state table (readable
 /// only with the privileges that table grants, like the log itself): `SHA-256(outer ‖ SHA-256(inner ‖ message))`,
-/// HMAC-SHA-256's construction with random inner and outer pads, truncated to 128 bits. A stack reads the keys
-/// with every log read and acts on a hint's entry only when its tag verifies; any other hint makes it read the
-/// log, which table privileges protect.
+/// truncated to 128 bits. A stack reads the keys with every log read and acts on a hint's entry only when its
+/// tag verifies; any other hint makes it read the log, which table privileges protect.
+///
+/// This is HMAC-SHA-256's construction but not HMAC itself: HMAC derives both pads from one key (they differ
+/// by `0x6a` in every byte), whereas these two keys are drawn independently, so `HMAC<SHA256>` cannot compute
+/// the tags that the server's SQL computes and existing state tables hold. The tag is built here from
+/// swift-crypto's `SHA256`, byte for byte what the SQL computes.
 struct HintKey: Sendable {
-    /// The hash state after the inner key block, and after the outer one (each key is exactly one block).
-    private let inner: SHA256
-    private let outer: SHA256
+    /// The inner and the outer key, 64 bytes each (one SHA-256 block).
+    private let inner: [UInt8]
+    private let outer: [UInt8]
 
     /// The tag's length in bytes (32 hex digits in the hint).
     static let tagBytes = 16
@@ -23,20 +27,18 @@ struct HintKey: Sendable {
     /// Reads the keys as the log's read returns them: the inner key's 64 bytes then the outer key's, in hex.
     init?(hex: some StringProtocol) {
         guard let bytes = Self.bytes(hex: hex.utf8), bytes.count == 128 else { return nil }
-        var inner = SHA256()
-        inner.update(bytes[0..<64])
-        var outer = SHA256()
-        outer.update(bytes[64..<128])
-        (self.inner, self.outer) = (inner, outer)
+        (self.inner, self.outer) = (Array(bytes[0..<64]), Array(bytes[64..<128]))
     }
 
     /// The tag of the message made of `parts`, concatenated.
     func tag(_ parts: [Substring.UTF8View]) -> [UInt8] {
-        var inner = self.inner
-        for part in parts { inner.update(part) }
-        var outer = self.outer
-        outer.update(inner.finalize().bytes)
-        return Array(outer.finalize().bytes.prefix(Self.tagBytes))
+        var message = self.inner
+        message.reserveCapacity(self.inner.count + parts.reduce(0) { $0 + $1.count })
+        for part in parts { message.append(contentsOf: part) }
+        var outer = SHA256()
+        outer.update(data: self.outer)
+        outer.update(data: Array(SHA256.hash(data: message)))
+        return Array(outer.finalize().prefix(Self.tagBytes))
     }
 
     /// Whether `hex` is the tag of the message made of `parts` (compared in constant time).

@@ -16,6 +16,16 @@ import Testing
         key.tag([Substring(head).utf8, Substring(" ").utf8, Substring(changes).utf8]).map { String(format: "%02x", $0) }.joined()
     }
 
+    /// The tag is `SHA-256(outer ‖ SHA-256(inner ‖ message))` truncated to 16 bytes, as the server's SQL computes
+    /// it (expected value from Python's hashlib); with keys whose bytes differ by `0x6a` it is HMAC-SHA-256 (the
+    /// second value is Python's `hmac` with key `0x6c` × 64, whose pads are `0x5a` and `0x30`).
+    @Test func theTagIsTheServersConstructionByteForByte() throws {
+        let head = "43 6f1c5e0a-3f3e-4b8e-9a61-2d7c4b1e8f00 1234"
+        #expect(Self.tag(head, "[{\"t\":\"t\"}]") == "ccc67b82645cfe026fed5d0ed387088d")
+        let hmacKey = try #require(HintKey(hex: String(repeating: "5a", count: 64) + String(repeating: "30", count: 64)))
+        #expect(Self.tag(head, "[{\"t\":\"t\"}]", hmacKey) == "51d442b061ff8a7cb695018572af7313")
+    }
+
     @Test func hintsParseWithAndWithoutTheirEntryWhichOnlyAVerifiedTagLetsThrough() throws {
         let origin = UUID().uuidString.lowercased()
         let key = Self.key
