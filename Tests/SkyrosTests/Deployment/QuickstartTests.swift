@@ -108,7 +108,7 @@ struct QuickstartTests {
     static func withDatabase(_ body: (PGConfiguration, String) async throws -> Void) async throws {
         let name = "quickstart_\(UUID().uuidString.prefix(8).lowercased())"
         let database = try TestServer.configuration.withDatabase(name)
-        try await TestServer.withConnection { try await $0.execute(script: "CREATE DATABASE \(quoteIdentifier(name))") }
+        _ = try await TestServer.withConnection { try await $0.execute(script: "CREATE DATABASE \(quoteIdentifier(name))") }
         try await withCleanup {
             try await body(database, Self.conninfo(database))
         } cleanup: {
