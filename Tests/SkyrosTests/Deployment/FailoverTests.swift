@@ -85,6 +85,17 @@ struct FailoverTests {
                 return collected
             }
             try await writer.write(durability: .committed) { try $0.insert(StackCounter(id: "phase", name: "phase", note: "before")) }
+            let primaryPort = try #require(try fixture.configuration("PRIMARY_URL").port)
+            try await StackTestServer.execute(
+                writer,
+                """
+                CREATE FUNCTION hold_on_old_primary() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF NEW.id = 'held' AND inet_server_port() = \(primaryPort) THEN PERFORM pg_sleep(60); END IF;
+                    RETURN NEW;
+                END $$;
+                CREATE TRIGGER hold BEFORE INSERT ON stack_counters FOR EACH ROW EXECUTE FUNCTION hold_on_old_primary();
+                """)
             let observed = Locked<[String]>([])
             let observing = Task {
                 for try await counter in observer.observe(StackCounter.self, id: "phase") {
@@ -107,6 +118,16 @@ struct FailoverTests {
                 }
             }
             await eventually(within: .seconds(60)) { writer.commitQueueStatistics.sets >= 300 }
+            // A group in flight when the primary stops: the old primary holds the insert of counter `held` (the
+            // trigger sleeps only there), so the switch always meets a commit under way. Without it the switch
+            // may land between two groups, and the next lease simply connects to the new primary.
+            try await writer.write { try $0.insert(StackCounter(id: "held", name: "held", note: "held")) }
+            let primary = try await PGConnection.connect(to: fixture.configuration("PRIMARY_URL"))
+            await eventually(within: .seconds(60)) {
+                let sleeping = try? await primary.query("SELECT count(*)::int8 FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
+                return (try? sleeping?[0].decode(Int.self, at: 0)) == 1
+            }
+            await primary.close()
             let committedBefore = writer.commitQueueStatistics.sets
             try await fixture.run("promote")
             try await writers.value
