@@ -94,8 +94,8 @@ struct TicketsTests {
             let ticket = try #require(created)
             #expect(ticket.title == "printer on fire" && ticket.priority == 5 && ticket.status == "open")
             // 201 means committed: PostgreSQL holds it now.
-            let got1 = try await Self.status(of: ticket.id, in: schema)
-            #expect(got1 == "open")
+            let stored = try await Self.status(of: ticket.id, in: schema)
+            #expect(stored == "open")
 
             try await app.testing().test(.GET, "tickets") { res in
                 #expect(res.status == .ok)
@@ -131,15 +131,15 @@ struct TicketsTests {
                 .POST, "tickets", headers: Self.jsonHeaders, body: ByteBuffer(string: #"{"title": "printer on fire"}"#)
             ) { res in
                 #expect(res.status == .conflict)
-                let got2 = try Self.errorReason(res)
-                #expect(got2 == "a ticket with this title exists")
+                let reason = try Self.errorReason(res)
+                #expect(reason == "a ticket with this title exists")
             }
-            let got3 = try await Self.count(in: schema)
-            #expect(got3 == 1)
+            let count = try await Self.count(in: schema)
+            #expect(count == 1)
             // The list shows the one ticket (the failed insert was reverted from the cache too).
             try await app.testing().test(.GET, "tickets") { res in
-                let got4 = try res.content.decode([Ticket].self).map(\.title)
-                #expect(got4 == ["printer on fire"])
+                let titles = try res.content.decode([Ticket].self).map(\.title)
+                #expect(titles == ["printer on fire"])
             }
         }
     }
@@ -158,8 +158,8 @@ struct TicketsTests {
             #expect(ticket.version == 1 && !ticket.pending)
             try await app.testing().test(.GET, "tickets/\(ticket.id)") { res in
                 #expect(res.status == .ok)
-                let got5 = try res.content.decode(TicketRecord.self)
-                #expect(got5 == ticket)
+                let read = try res.content.decode(TicketRecord.self)
+                #expect(read == ticket)
                 #expect(res.headers.first(name: .eTag) == "\"1\"")
             }
             let change = ByteBuffer(string: #"{"title": "paper jam, tray 2", "priority": 4, "status": "open"}"#)
@@ -183,15 +183,15 @@ struct TicketsTests {
             }
             let rows = try await Self.query(
                 "SELECT title, priority::int8, row_version FROM \(qualified: [schema, "tickets"]) WHERE id = \(ticket.id)")
-            let got6 = try rows[0].decode(String.self, at: 0)
-            #expect(got6 == "paper jam, tray 2")
-            let got7 = try rows[0].decode(Int64.self, at: 1)
-            #expect(got7 == 4)
-            let got8 = try rows[0].decode(Int64.self, at: 2)
-            #expect(got8 == 2)
+            let title = try rows[0].decode(String.self, at: 0)
+            #expect(title == "paper jam, tray 2")
+            let priority = try rows[0].decode(Int64.self, at: 1)
+            #expect(priority == 4)
+            let version = try rows[0].decode(Int64.self, at: 2)
+            #expect(version == 2)
             try await app.testing().test(.GET, "tickets/\(ticket.id)") { res in
-                let got9 = try res.content.decode(TicketRecord.self).version
-                #expect(got9 == 2)
+                let version = try res.content.decode(TicketRecord.self).version
+                #expect(version == 2)
             }
             try await app.testing().test(.PUT, "tickets/\(UUID())", headers: withVersion, body: change) { res in
                 #expect(res.status == .notFound)
@@ -202,8 +202,8 @@ struct TicketsTests {
             }
 
             try await app.testing().test(.DELETE, "tickets/\(ticket.id)") { res in #expect(res.status == .noContent) }
-            let got10 = try await Self.count(in: schema)
-            #expect(got10 == 0)
+            let remaining = try await Self.count(in: schema)
+            #expect(remaining == 0)
             try await app.testing().test(.GET, "tickets/\(ticket.id)") { res in
                 #expect(res.status == .notFound)
                 try Self.errorReason(res)
@@ -220,8 +220,8 @@ struct TicketsTests {
                 .POST, "tickets", headers: Self.asyncHeaders, body: ByteBuffer(string: #"{"title": "queued"}"#)
             ) { res in
                 #expect(res.status == .accepted)
-                let got11 = try res.content.decode(TicketRecord.self).pending
-                #expect(got11)
+                let pending = try res.content.decode(TicketRecord.self).pending
+                #expect(pending)
                 location = res.headers.first(name: .location)
             }
             let accepted = try #require(location)
@@ -234,8 +234,8 @@ struct TicketsTests {
                 }
                 return committed
             }
-            let got12 = try await Self.count(in: schema)
-            #expect(got12 == 1)
+            let count = try await Self.count(in: schema)
+            #expect(count == 1)
 
             // A queued duplicate is accepted (202), fails at its commit, is reverted: its Location answers 404.
             try await app.testing().test(
@@ -250,8 +250,8 @@ struct TicketsTests {
                 try await app.testing().test(.GET, failed) { res in status = res.status }
                 return status == .notFound
             }
-            let got13 = try await Self.count(in: schema)
-            #expect(got13 == 1)
+            let afterFailure = try await Self.count(in: schema)
+            #expect(afterFailure == 1)
         }
     }
 
