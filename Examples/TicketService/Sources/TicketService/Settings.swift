@@ -13,6 +13,7 @@ import Foundation
 /// | `SSE_HEARTBEAT_SECONDS` | `15` | the interval of the `: heartbeat` comment on an idle event stream |
 /// | `DRAIN_SECONDS` | `0` | on SIGTERM, how long `/health` answers 503 `draining` while requests are still served |
 /// | `DATABASE_WAIT_SECONDS` | `30` | how long start-up waits for PostgreSQL to accept a connection |
+/// | `WRITE_TIMEOUT_MS` | `2000` | how long a write may wait for PostgreSQL before the request answers 503 |
 struct Settings: Sendable {
     var databaseURL: String
     var host: String
@@ -23,6 +24,7 @@ struct Settings: Sendable {
     var heartbeat: Duration
     var drain: Duration
     var databaseWait: Duration
+    var writeTimeout: Duration
 
     /// A variable that is set but cannot be used: the service exits with status 2 naming it (never its value,
     /// which for `DATABASE_URL` holds a password).
@@ -45,6 +47,7 @@ struct Settings: Sendable {
         self.heartbeat = try Self.seconds(environment, "SSE_HEARTBEAT_SECONDS", default: 15, minimum: 0.1)
         self.drain = try Self.seconds(environment, "DRAIN_SECONDS", default: 0, minimum: 0)
         self.databaseWait = try Self.seconds(environment, "DATABASE_WAIT_SECONDS", default: 30, minimum: 0)
+        self.writeTimeout = .milliseconds(try Self.integer(environment, "WRITE_TIMEOUT_MS", default: 2000, in: 1...600_000))
     }
 
     private static func integer(

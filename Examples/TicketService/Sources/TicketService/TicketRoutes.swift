@@ -4,42 +4,124 @@ import Hummingbird
 import ServiceLifecycle
 import Skyros
 
-/// The HTTP API: health, list, create and close tickets, and a server-sent-events stream of the open tickets
-/// that updates itself when any instance of the service (any process) commits a change.
+/// The HTTP API: health; list, create, read, update, delete and close tickets; a server-sent-events stream of
+/// the open tickets that updates itself when any instance of the service (any process) commits a change.
+///
+/// A `201`, `200` or `204` after a write means PostgreSQL committed it; every write is bounded by the stack's
+/// `writeTimeout` (503 past it). `POST /tickets` with `Prefer: respond-async` queues the insert instead and
+/// answers `202` with a `Location`: `GET` it to learn the outcome (`pending: true` until it commits, then its
+/// version; `404` once it failed and was reverted).
 struct TicketRoutes: Sendable {
     let lifecycle: Lifecycle
     let feed: TicketFeed
     /// The interval of the `: heartbeat` comment on an idle event stream.
     let heartbeat: Duration
 
-    func register(on router: Router<BasicRequestContext>) {
+    func register(on router: Router<TicketsContext>) {
         // 200 `{"status":"ready"}` while serving; 503 with `starting` until the stack started and with
         // `draining` once SIGTERM arrived.
         router.get("/health") { _, _ -> Response in
             let status = self.lifecycle.status
-            return ErrorResponses<BasicRequestContext>.json(
+            return ErrorResponses<TicketsContext>.json(
                 status: status == "ready" ? .ok : .serviceUnavailable, ["status": status])
         }
         router.get("/tickets") { _, _ -> [Ticket] in
             try await self.lifecycle.stack().read { try await $0.fetch(Ticket.open) }
         }
-        router.post("/tickets") { request, context -> EditedResponse<Ticket> in
+        router.post("/tickets") { request, context -> EditedResponse<TicketRecord> in
             let stack = try self.lifecycle.stack()
-            let body = try await request.decode(as: NewTicket.self, context: context)
+            let body = try await Self.decode(NewTicket.self, request, context)
             guard !body.title.isEmpty else { throw HTTPError(.badRequest, message: "title is empty") }
             let ticket = Ticket(id: UUID(), title: body.title, status: "open", priority: body.priority ?? 0)
+            var headers: HTTPFields = [.location: "/tickets/\(ticket.id)"]
+            let respondAsync = request.headers[values: HTTPField.Name("Prefer")!].contains { header in
+                header.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "respond-async" }
+            }
+            if respondAsync {
+                // Queued: answers once every reader of this instance sees it; its Location tells the outcome.
+                try await stack.write(durability: .visible, logger: context.logger) { try $0.insert(ticket) }
+                context.logger.info("ticket queued", metadata: ["ticket.id": "\(ticket.id)"])
+                headers[HTTPField.Name("Preference-Applied")!] = "respond-async"
+                return EditedResponse(status: .accepted, headers: headers, response: TicketRecord(ticket, version: nil, pending: true))
+            }
             // Durable: the response goes out after PostgreSQL committed, and a failure comes back here. The
             // request's logger makes the stack's own records of this write carry the request id too.
             try await stack.write(durability: .committed, logger: context.logger) { try $0.insert(ticket) }
             context.logger.info("ticket created", metadata: ["ticket.id": "\(ticket.id)"])
-            return EditedResponse(status: .created, response: ticket)
+            headers[.eTag] = Self.eTag(1)
+            return EditedResponse(status: .created, headers: headers, response: TicketRecord(ticket, version: 1))
+        }
+        // The ticket with its version (ETag) as PostgreSQL holds it; while a queued write of it has not
+        // committed, as this instance sees it with `pending: true`. 404 when absent (or reverted).
+        router.get("/tickets/:id") { _, context -> EditedResponse<TicketRecord> in
+            let stack = try self.lifecycle.stack()
+            let id = try context.parameters.require("id", as: UUID.self)
+            if try stack.mainContext.hasPendingChanges(Ticket.self, id: id) {
+                guard let ticket = try await stack.read({ try await $0.object(Ticket.self, id: id) }) else {
+                    throw HTTPError(.notFound, message: "no such ticket")
+                }
+                return EditedResponse(response: TicketRecord(ticket, version: nil, pending: true))
+            }
+            // The version lives in the store (the context API hands out rows, not their versions).
+            guard let stored = try await stack.store.object(Ticket.self, id: id) else {
+                throw HTTPError(.notFound, message: "no such ticket")
+            }
+            return EditedResponse(headers: [.eTag: Self.eTag(stored.version)], response: TicketRecord(stored.value, version: stored.version))
+        }
+        // `If-Match: "<version>"` (a GET's ETag) and the new title, priority and status: 200 with the new
+        // version once committed; 412 for a stale version, 428 without If-Match.
+        router.put("/tickets/:id") { request, context -> EditedResponse<TicketRecord> in
+            let stack = try self.lifecycle.stack()
+            let id = try context.parameters.require("id", as: UUID.self)
+            guard let ifMatch = request.headers[.ifMatch] else {
+                throw HTTPError(.preconditionRequired, message: "send If-Match with the ticket's ETag (GET /tickets/:id)")
+            }
+            let change = try await Self.decode(TicketChange.self, request, context)
+            guard !change.title.isEmpty else { throw HTTPError(.badRequest, message: "title is empty") }
+            guard ["open", "closed"].contains(change.status) else { throw HTTPError(.badRequest, message: "status must be open or closed") }
+            guard let expected = Int64(ifMatch.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) else { throw Self.stale }
+            let store = stack.store
+            let (ticket, changed): (Ticket, Bool)
+            do {
+                (ticket, changed) = try await stack.write(durability: .committed, logger: context.logger) { context in
+                    guard let read = try await context.object(Ticket.self, id: id) else {
+                        throw HTTPError(.notFound, message: "no such ticket")
+                    }
+                    // The client's version must be the stored one. Checked after the context's read: the update
+                    // is guarded by the version that read saw, never newer than this one, so a change committed
+                    // since fails the commit (412 too) instead of being overwritten.
+                    guard let stored = try await store.object(Ticket.self, id: id), stored.version == expected else { throw Self.stale }
+                    var ticket = read
+                    ticket.title = change.title
+                    ticket.priority = change.priority
+                    ticket.status = change.status
+                    try await context.update(ticket)   // nothing is written when nothing changed
+                    return (ticket, ticket != read)
+                }
+            } catch where Self.isVersionConflict(error) {
+                throw Self.stale
+            }
+            let version = changed ? expected + 1 : expected
+            context.logger.info("ticket updated", metadata: ["ticket.id": "\(id)"])
+            return EditedResponse(headers: [.eTag: Self.eTag(version)], response: TicketRecord(ticket, version: version))
+        }
+        // 204 once the delete committed; 404 when absent.
+        router.delete("/tickets/:id") { _, context -> HTTPResponse.Status in
+            let stack = try self.lifecycle.stack()
+            let id = try context.parameters.require("id", as: UUID.self)
+            try await stack.write(durability: .committed, logger: context.logger) { context in
+                guard try await context.object(Ticket.self, id: id) != nil else { throw HTTPError(.notFound, message: "no such ticket") }
+                try await context.delete(Ticket.self, id: id)
+            }
+            context.logger.info("ticket deleted", metadata: ["ticket.id": "\(id)"])
+            return .noContent
         }
         router.post("/tickets/:id/close") { _, context -> Ticket in
             let stack = try self.lifecycle.stack()
             let id = try context.parameters.require("id", as: UUID.self)
             let closed = try await stack.write(durability: .committed, logger: context.logger) { context in
                 guard var ticket = try await context.object(Ticket.self, id: id) else {
-                    throw HTTPError(.notFound, message: "no ticket \(id)")
+                    throw HTTPError(.notFound, message: "no such ticket")
                 }
                 ticket.status = "closed"
                 try await context.update(ticket)        // guarded by the version it read: no lost update
@@ -97,5 +179,26 @@ struct TicketRoutes: Sendable {
                 try await writer.finish(nil)
             })
         }
+    }
+
+    static var stale: HTTPError { HTTPError(.preconditionFailed, message: "the ticket changed since that version; read it again") }
+
+    static func eTag(_ version: Int64) -> String { "\"\(version)\"" }
+
+    /// The request body decoded as `type`; ``InvalidBody`` (400, a fixed reason) when it is not valid JSON for
+    /// it, 413 over the context's upload limit.
+    static func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: TicketsContext) async throws -> T {
+        do {
+            return try await request.decode(as: type, context: context)
+        } catch let error as HTTPError where error.status == .badRequest {
+            throw InvalidBody()
+        }
+    }
+
+    /// A version conflict, as the store raises it or wrapped by the stack.
+    static func isVersionConflict(_ error: any Error) -> Bool {
+        if case StoreError.versionConflict = error { return true }
+        if let stack = error as? DataStackError, let underlying = stack.underlying { return self.isVersionConflict(underlying) }
+        return false
     }
 }

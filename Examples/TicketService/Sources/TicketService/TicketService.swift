@@ -40,16 +40,19 @@ struct TicketService {
             store: .postgres(postgres, schema: settings.schema),
             migrations: settings.migrateAtStart ? .directory(path: settings.migrations) : nil, entities: [Ticket.self])
         configuration.waitForDatabase = settings.databaseWait
+        // A write waits at most this long (503 past it, while the queue keeps retrying what it accepted): while
+        // PostgreSQL is down a request answers in time instead of waiting out the queue's retry budget.
+        configuration.writeTimeout = settings.writeTimeout
         logger.info(
             "starting",
             metadata: [
                 "host": "\(settings.host)", "port": "\(settings.port)", "migrate_at_start": "\(settings.migrateAtStart)",
-                "sse_heartbeat": "\(settings.heartbeat)", "drain": "\(settings.drain)",
+                "sse_heartbeat": "\(settings.heartbeat)", "drain": "\(settings.drain)", "write_timeout": "\(settings.writeTimeout)",
             ])
 
         let lifecycle = Lifecycle()
         let feed = TicketFeed()
-        let router = Router()
+        let router = Router(context: TicketsContext.self)
         router.add(middleware: RequestLogging())
         router.add(middleware: ErrorResponses())
         TicketRoutes(lifecycle: lifecycle, feed: feed, heartbeat: settings.heartbeat).register(on: router)

@@ -38,6 +38,9 @@ enum Entrypoint {
         var settings = TicketsSettings(databaseURL: url, schema: environment["SCHEMA"])
         if let migrations = environment["MIGRATIONS"] { settings.migrations = migrations }
         if let seconds = environment["DRAIN_SECONDS"].flatMap(Int.init) { settings.drainDeadline = .seconds(seconds) }
+        if let milliseconds = environment["WRITE_TIMEOUT_MS"].flatMap(Int.init), milliseconds > 0 {
+            settings.writeTimeout = .milliseconds(milliseconds)
+        }
         do {
             try configure(app, settings)
             try await app.execute()        // boot (start the stack), serve until SIGTERM/SIGINT

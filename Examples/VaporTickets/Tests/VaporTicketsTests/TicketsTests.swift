@@ -40,9 +40,25 @@ struct TicketsTests {
 
     static let jsonHeaders: HTTPHeaders = ["content-type": "application/json"]
 
-    struct ErrorBody: Decodable {
-        var error: String
-        var message: String
+    static let asyncHeaders: HTTPHeaders = ["content-type": "application/json", "prefer": "respond-async"]
+
+    /// Checks that `res` is an error in Vapor's shape, `{"error": true, "reason": "…"}`, and returns the reason.
+    @discardableResult
+    static func errorReason(_ res: TestingHTTPResponse, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        #expect(res.headers.contentType == .json, sourceLocation: sourceLocation)
+        let body = try res.content.decode(ErrorBody.self)
+        #expect(body.error, sourceLocation: sourceLocation)
+        return body.reason
+    }
+
+    /// Polls `condition` every 50 ms until it holds or 30 s passed.
+    static func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            if try await condition() { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("timed out waiting for \(what)")
     }
 
     @Test func createListAndClose() async throws {
@@ -57,8 +73,15 @@ struct TicketsTests {
             ) { res in
                 // A priority given as a string does not decode: 400 with a JSON body.
                 #expect(res.status == .badRequest)
-                let decoded = try res.content.decode(ErrorBody.self)
-                #expect(decoded.error == "invalid_body")
+                try Self.errorReason(res)
+            }
+            try await app.testing().test(
+                .POST, "tickets", headers: Self.jsonHeaders, body: ByteBuffer(string: #"{"title": "printer on fire", "prio"#)
+            ) { res in
+                // Not JSON at all: 400, and the reason does not echo the body.
+                #expect(res.status == .badRequest)
+                let reason = try Self.errorReason(res)
+                #expect(!reason.contains("prio"))
             }
             try await app.testing().test(
                 .POST, "tickets", headers: Self.jsonHeaders,
@@ -66,9 +89,13 @@ struct TicketsTests {
             ) { res in
                 #expect(res.status == .created)
                 created = try res.content.decode(Ticket.self)
+                #expect(res.headers.first(name: .location) == "/tickets/\(created?.id.uuidString ?? "")")
             }
             let ticket = try #require(created)
             #expect(ticket.title == "printer on fire" && ticket.priority == 5 && ticket.status == "open")
+            // 201 means committed: PostgreSQL holds it now.
+            let stored = try await Self.status(of: ticket.id, in: schema)
+            #expect(stored == "open")
 
             try await app.testing().test(.GET, "tickets") { res in
                 #expect(res.status == .ok)
@@ -90,9 +117,141 @@ struct TicketsTests {
 
             try await app.testing().test(.POST, "tickets/\(UUID())/close") { res in
                 #expect(res.status == .notFound)
-                let decoded = try res.content.decode(ErrorBody.self)
-                #expect(decoded.error == "http_404")
+                try Self.errorReason(res)
             }
+        }
+    }
+
+    @Test func aDuplicateTitleIs409AndOneRow() async throws {
+        try await withTickets { app, schema in
+            try await app.testing().test(
+                .POST, "tickets", headers: Self.jsonHeaders, body: ByteBuffer(string: #"{"title": "printer on fire"}"#)
+            ) { res in #expect(res.status == .created) }
+            try await app.testing().test(
+                .POST, "tickets", headers: Self.jsonHeaders, body: ByteBuffer(string: #"{"title": "printer on fire"}"#)
+            ) { res in
+                #expect(res.status == .conflict)
+                let reason = try Self.errorReason(res)
+                #expect(reason == "a ticket with this title exists")
+            }
+            let count = try await Self.count(in: schema)
+            #expect(count == 1)
+            // The list shows the one ticket (the failed insert was reverted from the cache too).
+            try await app.testing().test(.GET, "tickets") { res in
+                let titles = try res.content.decode([Ticket].self).map(\.title)
+                #expect(titles == ["printer on fire"])
+            }
+        }
+    }
+
+    @Test func readUpdateWithTheVersionAndDelete() async throws {
+        try await withTickets { app, schema in
+            var created: TicketRecord?
+            try await app.testing().test(
+                .POST, "tickets", headers: Self.jsonHeaders, body: ByteBuffer(string: #"{"title": "paper jam", "priority": 2}"#)
+            ) { res in
+                #expect(res.status == .created)
+                created = try res.content.decode(TicketRecord.self)
+                #expect(res.headers.first(name: .eTag) == "\"1\"")
+            }
+            let ticket = try #require(created)
+            #expect(ticket.version == 1 && !ticket.pending)
+            try await app.testing().test(.GET, "tickets/\(ticket.id)") { res in
+                #expect(res.status == .ok)
+                let read = try res.content.decode(TicketRecord.self)
+                #expect(read == ticket)
+                #expect(res.headers.first(name: .eTag) == "\"1\"")
+            }
+            let change = ByteBuffer(string: #"{"title": "paper jam, tray 2", "priority": 4, "status": "open"}"#)
+            try await app.testing().test(.PUT, "tickets/\(ticket.id)", headers: Self.jsonHeaders, body: change) { res in
+                #expect(res.status == .preconditionRequired)   // no If-Match
+                try Self.errorReason(res)
+            }
+            var withVersion = Self.jsonHeaders
+            withVersion.replaceOrAdd(name: .ifMatch, value: "\"1\"")
+            try await app.testing().test(.PUT, "tickets/\(ticket.id)", headers: withVersion, body: change) { res in
+                #expect(res.status == .ok)
+                let updated = try res.content.decode(TicketRecord.self)
+                #expect(updated.title == "paper jam, tray 2" && updated.priority == 4 && updated.version == 2)
+                #expect(res.headers.first(name: .eTag) == "\"2\"")
+            }
+            // The same version again is stale now: 412, and nothing written.
+            let lost = ByteBuffer(string: #"{"title": "lost update", "priority": 1, "status": "closed"}"#)
+            try await app.testing().test(.PUT, "tickets/\(ticket.id)", headers: withVersion, body: lost) { res in
+                #expect(res.status == .preconditionFailed)
+                try Self.errorReason(res)
+            }
+            let rows = try await Self.query(
+                "SELECT title, priority::int8, row_version FROM \(qualified: [schema, "tickets"]) WHERE id = \(ticket.id)")
+            let title = try rows[0].decode(String.self, at: 0)
+            #expect(title == "paper jam, tray 2")
+            let priority = try rows[0].decode(Int64.self, at: 1)
+            #expect(priority == 4)
+            let version = try rows[0].decode(Int64.self, at: 2)
+            #expect(version == 2)
+            try await app.testing().test(.GET, "tickets/\(ticket.id)") { res in
+                let version = try res.content.decode(TicketRecord.self).version
+                #expect(version == 2)
+            }
+            try await app.testing().test(.PUT, "tickets/\(UUID())", headers: withVersion, body: change) { res in
+                #expect(res.status == .notFound)
+            }
+            let badStatus = ByteBuffer(string: #"{"title": "x", "priority": 1, "status": "gone"}"#)
+            try await app.testing().test(.PUT, "tickets/\(ticket.id)", headers: withVersion, body: badStatus) { res in
+                #expect(res.status == .badRequest)
+            }
+
+            try await app.testing().test(.DELETE, "tickets/\(ticket.id)") { res in #expect(res.status == .noContent) }
+            let remaining = try await Self.count(in: schema)
+            #expect(remaining == 0)
+            try await app.testing().test(.GET, "tickets/\(ticket.id)") { res in
+                #expect(res.status == .notFound)
+                try Self.errorReason(res)
+            }
+            try await app.testing().test(.DELETE, "tickets/\(ticket.id)") { res in #expect(res.status == .notFound) }
+        }
+    }
+
+    @Test func aQueuedCreateIs202AndItsOutcomeIsReadable() async throws {
+        try await withTickets { app, schema in
+            // Accepted: its Location reports pending until it commits, then its version.
+            var location: String?
+            try await app.testing().test(
+                .POST, "tickets", headers: Self.asyncHeaders, body: ByteBuffer(string: #"{"title": "queued"}"#)
+            ) { res in
+                #expect(res.status == .accepted)
+                let pending = try res.content.decode(TicketRecord.self).pending
+                #expect(pending)
+                location = res.headers.first(name: .location)
+            }
+            let accepted = try #require(location)
+            try await Self.eventually("the queued ticket to commit") {
+                var committed = false
+                try await app.testing().test(.GET, accepted) { res in
+                    #expect(res.status == .ok)
+                    let record = try res.content.decode(TicketRecord.self)
+                    committed = !record.pending && record.version == 1
+                }
+                return committed
+            }
+            let count = try await Self.count(in: schema)
+            #expect(count == 1)
+
+            // A queued duplicate is accepted (202), fails at its commit, is reverted: its Location answers 404.
+            try await app.testing().test(
+                .POST, "tickets", headers: Self.asyncHeaders, body: ByteBuffer(string: #"{"title": "queued"}"#)
+            ) { res in
+                #expect(res.status == .accepted)
+                location = res.headers.first(name: .location)
+            }
+            let failed = try #require(location)
+            try await Self.eventually("the queued duplicate to be reverted") {
+                var status: HTTPResponseStatus = .ok
+                try await app.testing().test(.GET, failed) { res in status = res.status }
+                return status == .notFound
+            }
+            let afterFailure = try await Self.count(in: schema)
+            #expect(afterFailure == 1)
         }
     }
 
@@ -104,10 +263,9 @@ struct TicketsTests {
             ) { res in
                 #expect(res.status == .badRequest)
                 #expect(res.headers.contentType == .json)
-                let body = try res.content.decode(ErrorBody.self)
-                #expect(body.error == "invalid_value")
-                #expect(body.message.contains("priority"))
-                #expect(!body.message.contains("9999999999"))
+                let reason = try Self.errorReason(res)
+                #expect(reason.contains("priority"))
+                #expect(!reason.contains("9999999999"))
             }
             let stored = try await Self.count(in: schema)
             #expect(stored == 0)
@@ -126,8 +284,7 @@ struct TicketsTests {
                 // Either the feed already evicted the stale row (the close then succeeds on the new version),
                 // or the close was guarded by the old version: 409 with a JSON body, never a lost update.
                 if res.status == .conflict {
-                    let decoded = try res.content.decode(ErrorBody.self)
-                    #expect(decoded.error == "version_conflict")
+                    try Self.errorReason(res)
                 } else {
                     #expect(res.status == .ok)
                     let decoded = try res.content.decode(Ticket.self)
@@ -144,11 +301,11 @@ struct TicketsTests {
         do {
             try configure(app, TicketsSettings(databaseURL: Self.databaseURL, schema: schema, migrations: Self.migrations))
             try await app.asyncBoot()
-            // Each POST returns once the ticket is visible; its commit is queued.
+            // Each POST returns once the ticket is visible (202); its commit is queued.
             for index in 0..<50 {
                 try await app.testing().test(
-                    .POST, "tickets", headers: Self.jsonHeaders, body: ByteBuffer(string: #"{"title": "queued \#(index)"}"#)
-                ) { res in #expect(res.status == .created) }
+                    .POST, "tickets", headers: Self.asyncHeaders, body: ByteBuffer(string: #"{"title": "queued \#(index)"}"#)
+                ) { res in #expect(res.status == .accepted) }
             }
             try await app.asyncShutdown()
         } catch {
