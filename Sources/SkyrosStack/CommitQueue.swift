@@ -359,6 +359,9 @@ final class CommitQueue: Sendable {
             if let constraint = error.constraint { metadata["skyros.error.constraint"] = "\(constraint)" }
             if let table = error.table { metadata["skyros.error.table"] = "\(table)" }
             metadata["skyros.error.kind"] = "\(error.kind)"
+            if let detail = self.configuration.logsRowValues ? error.detail : error.redactedDetail {
+                metadata["skyros.error.detail"] = "\(detail)"
+            }
         case let error as StoreError:
             metadata["skyros.error"] = "\(error)"
         default:

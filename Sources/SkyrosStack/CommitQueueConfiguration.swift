@@ -21,6 +21,16 @@ public struct CommitQueueConfiguration: Sendable {
     public var maximumQueuedBytes: Int = 64 << 20
     /// The policy for version conflicts when a write does not name one. Default ``MergePolicy/error``.
     public var mergePolicy: MergePolicy = .error
+    /// Whether the `error` record of a queued write that failed carries the server's `DETAIL` as it came
+    /// (`skyros.error.detail`), row values included (`Key (email)=(ada@example.com) already exists.`). Default
+    /// `false`: the record carries `PGError.redactedDetail`, with every value replaced by `<redacted>`, so that
+    /// logs hold no user data. Turn it on where logs may hold what the database holds (a developer's machine).
+    ///
+    /// ```swift
+    /// var queue = CommitQueueConfiguration()
+    /// queue.logsRowValues = true   // failure records show the conflicting values
+    /// ```
+    public var logsRowValues: Bool = false
     /// The first delay before retrying a group after a transient failure (doubled per attempt).
     public var initialRetryDelay: Duration = .milliseconds(20)
     /// The longest delay between retries.

@@ -72,6 +72,27 @@ struct CommitFailureLogTests {
         }
     }
 
+    @Test("The record carries the server's DETAIL with its values redacted, or as it came when the configuration opts in", arguments: [false, true])
+    func detailIsRedactedUnlessOptedIn(logsRowValues: Bool) async throws {
+        try await Self.withLoggedStack(existing: 40, configure: { $0.commitQueue.logsRowValues = logsRowValues }) { stack, handler in
+            try await StackTestServer.execute(stack, "CREATE UNIQUE INDEX stack_notes_title_key ON stack_notes (title)")
+            // Written by the stack, so the value travels as a bound parameter and no SQL text logged holds it.
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 41, title: "secret-title-value", rank: 0)) }
+            var errors = stack.errors.makeAsyncIterator()
+            try await stack.write { try $0.insert(StackNote(id: 42, title: "secret-title-value", rank: 1)) }
+            #expect(await errors.next()?.code == .commitFailed)
+            let record = try #require(handler.entries.first { $0.level == .error })
+            #expect(record.metadata["skyros.error.constraint"]?.description == "stack_notes_title_key")
+            let detail = record.metadata["skyros.error.detail"]?.description
+            if logsRowValues {
+                #expect(detail == "Key (title)=(secret-title-value) already exists.")
+            } else {
+                #expect(detail == "Key (title)=(<redacted>) already exists.")
+                #expect(!handler.entries.contains { $0.text.contains("secret-title-value") })
+            }
+        }
+    }
+
     @Test("A durable write that fails throws to its caller and logs no error record")
     func durableFailureIsThrownNotLoggedAtError() async throws {
         try await Self.withLoggedStack(existing: 8) { stack, handler in
