@@ -148,11 +148,15 @@ package struct CommitQueueStateMachine<Commit: QueueableCommit, Waiter> {
             usesAhead = true
         }
         if hasUnsettled, !usesAhead { return .settleFirst }
-        let batch = Array(self.queue.prefix(count))
+        let batch = count == 0 ? [] : Array(self.queue.prefix(count))   // see `queuedCommits`
         self.queue.removeFirst(count)
         self.running = batch
         return .send(batch, usesAhead: usesAhead)
     }
+
+    /// Everything queued, oldest first. Never `Array(_:)` of an empty deque: that writes the count of the
+    /// shared empty array storage, a write ThreadSanitizer reports against every reader of an empty array.
+    private var queuedCommits: [Commit] { self.queue.isEmpty ? [] : Array(self.queue) }
 
     /// The group the drain will take next, still queued (to build it ahead); empty when held or empty.
     package var nextGroup: [Commit] {
@@ -210,7 +214,7 @@ package struct CommitQueueStateMachine<Commit: QueueableCommit, Waiter> {
     package mutating func deadlinePassed() -> (queued: [Commit], inFlight: [Commit]) {
         self.abandoned = true
         self.held = true
-        let queued = Array(self.queue)
+        let queued = self.queuedCommits
         self.queue.removeAll()
         return (queued, self.running)
     }
@@ -219,7 +223,7 @@ package struct CommitQueueStateMachine<Commit: QueueableCommit, Waiter> {
     /// - Returns: the commits that were queued (they fail) and the waiters to resume.
     package mutating func invalidate() -> (queued: [Commit], waiters: [Waiter]) {
         self.accepting = false
-        let queued = Array(self.queue)
+        let queued = self.queuedCommits
         self.queue.removeAll()
         defer { self.roomWaiters = [] }
         return (queued, self.roomWaiters)
