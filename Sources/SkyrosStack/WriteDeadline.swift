@@ -1,9 +1,9 @@
 import SkyrosPostgres
 
-/// When a write must end: a caller's deadline, and its task's cancellation. A write checks it before each
-/// step (room in the queue, ids, the body's changes queued, the commit) and its waits end early when either
-/// comes: a request handler's write answers by the deadline it chose, while the commit queue keeps retrying
-/// what it already accepted.
+/// When a write must end: a caller's deadline, and its task's cancellation. A write checks it while it waits for
+/// room in the queue, before its changes are queued, and while it waits for the commit; those waits end early
+/// when either comes. A request handler's write answers by the deadline it chose, while the commit queue keeps
+/// retrying what it already accepted. The wait for database-allocated ids (`identity` keys) is not bounded by it.
 package struct WriteDeadline: Sendable {
     /// `nil`: no deadline (task cancellation still ends the waits).
     package let instant: ContinuousClock.Instant?
