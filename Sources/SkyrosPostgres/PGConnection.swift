@@ -103,8 +103,8 @@ public actor PGConnection {
     }
 
     /// Runs `body` and, when the connection reports metrics, records its duration under `operation` (evaluated
-    /// only then). Costs reading the operation, a clock read before and after and a dictionary lookup (0.86 µs
-    /// per statement measured in a debug build with swift-metrics' no-op backend).
+    /// only then). Costs reading the operation, a clock read before and after and a dictionary lookup
+    /// (Benchmarks/README.md, "Figures that used to live in code comments").
     func timed<R>(_ operation: @autoclosure () -> String, _ body: () async throws -> R) async rethrows -> R {
         guard let metrics = self.metrics else { return try await body() }
         let started = ContinuousClock.now

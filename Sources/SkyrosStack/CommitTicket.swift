@@ -8,7 +8,7 @@ package final class CommitTicket: Sendable {
         var result: Result<Void, any Error>?
         var waiters: [CheckedContinuation<Void, any Error>] = []
         /// Waiters that stop waiting when their task is cancelled (``waitUnlessCancelled()``), by id.
-        var cancellable: [Int: CheckedContinuation<Bool, Never>] = [:]
+        var cancellable: [Int: CheckedContinuation<Result<Void, any Error>?, Never>] = [:]
         var nextID = 0
         var callbacks: [@Sendable (Result<Void, any Error>) -> Void] = []
     }
@@ -32,34 +32,46 @@ package final class CommitTicket: Sendable {
     /// commit and retries it).
     package func wait(until deadline: WriteDeadline) async throws {
         while true {
+            let outcome: Result<Void, any Error>?
             if deadline.instant == nil {
-                _ = await self.waitUnlessCancelled()
+                outcome = await self.outcomeUnlessCancelled()
             } else {
-                await deadline.race { _ = await self.waitUnlessCancelled() }
+                let raced = Locked<Result<Void, any Error>?>(nil)
+                await deadline.race {
+                    let result = await self.outcomeUnlessCancelled()
+                    raced.withLock { $0 = result }
+                }
+                outcome = raced.withLock { $0 }
             }
-            if self.state.withLock({ $0.result != nil }) { return try await self.wait() }
+            if let outcome { return try outcome.get() }
             if let interruption = deadline.interruption(queued: true) { throw interruption }
         }
     }
 
     /// Waits for the commit, or until the task is cancelled. Returns whether the commit finished (either way).
     func waitUnlessCancelled() async -> Bool {
+        await self.outcomeUnlessCancelled() != nil
+    }
+
+    /// The commit's outcome, or `nil` when the task was cancelled first.
+    private func outcomeUnlessCancelled() async -> Result<Void, any Error>? {
         let id = self.state.withLock { state -> Int in
             defer { state.nextID += 1 }
             return state.nextID
         }
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let finished = self.state.withLock { state -> Bool? in
-                    if state.result != nil { return true }
-                    if Task.isCancelled { return false }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, any Error>?, Never>) in
+                // `.some(nil)`: cancelled before it waited; `nil`: waits.
+                let now = self.state.withLock { state -> Result<Void, any Error>?? in
+                    if let result = state.result { return .some(result) }
+                    if Task.isCancelled { return .some(nil) }
                     state.cancellable[id] = continuation
                     return nil
                 }
-                if let finished { continuation.resume(returning: finished) }
+                if let now { continuation.resume(returning: now) }
             }
         } onCancel: {
-            self.state.withLock { $0.cancellable.removeValue(forKey: id) }?.resume(returning: false)
+            self.state.withLock { $0.cancellable.removeValue(forKey: id) }?.resume(returning: nil)
         }
     }
 
@@ -82,7 +94,7 @@ package final class CommitTicket: Sendable {
     func complete(_ result: Result<Void, any Error>) {
         let (waiters, callbacks, cancellable) = self.state.withLock { state in
             guard state.result == nil else {
-                return ([CheckedContinuation<Void, any Error>](), [@Sendable (Result<Void, any Error>) -> Void](), [CheckedContinuation<Bool, Never>]())
+                return ([CheckedContinuation<Void, any Error>](), [@Sendable (Result<Void, any Error>) -> Void](), [CheckedContinuation<Result<Void, any Error>?, Never>]())
             }
             state.result = result
             defer {
@@ -93,7 +105,7 @@ package final class CommitTicket: Sendable {
             return (state.waiters, state.callbacks, Array(state.cancellable.values))
         }
         for waiter in waiters { waiter.resume(with: result) }
-        for waiter in cancellable { waiter.resume(returning: true) }
+        for waiter in cancellable { waiter.resume(returning: result) }
         for callback in callbacks { callback(result) }
     }
 }
