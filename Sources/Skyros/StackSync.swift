@@ -77,7 +77,8 @@ final class StackSync: CommitTransactionHook, ChangeFeedSink, Sendable {
             self.relay.withLock {
                 $0 = ChangeRelay(
                     log: log, schema: slot.schema, slot: slot.slot, replication: session,
-                    applicationName: "skyros-relay-\(self.originText)", pool: pool, logger: logger, metrics: self.metrics)
+                    applicationName: "skyros-relay-\(self.originText)", pool: pool, logger: logger,
+                    hintWindow: self.configuration.hintWindow, metrics: self.metrics)
             }
         }
         self.core.withLock { $0 }?.setCommitHook(self)

@@ -48,6 +48,11 @@ public struct ChangeFeedConfiguration: Sendable {
     /// the same source: the first to start installs it, the others follow it (with `.automatic`), and a stack
     /// configured for the other one fails its start (`migrate capture drop` removes the installed one).
     public var captureSource: ChangeCaptureSource = .triggers
+    /// With logical decoding, the least time between two of the relay's hints while commits stream in (default
+    /// 10 ms). A commit that reaches an idle relay is hinted at once; under a steady stream, each listening stack
+    /// wakes and reads the log at most once per window, whatever the commit rate, and a change waits up to one
+    /// window longer. Only the relay's setting counts (the stack elected among those of the schema).
+    public var hintWindow: Duration = .milliseconds(10)
     /// While hints arrive, a read that advances the feed's horizon is due once this much time passed since the
     /// last read… (see ``ChangeFeed``; tests change both to reach or avoid those reads).
     package var horizonReadInterval: Duration = .seconds(1)

@@ -20,8 +20,10 @@ import SkyrosStore
 /// holds the end of the last transaction written (`relayed_through`, updated in the same transaction as the
 /// entries, under a row lock): a transaction the successor receives again is skipped, not logged twice.
 ///
-/// **Batches.** The writer takes every transaction that arrived while it wrote the previous batch, so one
-/// transaction and one hint carry a burst: the cost of hints follows batches, not commits.
+/// **Batches.** A transaction that arrives while the relay is idle is written and hinted at once. Under a steady
+/// stream, the writer takes everything that arrived since its last batch, at most once per ``hintWindow`` (sooner
+/// when a whole batch, ``RelayQueue/batchLimit``, is waiting): one transaction and one hint carry a window's
+/// commits, so the cost of hints to every listening stack follows windows, not commits.
 package final class ChangeRelay: Sendable {
     let log: ChangeLog
     /// The schema the relayed tables are in (the assembler keeps only those).
@@ -32,6 +34,8 @@ package final class ChangeRelay: Sendable {
     let logger: Logger
     /// How often a stack that does not relay tries the relay's lock (plus up to 100 ms of jitter).
     let electionInterval: Duration
+    /// Under a steady stream of commits, the least time between the starts of two batches (see "Batches").
+    let hintWindow: Duration
 
     private let state = Locked(State())
     private let transactions: Counter
@@ -54,7 +58,8 @@ package final class ChangeRelay: Sendable {
     ///   process by it in `pg_stat_replication`).
     package init(
         log: ChangeLog, schema: String, slot: String, replication: PGConfiguration, applicationName: String, pool: PGConnectionPool,
-        logger: Logger, electionInterval: Duration = .milliseconds(400), metrics: MetricsScope = MetricsScope()
+        logger: Logger, electionInterval: Duration = .milliseconds(400), hintWindow: Duration = .milliseconds(10),
+        metrics: MetricsScope = MetricsScope()
     ) {
         self.transactions = metrics.counter("skyros.relay.transactions")
         self.failures = metrics.counter("skyros.relay.failures")
@@ -65,6 +70,7 @@ package final class ChangeRelay: Sendable {
         (self.log, self.schema, self.slot, self.replication, self.pool) = (log, schema, slot, replication, pool)
         self.logger = logger
         self.electionInterval = electionInterval
+        self.hintWindow = hintWindow
     }
 
 
@@ -169,15 +175,24 @@ package final class ChangeRelay: Sendable {
         }
     }
 
-    /// Writes each batch the reader queued, then confirms its end.
+    /// Writes each batch the reader queued, then confirms its end. A batch after one that found more queued
+    /// behind it waits until ``hintWindow`` has passed since that one started (see "Batches").
     private func write(from queue: RelayQueue, confirmingOn stream: PGReplicationStream) async throws {
+        let clock = ContinuousClock()
+        var pacing = RelayPacing(window: self.hintWindow)
         for await _ in queue.signals {
-            while let batch = queue.takeBatch() {
+            while true {
+                if let due = pacing.nextBatchDue(queued: queue.count), due > clock.now {
+                    try await Task.sleep(until: due, clock: clock)
+                }
+                guard let batch = queue.takeBatch() else { break }
+                pacing.started(at: clock.now)
                 // Logical messages are not filtered by publication: every stack's commit in the database names its
                 // writer, and one in another schema arrives here as a transaction with no change of this schema's.
                 // Such a batch needs no write, only its position confirmed.
                 if batch.contains(where: { !$0.changes.isEmpty }) { try await self.write(batch) }
                 queue.finishedBatch()
+                pacing.finished(queuedBehind: queue.count)
                 if let end = batch.last?.endLSN { stream.confirm(flushedThrough: end) }
             }
         }
@@ -375,8 +390,33 @@ final class RelayQueue: Sendable {
 
     func finishedBatch() { self.state.withLock { $0.writing = false } }
 
+    /// How many transactions are queued.
+    var count: Int { self.state.withLock { $0.queued.count } }
+
     /// Nothing queued or being written.
     var isIdle: Bool { self.state.withLock { $0.queued.isEmpty && !$0.writing } }
 
     func finish() { self.stream.continuation.finish() }
+}
+
+/// When the relay's next batch is due: at once after an idle moment; under a steady stream, one ``window`` after
+/// the previous batch started, so that listening stacks get at most one hint per window; at once again while a
+/// whole batch (``RelayQueue/batchLimit``) is waiting, so that a backlog drains at the writer's speed.
+struct RelayPacing: Sendable {
+    let window: Duration
+    private var lastStart: ContinuousClock.Instant?
+    /// The previous batch found more transactions queued behind it when it finished.
+    private var busy = false
+
+    init(window: Duration) { self.window = window }
+
+    /// The instant before which the next batch should not start, or `nil` for now.
+    func nextBatchDue(queued: Int) -> ContinuousClock.Instant? {
+        guard self.busy, queued < RelayQueue.batchLimit, let lastStart = self.lastStart else { return nil }
+        return lastStart + self.window
+    }
+
+    mutating func started(at instant: ContinuousClock.Instant) { self.lastStart = instant }
+
+    mutating func finished(queuedBehind: Int) { self.busy = queuedBehind > 0 }
 }

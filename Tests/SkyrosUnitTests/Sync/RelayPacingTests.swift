@@ -1,0 +1,44 @@
+@testable import SkyrosSync
+import Testing
+
+/// When the relay writes its next batch: at once after an idle moment, once per window under a steady stream, at
+/// once again while a whole batch waits.
+@Suite struct RelayPacingTests {
+    private let start = ContinuousClock.now
+
+    @Test func aCommitReachingAnIdleRelayIsWrittenAtOnce() {
+        var pacing = RelayPacing(window: .milliseconds(10))
+        #expect(pacing.nextBatchDue(queued: 1) == nil)
+        pacing.started(at: self.start)
+        // Nothing arrived while that batch was written: the next commit is idle traffic, not a stream.
+        pacing.finished(queuedBehind: 0)
+        #expect(pacing.nextBatchDue(queued: 1) == nil)
+    }
+
+    @Test func underAStreamTheNextBatchWaitsOneWindowAfterThePreviousStarted() {
+        var pacing = RelayPacing(window: .milliseconds(10))
+        pacing.started(at: self.start)
+        pacing.finished(queuedBehind: 3)
+        #expect(pacing.nextBatchDue(queued: 3) == self.start + .milliseconds(10))
+        #expect(pacing.nextBatchDue(queued: 500) == self.start + .milliseconds(10))
+        // The stream stops: the batch after the one that found nothing behind it is due at once again.
+        pacing.started(at: self.start + .milliseconds(10))
+        pacing.finished(queuedBehind: 0)
+        #expect(pacing.nextBatchDue(queued: 1) == nil)
+    }
+
+    @Test func aBacklogOfAWholeBatchDrainsWithoutWaiting() {
+        var pacing = RelayPacing(window: .milliseconds(10))
+        pacing.started(at: self.start)
+        pacing.finished(queuedBehind: RelayQueue.batchLimit)
+        #expect(pacing.nextBatchDue(queued: RelayQueue.batchLimit) == nil)
+        #expect(pacing.nextBatchDue(queued: RelayQueue.batchLimit - 1) == self.start + .milliseconds(10))
+    }
+
+    @Test func aZeroWindowNeverWaits() {
+        var pacing = RelayPacing(window: .zero)
+        pacing.started(at: self.start)
+        pacing.finished(queuedBehind: 5)
+        #expect(pacing.nextBatchDue(queued: 5) == self.start)
+    }
+}
