@@ -2,7 +2,7 @@
 ///
 /// ```swift
 /// var configuration = DataStackConfiguration(store: .postgres(url, schema: "app"), entities: [Ticket.self])
-/// configuration.changeFeed.captureSource = .logicalDecoding
+/// configuration.changeFeed.captureSource = .triggers   // the default is .automatic
 /// ```
 public enum ChangeCaptureSource: Sendable, Hashable {
     /// Statement-level triggers on each mapped table write every transaction's changed keys into the change
@@ -15,6 +15,6 @@ public enum ChangeCaptureSource: Sendable, Hashable {
     /// WAL sender, and a role with the `REPLICATION` attribute (or a managed service's equivalent).
     case logicalDecoding
     /// Logical decoding where the server and the role allow it, else triggers; a schema already captured one way
-    /// keeps it. The start logs which source runs and why.
+    /// keeps it. The start logs which source runs and why. The default.
     case automatic
 }

@@ -43,11 +43,11 @@ public struct ChangeFeedConfiguration: Sendable {
     /// setting, once the hint's tag verifies (see "Running many instances": a role that can connect can also
     /// send notifications).
     public var includesRowsInHints: Bool
-    /// Where committed changes are read from (default ``ChangeCaptureSource/triggers``; opt in with
-    /// ``ChangeCaptureSource/automatic`` or ``ChangeCaptureSource/logicalDecoding``). All stacks of a schema use
-    /// the same source: the first to start installs it, the others follow it (with `.automatic`), and a stack
-    /// configured for the other one fails its start (`migrate capture drop` removes the installed one).
-    public var captureSource: ChangeCaptureSource = .triggers
+    /// Where committed changes are read from (default ``ChangeCaptureSource/automatic``: logical decoding where the
+    /// server and role allow it, else triggers; the start logs which and why). All stacks of a schema use the same
+    /// source: the first to start installs it, the others follow it (with `.automatic`), and a stack configured
+    /// for the other one fails its start (`migrate capture drop` removes the installed one).
+    public var captureSource: ChangeCaptureSource = .automatic
     /// With logical decoding, the least time between two of the relay's hints while commits stream in (default
     /// 10 ms). A commit that reaches an idle relay is hinted at once; under a steady stream, each listening stack
     /// wakes and reads the log at most once per window, whatever the commit rate, and a change waits up to one

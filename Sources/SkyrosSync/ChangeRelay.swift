@@ -40,6 +40,7 @@ package final class ChangeRelay: Sendable {
     private let state = Locked(State())
     private let transactions: Counter
     private let failures: Counter
+    private let slotsRecreated: Counter
     private let lagBytes: Gauge
     /// Failures at `warning` (rate-limited), and the relay's recovery at `notice`.
     private let outage: OutageLog
@@ -63,6 +64,7 @@ package final class ChangeRelay: Sendable {
     ) {
         self.transactions = metrics.counter("skyros.relay.transactions")
         self.failures = metrics.counter("skyros.relay.failures")
+        self.slotsRecreated = metrics.counter("skyros.relay.slots_recreated")
         self.lagBytes = metrics.gauge("skyros.relay.lag_bytes")
         self.outage = OutageLog(logger: logger, event: "change relay")
         var replication = replication
@@ -124,6 +126,7 @@ package final class ChangeRelay: Sendable {
     /// Streams the slot until an error or cancellation. The previous relay's server process may still hold the
     /// slot for a moment after its lock was released (55006): that is retried for 10 s.
     private func relayOnce() async throws {
+        try await self.recreateSlotIfLost()
         let connection = try await PGReplicationConnection.connect(to: LogicalCapture.replicationSession(self.replication), logger: self.logger)
         let stream: PGReplicationStream
         do {
@@ -157,6 +160,53 @@ package final class ChangeRelay: Sendable {
             throw error
         }
         await stream.stop()
+    }
+
+    /// Replaces a slot that PostgreSQL invalidated (`wal_status = 'lost'`: it kept more WAL than
+    /// `max_slot_wal_keep_size` allows, so changes were removed before they were relayed) or that was dropped
+    /// while the schema's publication remains. The changes committed in between cannot be read any more, so once
+    /// the new slot exists the relay writes one entry marking every published table as truncated: every stack
+    /// drops its cached rows of those tables and its observers of them run their queries again, as after a
+    /// `TRUNCATE`. Logged at `error` and counted (`skyros.relay.slots_recreated`). Without the publication (the
+    /// capture was removed, `migrate capture drop`) nothing is recreated: the relay keeps failing until the
+    /// stacks restart and install the capture again.
+    private func recreateSlotIfLost() async throws {
+        let capture = LogicalCapture(log: self.log)
+        let lost = try await self.pool.withConnection { connection -> (status: String, confirmed: String?)? in
+            let row = try await connection.query("""
+                SELECT s.wal_status, s.confirmed_flush_lsn::text, EXISTS (SELECT FROM pg_publication WHERE pubname = \(self.slot))
+                FROM (SELECT) AS one
+                LEFT JOIN pg_replication_slots AS s ON s.slot_name = \(self.slot) AND s.database = current_database()
+                """)[0]
+            let status = try row.decode(String?.self, at: 0) ?? "missing"
+            guard try row.decode(Bool.self, at: 2), status == "lost" || status == "missing" else { return nil }
+            return (status, try row.decode(String?.self, at: 1))
+        }
+        guard let lost else { return }
+        let (position, tables) = try await self.pool.withConnection { connection -> (LSN, [String]) in
+            if lost.status == "lost" {
+                _ = try await connection.query("""
+                    SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+                    WHERE slot_name = \(self.slot) AND database = current_database() AND wal_status = 'lost' AND NOT active
+                    """)
+            }
+            // Everything committed before this position may be lost; the new slot starts after it.
+            let position = try await connection.query("SELECT pg_current_wal_lsn()")[0].decode(LSN.self, at: 0)
+            try await LogicalCapture.ensureSlot(self.slot, replication: self.replication, on: connection, logger: self.logger)
+            return (position, try await capture.publishedTables(self.slot, schema: self.schema, on: connection))
+        }
+        self.slotsRecreated.increment()
+        self.logger.error(
+            "the change capture's replication slot was lost; recreated it, and every stack drops its cached rows of the schema's tables",
+            metadata: [
+                "skyros.capture.slot": "\(self.slot)",
+                "skyros.capture.slot_status": "\(lost.status == "lost" ? "invalidated (max_slot_wal_keep_size)" : "dropped")",
+                "skyros.capture.relayed_through": "\(lost.confirmed ?? "unknown")", "skyros.capture.resumed_after": "\(position)",
+            ])
+        let marker = RelayedTransaction(
+            endLSN: position, committedAt: PGTimestamp(Date()), origin: ChangeCapture.foreignOrigin,
+            changes: tables.map { LoggedRowChange(table: $0, type: PGType.text.rawValue, id: "", kind: "t", version: nil) })
+        if !marker.changes.isEmpty { try await self.write([marker]) }
     }
 
     /// Decodes the stream into transactions for the writer; confirms a keepalive's position when nothing is
@@ -227,7 +277,7 @@ package final class ChangeRelay: Sendable {
         }
         let written = try await self.pool.withConnection { connection -> Int in
             do {
-                let writers = Array(Set(candidates.map { Int64($0.xid) }))
+                let writers = Array(Set(candidates.filter { $0.xid != 0 }.map { Int64($0.xid) }))
                 var first: [PGQuery] = ["BEGIN", "SELECT relayed_through FROM \(unsafeRaw: state) FOR UPDATE", Self.writersInProgress(writers)]
                 if !candidates.isEmpty {
                     first.append(
