@@ -191,7 +191,16 @@ public final class DataStack: DataStackProtocol, Service {
             return
         }
         var migratorConfiguration = configuration.migrator
-        if let schema { migratorConfiguration.schema = schema }
+        if let schema {
+            migratorConfiguration.schema = schema
+        } else if migratorConfiguration.schema == SchemaMigrator.Configuration.defaultSchema {
+            // A stack without a schema reads and writes `current_schema()` (the connection's `search_path`): its
+            // migrations go there too, unless `migrator.schema` names another.
+            let current = try await store.pool.withConnection { connection in
+                try await connection.query("SELECT current_schema()::text")[0].decode(String?.self, at: 0)
+            }
+            if let current { migratorConfiguration.schema = current }
+        }
         do {
             let report = try await SchemaMigrator(source: source, configuration: migratorConfiguration, logger: logger)
                 .migrate(database: configuration.directConnection ?? postgres)   // its lock needs a session

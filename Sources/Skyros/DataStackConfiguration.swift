@@ -42,7 +42,8 @@ public struct DataStackConfiguration: Sendable {
     /// Migrations applied at start (PostgreSQL only); `nil` applies none.
     public var migrations: MigrationSource?
     /// The history table, timeouts and policies of the migrator. Its schema is the store's when the store names
-    /// one, else its own (default `SchemaMigrator.Configuration.defaultSchema`, `public`).
+    /// one; else the one it names, or, left at `SchemaMigrator.Configuration.defaultSchema`, the connection's
+    /// `current_schema()`, where the stack's tables are read and written.
     ///
     /// During a rolling deploy the previous build still starts after a newer one applied more migrations: its
     /// files being a prefix of the history, the newer versions are logged at `notice` (see

@@ -54,11 +54,11 @@ public enum SnapshotSource: Sendable, Hashable {
 }
 
 /// Counters of a stack's replica reads.
-package struct ReplicaReadStatistics: Sendable, Hashable {
+public struct ReplicaReadStatistics: Sendable, Hashable {
     /// Snapshot reads that ran on the replica.
-    package var replicaReads = 0
+    public package(set) var replicaReads = 0
     /// Replica reads that ran on the primary instead (the replica lagged or could not be reached).
-    package var fallbacks = 0
+    public package(set) var fallbacks = 0
 }
 
 /// The replica's pool and the waiting for it to catch up.

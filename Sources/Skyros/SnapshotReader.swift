@@ -93,6 +93,12 @@ extension DataStack {
         return try await postgres.pool.withConnection { try await SnapshotReader.run(on: $0, schema: postgres.schema, body) }
     }
 
-    /// Counters of ``readSnapshot(from:_:)`` on the replica.
-    package var replicaReadStatistics: ReplicaReadStatistics { self.replica?.counters ?? ReplicaReadStatistics() }
+    /// Counters of ``readSnapshot(from:_:)`` on the replica: reads it served, and reads that went to the primary
+    /// because it lagged or could not be reached.
+    ///
+    /// ```swift
+    /// let replica = stack.replicaReadStatistics
+    /// logger.info("replica reads", metadata: ["served": "\(replica.replicaReads)", "fallbacks": "\(replica.fallbacks)"])
+    /// ```
+    public var replicaReadStatistics: ReplicaReadStatistics { self.replica?.counters ?? ReplicaReadStatistics() }
 }

@@ -5,33 +5,39 @@ import SkyrosPostgres
 import SkyrosStore
 import SkyrosStack
 
-/// Counters of a stack's change feed.
-package struct ChangeFeedStatistics: Sendable, Hashable {
+/// Counters of a stack's change feed, read with `DataStack.changeFeedStatistics` (all zero without a feed). The same
+/// figures go to swift-metrics (`skyros.feed.*`).
+///
+/// ```swift
+/// let feed = stack.changeFeedStatistics
+/// logger.info("change feed", metadata: ["other_rows": "\(feed.otherRows)", "apply_lag": "\(feed.latestApplyLag)"])
+/// ```
+public struct ChangeFeedStatistics: Sendable, Hashable {
     /// Log reads done.
-    package var reads = 0
+    public package(set) var reads = 0
     /// Entries from other stacks delivered (counted once the stack has applied them).
-    package var remoteEntries = 0
+    public package(set) var remoteEntries = 0
     /// Of those, entries that arrived in their hint (no log read).
-    package var hintEntries = 0
+    public package(set) var hintEntries = 0
     /// Times the listener reconnected and caught up from the log.
-    package var catchUps = 0
+    public package(set) var catchUps = 0
     /// Times a gap (pruned, unseen entries) forced a cache flush.
-    package var flushes = 0
+    public package(set) var flushes = 0
     /// Cached rows refreshed from an announced row, or from the row read again on the listener's connection,
     /// instead of evicted.
-    package var refreshedRows = 0
+    public package(set) var refreshedRows = 0
     /// Rows an observer of one row watches, read again on the listener's connection as their hint arrived.
-    package var rowsReadByListener = 0
+    public package(set) var rowsReadByListener = 0
     /// Changed rows of the entries applied (``remoteEntries``): other stacks', and every writer's outside Skyros.
-    package var otherRows = 0
+    public package(set) var otherRows = 0
     /// Changed rows of this stack's own entries (the capture named this stack as their writer), counted as their
     /// hints arrive.
-    package var ownRows = 0
+    public package(set) var ownRows = 0
     /// Entries whose lag from commit to applied was measured (those with a commit time: see
     /// ``ChangeFeedMetrics``), their mean lag, and the latest one's.
-    package var applyLagSamples = 0
-    package var averageApplyLag = Duration.zero
-    package var latestApplyLag = Duration.zero
+    public package(set) var applyLagSamples = 0
+    public package(set) var averageApplyLag = Duration.zero
+    public package(set) var latestApplyLag = Duration.zero
 
     package init(
         reads: Int = 0, remoteEntries: Int = 0, hintEntries: Int = 0, catchUps: Int = 0, flushes: Int = 0,

@@ -437,6 +437,9 @@ package final class ColumnDoor: Sendable {
         }
     }
 
+    /// The tables whose columns are known (those of the entities validated), sorted.
+    package var tables: [String] { self.state.withLock { $0.tables.keys.sorted() } }
+
     /// The definitions of a table's columns (empty when none are known).
     package func definitions(table: String) -> [String: ColumnDefinition] {
         self.state.withLock { $0.tables[table] ?? [:] }

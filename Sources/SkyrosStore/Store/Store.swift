@@ -50,8 +50,8 @@ public protocol Store: Sendable {
     ///   (e.g. `.uniqueViolation` with its `PGError/constraint`), ``EntityMappingError``.
     func apply(_ changes: ChangeSet) async throws -> ChangeSetResult
 
-    /// Deletes every row of the store (PostgreSQL: drops and recreates the sandbox schema, or drops the
-    /// tables of the current schema when the store has none) and bumps ``generation``.
+    /// Deletes every row of the store (PostgreSQL: drops and recreates the sandbox schema; without one, empties
+    /// the tables of the entities it validated and touches nothing else) and bumps ``generation``.
     /// Nothing else in Skyros ever drops data.
     func destroy(confirm: DestroyConfirmation) async throws
 }

@@ -1,0 +1,77 @@
+import Foundation
+import Skyros
+import SkyrosPostgres
+import SkyrosTestSupport
+import Testing
+
+/// `destroyAndRebuild` on a stack without a schema of its own empties its entities' tables and nothing else of
+/// the schema it shares: another service's table, the migration history and the change log stay.
+@Suite("Destroy without a schema", .timeLimit(.minutes(2)))
+struct DestroyScopeTests {
+    /// A stack on `current_schema()` (the connection's `search_path` names a fresh schema), beside a table of
+    /// another service with a row in it.
+    private func withSharedSchemaStack(_ body: (DataStack, String) async throws -> Void) async throws {
+        let schema = "destroy_\(UUID().uuidString.prefix(8).lowercased())"
+        try await TestServer.withConnection { connection in
+            _ = try await connection.execute(script: """
+                CREATE SCHEMA \(schema);
+                CREATE TABLE \(schema).other_service (id bigint PRIMARY KEY, note text NOT NULL);
+                INSERT INTO \(schema).other_service VALUES (1, 'not the stack''s');
+                """)
+        }
+        try await withCleanup {
+            var postgres = try TestServer.configuration
+            postgres["options"] = "-c search_path=\(schema)"
+            try await StackTestServer.withMigrations(["1_stack.sql": StackTestServer.migrationSQL]) { directory in
+                let stack = try await DataStack.start(
+                    DataStackConfiguration(store: .postgres(postgres), migrations: .directory(directory), entities: [StackNote.self, StackCounter.self]))
+                try await withCleanup { try await body(stack, schema) } cleanup: { await stack.shutdown() }
+            }
+        } cleanup: {
+            await TestServer.dropSchema(schema)
+        }
+    }
+
+    private func count(_ table: String, in schema: String) async throws -> Int {
+        try await TestServer.withConnection { connection in
+            try await connection.query("SELECT count(*)::int FROM \(qualified: [schema, table])")[0].decode(Int.self, at: 0)
+        }
+    }
+
+    @Test func itEmptiesTheEntitiesTablesAndLeavesEverythingElse() async throws {
+        try await self.withSharedSchemaStack { stack, schema in
+            try await stack.write(durability: .committed) { context in
+                try context.insert(StackNote(id: 1, title: "one", rank: 1, tag: nil))
+                try context.insert(StackCounter(id: "a", name: "a", note: ""))
+            }
+            let history = try await self.count("skyros_schema_migrations", in: schema)
+            #expect(history == 1)
+
+            try await stack.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
+
+            #expect(try await self.count("stack_notes", in: schema) == 0)
+            #expect(try await self.count("stack_counters", in: schema) == 0)
+            #expect(try await self.count("other_service", in: schema) == 1, "another service's table lost its row")
+            #expect(try await self.count("skyros_schema_migrations", in: schema) == history, "the migration history changed")
+            // The stack works on: a write after the rebuild commits and is read back.
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 2, title: "two", rank: 2, tag: nil)) }
+            #expect(try await stack.read { try await $0.fetch(FetchDescriptor<StackNote>()).map(\.id) } == [2])
+        }
+    }
+
+    @Test func aForeignKeyFromAnotherTableMakesItFailWithNothingDeleted() async throws {
+        try await self.withSharedSchemaStack { stack, schema in
+            try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "one", rank: 1, tag: nil)) }
+            try await TestServer.withConnection { connection in
+                _ = try await connection.execute(script: """
+                    CREATE TABLE \(schema).other_refs (id bigint PRIMARY KEY, note_id bigint NOT NULL REFERENCES \(schema).stack_notes);
+                    INSERT INTO \(schema).other_refs VALUES (1, 1);
+                    """)
+            }
+            let error = await #expect(throws: PGError.self) { try await stack.destroyAndRebuild(confirm: .iUnderstandThisDeletesData) }
+            #expect(error?.sqlState == SQLState("0A000"), "\(String(describing: error))")
+            #expect(try await self.count("stack_notes", in: schema) == 1)
+            #expect(try await self.count("other_refs", in: schema) == 1)
+        }
+    }
+}
