@@ -238,6 +238,9 @@ package struct LogicalCapture: Sendable {
         package var slotActive: Bool
         package var retainedBytes: Int64?
         package var confirmedFlush: String?
+        /// PostgreSQL's `wal_status` of the slot: `reserved`, `extended`, `unreserved`, or `lost` (invalidated past
+        /// `max_slot_wal_keep_size`: the next relay creates it again, see ``ChangeRelay``).
+        package var walStatus: String?
     }
 
     /// Reads what is installed; changes nothing.
@@ -247,13 +250,13 @@ package struct LogicalCapture: Sendable {
             .decode(Int64.self, at: 0) > 0
         let tables = try await self.publishedTables(name, schema: schema, on: connection)
         let slot = try await connection.query("""
-            SELECT active, (pg_current_wal_lsn() - restart_lsn)::int8, confirmed_flush_lsn::text FROM pg_replication_slots
+            SELECT active, (pg_current_wal_lsn() - restart_lsn)::int8, confirmed_flush_lsn::text, wal_status FROM pg_replication_slots
             WHERE slot_name = \(name) AND database = current_database()
             """)
         return Status(
             slot: name, hasPublication: publication, tables: tables, slotExists: !slot.isEmpty,
             slotActive: try slot.first?.decode(Bool.self, at: 0) ?? false, retainedBytes: try slot.first?.decode(Int64?.self, at: 1),
-            confirmedFlush: try slot.first?.decode(String?.self, at: 2))
+            confirmedFlush: try slot.first?.decode(String?.self, at: 2), walStatus: try slot.first?.decode(String?.self, at: 3))
     }
 
     /// Drops the slot (ending the relay streaming from it) and the publication; with `includingLog`, the change

@@ -36,6 +36,7 @@ struct CaptureStatus: AsyncParsableCommand {
                 document["slot"] = [
                     "name": logical.slot, "exists": logical.slotExists, "active": logical.slotActive,
                     "retainedBytes": JSONOutput.nullable(logical.retainedBytes), "confirmedFlushLSN": JSONOutput.nullable(logical.confirmedFlush),
+                    "walStatus": JSONOutput.nullable(logical.walStatus),
                 ]
             }
             JSONOutput.print(document)
@@ -47,7 +48,11 @@ struct CaptureStatus: AsyncParsableCommand {
             return
         case "logical":
             Output.line("Change capture (logical decoding) in schema \(status.schema): publication and slot \(logical.slot).")
-            if logical.slotExists {
+            if logical.walStatus == "lost" {
+                Output.line(
+                    "Slot: lost (PostgreSQL removed WAL it had not relayed, past max_slot_wal_keep_size); the next stack to relay "
+                        + "creates it again and every stack drops its cached rows of the captured tables.")
+            } else if logical.slotExists {
                 let retained = logical.retainedBytes.map { "\($0 / 1024) KiB of WAL retained" } ?? "no WAL retained"
                 Output.line(
                     "Slot: \(logical.slotActive ? "relayed by a stack" : "no stack relays it"), \(retained), "
