@@ -52,12 +52,16 @@ struct BenchmarkFailure: Error, CustomStringConvertible {
 
 extension DataStackConfiguration {
     /// This configuration with the capture source `SKYROS_BENCH_CAPTURE_SOURCE` names (`triggers` or `logical`;
-    /// unset: the default, `.automatic`), so that `Benchmarks/compare-sources` runs the same benchmarks on each.
+    /// unset: the default, `.automatic`), so that `Benchmarks/compare-sources` runs the same benchmarks on each;
+    /// `none` turns the change feed off (no capture installed: the write path alone; phases that need the feed,
+    /// such as `observe`, do not work then).
     func benchmarkCaptureSource() -> DataStackConfiguration {
         var configuration = self
         switch ProcessInfo.processInfo.environment["SKYROS_BENCH_CAPTURE_SOURCE"] {
         case "triggers": configuration.changeFeed.captureSource = .triggers
         case "logical": configuration.changeFeed.captureSource = .logicalDecoding
+        // No change feed and no capture at all: the write path alone.
+        case "none": configuration.changeFeed.isEnabled = false
         default: break
         }
         return configuration
