@@ -275,14 +275,16 @@ package struct LogicalCapture: Sendable {
             if active == 0 { break }
             try await Task.sleep(for: .milliseconds(20))
         }
-        _ = try await connection.query("""
-            SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = \(name) AND database = current_database()
-            """)
+        // The publication before the slot: a relay that finds the slot gone while the publication remains creates
+        // the slot again (``ChangeRelay``), and a slot nobody relays keeps WAL for ever.
         var template = "DROP PUBLICATION IF EXISTS %1$I"
         if includingLog {
             template += ";\nDROP TABLE IF EXISTS %2$I.\(ChangeLog.logTableName), %2$I.\(ChangeLog.stateTableName)"
         }
         _ = try await connection.execute(
             script: try await self.render(template, slot: name, schema: schema, on: connection))
+        _ = try await connection.query("""
+            SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = \(name) AND database = current_database()
+            """)
     }
 }
