@@ -125,6 +125,11 @@ public struct ObservedResult<T: Entity>: Sendable {
 ///     try await writer.write(ByteBuffer(data: try JSONEncoder().encode(result)))
 /// }
 /// ```
+extension ObservedResult: ObservedFetchResult {
+    /// The entity the query fetches.
+    public typealias Fetched = T
+}
+
 extension ObservedResult: Encodable where T.ID: Encodable {}
 
 extension ResultDiff: Encodable where T.ID: Encodable {}
