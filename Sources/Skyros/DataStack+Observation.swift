@@ -15,7 +15,7 @@ extension DataStack {
     /// let open = FetchDescriptor<Ticket>(predicate: #Predicate { $0.status == "open" },
     ///                                    sortBy: [SortDescriptor(\.priority)], fetchLimit: 50)
     /// for try await result in stack.observe(open) {
-    ///     try await socket.send(result.diff)            // first: every row inserted
+    ///     try await websocket.send(result.diff)         // first: every row inserted
     /// }
     /// ```
     /// The sequence ends when the consuming task is cancelled or the stack shuts down, and throws
@@ -76,13 +76,13 @@ extension DataStack {
     ) -> ObservationSequence<Element> {
         let encoder = Result { try RowEncoder<T>() }
         let query = ObservedQuery(descriptor, tables: descriptor.observedTables, registry: self.sync.observers)
-        return ObservationSequence(query: query, row: nil, coalescing: self.sync.configuration.observerCoalescing) { descriptor in
+        let coalescing = self.sync.configuration.observerCoalescing
+        let fetch: @Sendable (FetchDescriptor<T>) async throws -> State = { descriptor in
             let encoder = try encoder.get()
             try await self.prepareObserved(T.self)
             return shape(try await self.mainContext.fetch(descriptor).map { (value: $0, encoded: try encoder.encode($0)) })
-        } changes: { old, new, queryUpdated in
-            changes(old, new, queryUpdated)
         }
+        return ObservationSequence(query: query, row: nil, coalescing: coalescing, fetch: fetch, changes: changes)
     }
 
     /// Observes one row: yields it (or `nil` when it does not exist), then again whenever it changes or is

@@ -14,8 +14,8 @@ import SkyrosStack
 /// results: bursts of changes coalesce into one element, and memory stays flat.
 ///
 /// ```swift
-/// for try await result in stack.observe(FetchDescriptor<Ticket>(predicate: #Predicate { $0.open })) {
-///     try await socket.send(result.diff)
+/// for try await result in stack.observe(FetchDescriptor<Ticket>(predicate: #Predicate { $0.status == "open" })) {
+///     try await websocket.send(result.diff)
 /// }
 /// ```
 /// Each iterator is an observation of its own. Iteration ends when the consuming task is cancelled, the stack

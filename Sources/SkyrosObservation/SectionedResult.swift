@@ -212,14 +212,16 @@ public struct SectionedResultDiff<T: Entity, Key: Hashable & Sendable>: Sendable
             changes.append(.insert(offset: move.to, element: sections[move.from], associatedWith: move.from))
         }
         for insertion in self.insertedSections {
-            changes.append(.insert(offset: insertion.offset, element: ResultSection(key: insertion.key, values: []), associatedWith: nil))
+            let empty = ResultSection<T, Key>(key: insertion.key, values: [])
+            changes.append(.insert(offset: insertion.offset, element: empty, associatedWith: nil))
         }
         guard let difference = CollectionDifference(changes), let moved = sections.applying(difference) else { return old }
         sections = moved
         // 3. Row insertions, from the first position on.
         let insertions = self.inserted.map { ($0.position, $0.value) } + self.moved.map { ($0.to, $0.value) }
         for (position, value) in insertions.sorted(by: { $0.0 < $1.0 }) {
-            guard sections.indices.contains(position.section), position.row <= sections[position.section].values.count else { return old }
+            guard sections.indices.contains(position.section), position.row <= sections[position.section].values.count
+            else { return old }
             sections[position.section].values.insert(value, at: position.row)
         }
         // 4. Updates.
@@ -268,7 +270,8 @@ public struct SectionedResultDiff<T: Entity, Key: Hashable & Sendable>: Sendable
                 case .remove(let offset, let id, let associated):
                     let from = Position(section: oldOffsets[key]!, row: offset)
                     if let to = associated {
-                        self.moved.append(Move(from: from, to: Position(section: newOffsets[key]!, row: to), value: newRows[to].value))
+                        let destination = Position(section: newOffsets[key]!, row: to)
+                        self.moved.append(Move(from: from, to: destination, value: newRows[to].value))
                     } else {
                         removed.append((from, id))
                     }

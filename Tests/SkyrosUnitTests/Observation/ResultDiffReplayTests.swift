@@ -147,7 +147,10 @@ import Testing
 
         registry.changed(ObservedChanges(wholeTables: ["u"]))
         query.remove(second)
-        guard case .changed = await secondIterator.next() else { Issue.record("a change to the new table did not wake it"); return }
+        guard case .changed = await secondIterator.next() else {
+            Issue.record("a change to the new table did not wake it")
+            return
+        }
 
         // An observer that ended is not brought back by an update.
         query.update("newer", tables: ["v"])
