@@ -207,13 +207,13 @@ extension ObservationSequence where Element: ObservedFetchResult {
     ///
     /// ```swift
     /// let tickets = stack.observe(FetchDescriptor<Ticket>(sortBy: [SortDescriptor(\.priority)]))
+    /// Task {                                            // on the client's "open tickets only", say
+    ///     tickets.update(FetchDescriptor(predicate: #Predicate { $0.status == "open" },
+    ///                                    sortBy: [SortDescriptor(\.priority)]))
+    /// }
     /// var rows: [Ticket] = []
     /// for try await result in tickets {
-    ///     rows = result.diff.applied(to: rows)          // == result.values
-    ///     if rows.count > 100 {                         // narrow it: the next result's diff deletes the others
-    ///         tickets.update(FetchDescriptor(predicate: #Predicate { $0.status == "open" },
-    ///                                        sortBy: [SortDescriptor(\.priority)]))
-    ///     }
+    ///     rows = result.diff.applied(to: rows)          // == result.values; after the update, open tickets
     /// }
     /// ```
     /// - Parameter descriptor: the new query, of the same entity. A sectioned observation keeps its section

@@ -117,6 +117,11 @@ public struct ObservedResult<T: Entity>: Sendable {
     }
 }
 
+extension ObservedResult: ObservedFetchResult {
+    /// The entity the query fetches.
+    public typealias Fetched = T
+}
+
 /// Encodes as `{"values": […], "diff": {"deleted": [{"offset", "id"}], "inserted": [{"offset", "value"}],
 /// "moved": [{"from", "to", "value"}], "updated": [{"offset", "value"}]}}` — ready to send to a browser.
 ///
@@ -125,11 +130,6 @@ public struct ObservedResult<T: Entity>: Sendable {
 ///     try await writer.write(ByteBuffer(data: try JSONEncoder().encode(result)))
 /// }
 /// ```
-extension ObservedResult: ObservedFetchResult {
-    /// The entity the query fetches.
-    public typealias Fetched = T
-}
-
 extension ObservedResult: Encodable where T.ID: Encodable {}
 
 extension ResultDiff: Encodable where T.ID: Encodable {}

@@ -113,6 +113,35 @@ struct ObservationUpdateTests {
         }
     }
 
+    /// An update before the first element makes it the new query's; an update reaches every iterator of the
+    /// sequence, and iterators made later run the updated query.
+    @Test(arguments: Kind.allCases)
+    func anUpdateReachesEveryIteratorOfTheSequence(_ kind: Kind) async throws {
+        try await ObservationTests.withStack(kind) { stack in
+            try await Self.seed(stack, (1...4).map { (Int64($0), 0, $0, "") })
+            let observation = stack.observe(FetchDescriptor<MPItem>(sortBy: [SortDescriptor(\.id)]))
+            var early = observation.makeAsyncIterator()
+            let odd = FetchDescriptor<MPItem>(predicate: #Predicate { $0.value % 2 == 1 }, sortBy: [SortDescriptor(\.id)])
+            observation.update(odd)
+            #expect(try await early.next()?.values.map(\.id) == [1, 3])
+
+            var started = observation.makeAsyncIterator()
+            var startedRows = try #require(try await started.next()).diff.applied(to: [])
+            #expect(startedRows.map(\.id) == [1, 3])
+            var earlyRows = startedRows
+            let even = FetchDescriptor<MPItem>(predicate: #Predicate { $0.value % 2 == 0 }, sortBy: [SortDescriptor(\.id)])
+            observation.update(even)
+            let earlyResult = try #require(try await early.next())
+            earlyRows = earlyResult.diff.applied(to: earlyRows)
+            let startedResult = try #require(try await started.next())
+            startedRows = startedResult.diff.applied(to: startedRows)
+            #expect(earlyResult.values.map(\.id) == [2, 4] && startedResult.values.map(\.id) == [2, 4])
+            #expect(earlyRows.map(\.id) == [2, 4] && startedRows.map(\.id) == [2, 4])
+            var later = observation.makeAsyncIterator()
+            #expect(try await later.next()?.values.map(\.id) == [2, 4])
+        }
+    }
+
     /// Updates racing a writer: every element replays from the previous one, every element after an update
     /// is the new query's (its rows satisfy its predicate, in its order), and once the writer stops the
     /// observation settles on what a fetch of the last query returns.
@@ -124,12 +153,13 @@ struct ObservationUpdateTests {
             var iterator = observation.makeAsyncIterator()
             var replayed = try #require(try await iterator.next()).diff.applied(to: [])
             let writer = Task {
-                for round in 1...60 {
+                for round in 1...200 {
                     try await stack.write { context in
                         let id = Int64(round % 20 + 1)
                         try await context.update(MPItem(id: id, owner: 0, value: (round * 7) % 40, title: "w\(round)"))
-                        try context.insert(MPItem(id: Int64(100 + round), owner: 0, value: round % 40, title: "i\(round)"))
+                        try context.insert(MPItem(id: Int64(1000 + round), owner: 0, value: round % 40, title: "i\(round)"))
                     }
+                    await Task.yield()      // let the updates interleave
                 }
             }
             var last = FetchDescriptor<MPItem>()
