@@ -102,6 +102,20 @@ package final class ObserverRegistry: Sendable {
         self.observers.withLock { $0.remove(id) }?.signal.finish()
     }
 
+    /// Makes the observer of a query `id` watch `tables` from now on (its query changed) and wakes it, under
+    /// the lock: a change committed after this returns wakes it for the new tables, and one committed before,
+    /// the fetch it wakes for sees. Nothing happens to an observer that has ended.
+    package func retarget(_ id: UUID, tables: Set<String>) {
+        self.observers.withLock { observers in
+            guard let observer = observers.remove(id) else { return }
+            observers.insert(Observer(tables: tables, row: observer.row, signal: observer.signal), id: id)
+            observer.signal.yield(.changed)
+        }
+    }
+
+    /// The tables the observer `id` watches (`nil` once it ended).
+    func tables(of id: UUID) -> Set<String>? { self.observers.withLock { $0.byID[id]?.tables } }
+
     var count: Int { self.observers.withLock { $0.byID.count } }
 
     /// Whether any observer watches one row.

@@ -117,6 +117,11 @@ public struct ObservedResult<T: Entity>: Sendable {
     }
 }
 
+extension ObservedResult: ObservedFetchResult {
+    /// The entity the query fetches.
+    public typealias Fetched = T
+}
+
 /// Encodes as `{"values": […], "diff": {"deleted": [{"offset", "id"}], "inserted": [{"offset", "value"}],
 /// "moved": [{"from", "to", "value"}], "updated": [{"offset", "value"}]}}` — ready to send to a browser.
 ///
