@@ -218,7 +218,11 @@ package final class ChangeRelay: Sendable {
             case .data(let data):
                 if let transaction = try assembler.apply(try PgOutputMessage(data.payload)) { queue.append(transaction) }
             case .keepalive(let keepalive):
-                if !assembler.isInTransaction, queue.isIdle { stream.confirm(flushedThrough: keepalive.walEnd) }
+                // Every transaction committed before the keepalive's position is queued or written by now (the
+                // stream sends in commit order): its position may be confirmed once they are all written. A
+                // keepalive that comes while they are not is kept for the writer, which confirms it when the
+                // queue empties: the server sends the next one only much later once its last ping was answered.
+                if !assembler.isInTransaction, let idle = queue.idleOrKeep(keepalive.walEnd) { stream.confirm(flushedThrough: idle) }
                 self.recordLag(Int64(bitPattern: keepalive.walEnd.rawValue &- stream.confirmedFlush.rawValue))
             }
             if Task.isCancelled { return }
@@ -241,9 +245,10 @@ package final class ChangeRelay: Sendable {
                 // writer, and one in another schema arrives here as a transaction with no change of this schema's.
                 // Such a batch needs no write, only its position confirmed.
                 if batch.contains(where: { !$0.changes.isEmpty }) { try await self.write(batch) }
-                queue.finishedBatch()
+                let kept = queue.finishedBatch()
                 pacing.finished(queuedBehind: queue.count)
                 if let end = batch.last?.endLSN { stream.confirm(flushedThrough: end) }
+                if let kept { stream.confirm(flushedThrough: kept) }
             }
         }
     }
@@ -413,7 +418,7 @@ package final class ChangeRelay: Sendable {
 /// The transactions between the relay's reader and its writer: the reader appends, the writer takes everything
 /// queued as one batch.
 final class RelayQueue: Sendable {
-    private let state = Locked((queued: Deque<RelayedTransaction>(), writing: false))
+    private let state = Locked((queued: Deque<RelayedTransaction>(), writing: false, keptKeepalive: LSN?.none))
     private let stream = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
 
     var signals: AsyncStream<Void> { self.stream.stream }
@@ -438,13 +443,30 @@ final class RelayQueue: Sendable {
         }
     }
 
-    func finishedBatch() { self.state.withLock { $0.writing = false } }
+    /// Marks the batch written; returns the position of a keepalive kept meanwhile (``idleOrKeep(_:)``) once
+    /// nothing is queued: every transaction before it is written.
+    func finishedBatch() -> LSN? {
+        self.state.withLock { state in
+            state.writing = false
+            guard state.queued.isEmpty, let kept = state.keptKeepalive else { return nil }
+            state.keptKeepalive = nil
+            return kept
+        }
+    }
+
+    /// `position` when nothing is queued or being written (it may be confirmed now); otherwise keeps it for
+    /// ``finishedBatch()`` and returns `nil`. The caller has received every transaction committed before it.
+    func idleOrKeep(_ position: LSN) -> LSN? {
+        self.state.withLock { state in
+            if state.queued.isEmpty && !state.writing { return position }
+            state.keptKeepalive = max(state.keptKeepalive ?? position, position)
+            return nil
+        }
+    }
 
     /// How many transactions are queued.
     var count: Int { self.state.withLock { $0.queued.count } }
 
-    /// Nothing queued or being written.
-    var isIdle: Bool { self.state.withLock { $0.queued.isEmpty && !$0.writing } }
 
     func finish() { self.stream.continuation.finish() }
 }

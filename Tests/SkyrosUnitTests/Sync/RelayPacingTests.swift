@@ -1,3 +1,6 @@
+import Foundation
+import SkyrosPostgres
+import SkyrosStore
 @testable import SkyrosSync
 import Testing
 
@@ -40,5 +43,33 @@ import Testing
         pacing.started(at: self.start)
         pacing.finished(queuedBehind: 5)
         #expect(pacing.nextBatchDue(queued: 5) == self.start)
+    }
+}
+
+/// The relay's queue keeps a keepalive's position that came while transactions before it were still to be written,
+/// and hands it to the writer once they are: the server sends its next keepalive only much later.
+@Suite struct RelayQueueKeepaliveTests {
+    private func transaction(_ end: UInt64) -> RelayedTransaction {
+        RelayedTransaction(endLSN: LSN(end), committedAt: PGTimestamp(rawValue: 0), origin: UUID(), changes: [])
+    }
+
+    @Test func anIdleQueueConfirmsAKeepaliveAtOnce() {
+        let queue = RelayQueue()
+        #expect(queue.idleOrKeep(LSN(100)) == LSN(100))
+        #expect(queue.finishedBatch() == nil)
+    }
+
+    @Test func aKeepaliveDuringAWriteIsConfirmedOnceTheQueueIsEmpty() {
+        let queue = RelayQueue()
+        queue.append(self.transaction(10))
+        let batch = queue.takeBatch()
+        #expect(batch?.count == 1)
+        #expect(queue.idleOrKeep(LSN(50)) == nil)            // being written
+        queue.append(self.transaction(60))                     // arrived after the keepalive
+        #expect(queue.idleOrKeep(LSN(40)) == nil)            // an older keepalive does not lower it
+        #expect(queue.finishedBatch() == nil)                  // one still queued
+        _ = queue.takeBatch()
+        #expect(queue.finishedBatch() == LSN(50))
+        #expect(queue.finishedBatch() == nil)                  // handed over once
     }
 }
