@@ -176,7 +176,9 @@ public struct TestDatabase: Sendable {
     /// Runs `body` with a stack started in a new schema: `configuration` (its entities, migrations, cache,
     /// commit queue…) with its store replaced by this database and the schema. The stack applies the
     /// migrations at start. Afterwards the stack is shut down and the schema dropped, whether `body` returned
-    /// or threw.
+    /// or threw. When this database is a transaction-mode pooler (PgBouncer), set the configuration's
+    /// ``Skyros/DataStackConfiguration/directConnection``: the schema is then created and dropped over it, as
+    /// the migrations are.
     ///
     /// ```swift
     /// let app = DataStackConfiguration(store: .inMemory, migrations: .directory(path: "migrations"),
@@ -197,8 +199,13 @@ public struct TestDatabase: Sendable {
         _ configuration: DataStackConfiguration, prefix: String = "test", logger: Logger = TestDatabase.noOpLogger,
         _ body: (DataStack) async throws -> R
     ) async throws -> R {
-        try await self.withSchema(prefix: prefix) { schema in
-            let stack = try await DataStack.start(schema.stackConfiguration(configuration), logger: logger)
+        // The schema's DDL needs a session of its own, which a transaction-mode pooler does not give: when the
+        // stack names a direct connection for its migrations, the schema is made and dropped there too.
+        let sessions = configuration.directConnection.map { TestDatabase(configuration: $0, logger: self.logger) } ?? self
+        return try await sessions.withSchema(prefix: prefix) { schema in
+            var configuration = configuration
+            configuration.store = .postgres(self.configuration, schema: schema.name)
+            let stack = try await DataStack.start(configuration, logger: logger)
             let result: R
             do {
                 result = try await body(stack)
