@@ -5,12 +5,14 @@
 /// It records nothing: the caller decides what a timeout means, with its own framework.
 ///
 /// ```swift
-/// let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory, entities: [Author.self]))
-/// try await stack.write { try $0.insert(Author(id: UUID(), name: "Ada")) }
-/// let seen = try await eventually(within: .seconds(5)) {
-///     try await stack.read { try await $0.count(FetchDescriptor<Author>()) } == 1
+/// func authorBecomesVisible() async throws {
+///     let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory, entities: [Author.self]))
+///     try await stack.write { try $0.insert(Author(id: UUID(), name: "Ada")) }
+///     let seen = try await eventually(within: .seconds(5)) {
+///         try await stack.read { try await $0.count(FetchDescriptor<Author>()) } == 1
+///     }
+///     precondition(seen)    // swift-testing: #expect(seen); XCTest: XCTAssertTrue(seen)
 /// }
-/// precondition(seen)    // swift-testing: #expect(seen); XCTest: XCTAssertTrue(seen)
 /// ```
 /// - Parameters:
 ///   - deadline: how long to keep trying (10 s by default).
@@ -35,10 +37,12 @@ public func eventually(
 /// for a test that should stop there (swift-testing and XCTest both fail a test that throws).
 ///
 /// ```swift
-/// let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory, entities: [Author.self]))
-/// try await stack.write { try $0.insert(Author(id: UUID(), name: "Ada")) }
-/// try await waitUntil("the author is visible", within: .seconds(5)) {
-///     try await stack.read { try await $0.count(FetchDescriptor<Author>()) } == 1
+/// func authorBecomesVisible() async throws {
+///     let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory, entities: [Author.self]))
+///     try await stack.write { try $0.insert(Author(id: UUID(), name: "Ada")) }
+///     try await waitUntil("the author is visible", within: .seconds(5)) {
+///         try await stack.read { try await $0.count(FetchDescriptor<Author>()) } == 1
+///     }
 /// }
 /// ```
 /// - Parameters:

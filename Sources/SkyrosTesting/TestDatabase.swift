@@ -10,12 +10,14 @@ import SkyrosPostgres
 /// or threw. Tests running in parallel never see each other's rows, and nothing is left behind.
 ///
 /// ```swift
-/// guard let database = try TestDatabase.fromEnvironment() else { return }   // DATABASE_URL unset: skip
-/// try await database.withSchema(migrations: .directory(path: "migrations")) { schema in
-///     let stack = try await DataStack.start(schema.stackConfiguration(
-///         DataStackConfiguration(store: .inMemory, entities: [Author.self])))
-///     try await stack.write(durability: .committed) { try $0.insert(Author(id: UUID(), name: "Ada")) }
-///     await stack.shutdown()
+/// func addingAnAuthor() async throws {
+///     guard let database = try TestDatabase.fromEnvironment() else { return }   // DATABASE_URL unset: skip
+///     try await database.withSchema(migrations: .directory(path: "migrations")) { schema in
+///         let stack = try await DataStack.start(schema.stackConfiguration(
+///             DataStackConfiguration(store: .inMemory, entities: [Author.self])))
+///         try await stack.write(durability: .committed) { try $0.insert(Author(id: UUID(), name: "Ada")) }
+///         await stack.shutdown()
+///     }
 /// }
 /// ```
 ///
@@ -94,9 +96,9 @@ public struct TestDatabase: Sendable {
     /// prefer ``withSchema(prefix:migrations:_:)``, which drops it for you.
     ///
     /// ```swift
-    /// let schema = try await database.createSchema(prefix: "orders")
+    /// let orders = try await database.createSchema(prefix: "orders")
     /// // … test …
-    /// try await database.dropSchema(schema.name)
+    /// try await database.dropSchema(orders.name)
     /// ```
     /// - Parameters:
     ///   - prefix: the start of the schema's name (letters, digits, underscores).
@@ -181,10 +183,12 @@ public struct TestDatabase: Sendable {
     /// the migrations are.
     ///
     /// ```swift
-    /// let app = DataStackConfiguration(store: .inMemory, migrations: .directory(path: "migrations"),
-    ///                                  entities: [Author.self])
-    /// try await database.withStack(app) { stack in
-    ///     try await stack.write(durability: .committed) { try $0.insert(Author(id: UUID(), name: "Ada")) }
+    /// func addingAnAuthor(database: TestDatabase) async throws {
+    ///     let app = DataStackConfiguration(store: .inMemory, migrations: .directory(path: "migrations"),
+    ///                                      entities: [Author.self])
+    ///     try await database.withStack(app) { stack in
+    ///         try await stack.write(durability: .committed) { try $0.insert(Author(id: UUID(), name: "Ada")) }
+    ///     }
     /// }
     /// ```
     /// - Parameters:

@@ -8,13 +8,16 @@ import Skyros
 /// ```swift
 /// let app = DataStackConfiguration(store: .inMemory, migrations: .directory(path: "migrations"),
 ///                                  entities: [Author.self])
-/// for store in try TestStore.available() {              // swift-testing: @Test(arguments: …)
+///
+/// // swift-testing: @Test(arguments: try TestStore.available())
+/// func addingAnAuthor(on store: TestStore) async throws {
 ///     try await withTestStack(app, on: store) { stack in
 ///         try await stack.write(durability: .committed) { try $0.insert(Author(id: UUID(), name: "Ada")) }
 ///         let count = try await stack.read { try await $0.count(FetchDescriptor<Author>()) }
 ///         precondition(count == 1, "\(store)")
 ///     }
 /// }
+/// for store in try TestStore.available() { try await addingAnAuthor(on: store) }
 /// ```
 ///
 /// ## Topics
@@ -56,9 +59,11 @@ public enum TestStore: Sendable, CustomStringConvertible {
 /// schema dropped, whether `body` returned or threw.
 ///
 /// ```swift
-/// let app = DataStackConfiguration(store: .inMemory, entities: [Author.self])
-/// try await withTestStack(app, on: .inMemory) { stack in
-///     try await stack.write { try $0.insert(Author(id: UUID(), name: "Ada")) }
+/// func addingAnAuthor() async throws {
+///     let app = DataStackConfiguration(store: .inMemory, entities: [Author.self])
+///     try await withTestStack(app, on: .inMemory) { stack in
+///         try await stack.write { try $0.insert(Author(id: UUID(), name: "Ada")) }
+///     }
 /// }
 /// ```
 /// - Parameters:
