@@ -138,8 +138,16 @@ public struct TestDatabase: Sendable {
     ///   ``TestSchemaError`` when a replication slot is still in use after 10 s.
     public func dropSchema(_ name: String) async throws {
         try await self.withConnection { connection in
-            try await Self.dropLogicalCapture(schema: name, on: connection)
+            // The schema goes even when its capture could not be dropped; that error is thrown afterwards.
+            let captureError: (any Error)?
+            do {
+                try await Self.dropLogicalCapture(schema: name, on: connection)
+                captureError = nil
+            } catch {
+                captureError = error
+            }
             _ = try await connection.execute(script: "DROP SCHEMA IF EXISTS \(quoteIdentifier(name)) CASCADE")
+            if let captureError { throw captureError }
         }
         self.logger.debug("test schema dropped", metadata: ["skyros.testing.schema": "\(name)"])
     }
