@@ -2,9 +2,9 @@ import Logging
 import Skyros
 import SkyrosPostgres
 
-/// A ``Skyros/DataStackProtocol`` for tests: it wraps a real stack (usually an in-memory one, see
+/// A `DataStackProtocol` for tests: it wraps a real stack (usually an in-memory one, see
 /// ``inMemory(_:logger:)``) and passes every call through, except where the test told it to fail or to take its
-/// time. Give it to the code under test where production gives a ``Skyros/DataStack``.
+/// time. Give it to the code under test where production gives a `DataStack`.
 ///
 /// ```swift
 /// let stack = try await DataStackDouble.inMemory(DataStackConfiguration(store: .inMemory, entities: [Author.self]))
@@ -76,7 +76,7 @@ public final class DataStackDouble: DataStackProtocol {
     }
 
     /// A double over a new in-memory stack with `configuration`'s entities and settings (its store replaced by
-    /// ``Skyros/DataStackConfiguration/StoreLocation/inMemory``).
+    /// `DataStackConfiguration/StoreLocation/inMemory`).
     ///
     /// ```swift
     /// let stack = try await DataStackDouble.inMemory(DataStackConfiguration(store: .inMemory, entities: [Author.self]))
@@ -85,7 +85,7 @@ public final class DataStackDouble: DataStackProtocol {
     ///   - configuration: the app's configuration.
     ///   - logger: the wrapped stack's logger.
     /// - Returns: the double.
-    /// - Throws: the errors of ``Skyros/DataStack/start(_:logger:)``.
+    /// - Throws: the errors of `DataStack/start(_:logger:)`.
     public static func inMemory(
         _ configuration: DataStackConfiguration = DataStackConfiguration(store: .inMemory),
         logger: Logger = TestDatabase.noOpLogger

@@ -2,7 +2,7 @@ import Logging
 import SkyrosPostgres
 
 /// A swift-log handler that keeps every record, for tests that check what was logged (and what was not): give
-/// its logger to ``Skyros/DataStack/start(_:logger:)`` or to a write, then read ``entries``.
+/// its logger to `DataStack/start(_:logger:)` or to a write, then read ``entries``.
 ///
 /// swift-log's `InMemoryLogHandler` hands readers its own array, so a test reading the records shares that
 /// array's storage with a connection thread appending the next one; ThreadSanitizer reports that as a race.

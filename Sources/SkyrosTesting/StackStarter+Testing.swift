@@ -3,7 +3,7 @@ import Skyros
 
 extension StackStarter {
     /// A starter of an in-memory stack with `configuration`'s entities and settings (its store replaced by
-    /// ``Skyros/DataStackConfiguration/StoreLocation/inMemory``): the app's start-up path, without a database.
+    /// `DataStackConfiguration/StoreLocation/inMemory`): the app's start-up path, without a database.
     ///
     /// ```swift
     /// let starter = StackStarter.inMemory(DataStackConfiguration(store: .inMemory, entities: [Author.self]))
@@ -18,7 +18,7 @@ extension StackStarter {
     }
 
     /// A starter whose start throws `error`: the store is unavailable, a migration failed, the schema does not
-    /// match. By default, the error ``Skyros/DataStack/start(_:logger:)`` throws when PostgreSQL cannot be
+    /// match. By default, the error `DataStack/start(_:logger:)` throws when PostgreSQL cannot be
     /// reached: `DataStackError` `.storeUnreachable`.
     ///
     /// ```swift

@@ -187,7 +187,7 @@ public struct TestDatabase: Sendable {
     /// commit queue…) with its store replaced by this database and the schema. The stack applies the
     /// migrations at start. Afterwards the stack is shut down and the schema dropped, whether `body` returned
     /// or threw. When this database is a transaction-mode pooler (PgBouncer), set the configuration's
-    /// ``Skyros/DataStackConfiguration/directConnection``: the schema is then created and dropped over it, as
+    /// `DataStackConfiguration/directConnection`: the schema is then created and dropped over it, as
     /// the migrations are.
     ///
     /// ```swift
@@ -205,7 +205,7 @@ public struct TestDatabase: Sendable {
     ///   - logger: the stack's logger.
     ///   - body: the test.
     /// - Returns: the body's value.
-    /// - Throws: the body's error, or the errors of ``DataStack/start(_:logger:)`` and of the schema's creation
+    /// - Throws: the body's error, or the errors of `DataStack/start(_:logger:)` and of the schema's creation
     ///   and drop.
     public func withStack<R>(
         _ configuration: DataStackConfiguration, prefix: String = "test", logger: Logger = TestDatabase.noOpLogger,

@@ -25,7 +25,7 @@ import Skyros
 /// - ``postgres(_:)``
 /// - ``available(environment:)``
 public enum TestStore: Sendable, CustomStringConvertible {
-    /// ``Skyros/DataStackConfiguration/StoreLocation/inMemory``: the app's migrations are not run (the
+    /// `DataStackConfiguration/StoreLocation/inMemory`: the app's migrations are not run (the
     /// in-memory store has no SQL); its tables come from the entities.
     case inMemory
     /// A new schema of this database for each stack, with the app's migrations applied, dropped afterwards.
@@ -54,7 +54,7 @@ public enum TestStore: Sendable, CustomStringConvertible {
 }
 
 /// Runs `body` with a stack of the app's `configuration` on `store`: in memory (the configuration's store
-/// replaced by ``Skyros/DataStackConfiguration/StoreLocation/inMemory``), or in a new schema of a PostgreSQL
+/// replaced by `DataStackConfiguration/StoreLocation/inMemory`), or in a new schema of a PostgreSQL
 /// database (``TestDatabase/withStack(_:prefix:logger:_:)``). The stack is shut down afterwards, and the
 /// schema dropped, whether `body` returned or threw.
 ///
@@ -73,7 +73,7 @@ public enum TestStore: Sendable, CustomStringConvertible {
 ///   - logger: the stack's logger.
 ///   - body: the test.
 /// - Returns: the body's value.
-/// - Throws: the body's error, or the errors of ``DataStack/start(_:logger:)`` and of the schema's creation and drop.
+/// - Throws: the body's error, or the errors of `DataStack/start(_:logger:)` and of the schema's creation and drop.
 public func withTestStack<R>(
     _ configuration: DataStackConfiguration, on store: TestStore, prefix: String = "test",
     logger: Logger = TestDatabase.noOpLogger, _ body: (DataStack) async throws -> R
