@@ -190,7 +190,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Tests that need no server (no `DATABASE_URL`): state machines, codecs, SQL text, caches, the change
-        // cursor, observers, in-memory stacks. Folders mirror the layers (Store/, Stack/, Observation/, Sync/).
+        // cursor, observers, in-memory stacks, the test kit. Folders mirror the layers (Store/, Stack/, Observation/,
+        // Sync/, Testing/).
         .testTarget(
             name: "SkyrosUnitTests",
             dependencies: [
