@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "Skyros", targets: ["Skyros"]),
         .library(name: "SkyrosPostgres", targets: ["SkyrosPostgres"]),
         .library(name: "SkyrosMigrations", targets: ["SkyrosMigrations"]),
+        .library(name: "SkyrosTesting", targets: ["SkyrosTesting"]),
         .executable(name: "migrate", targets: ["migrate"]),
         .executable(name: "skyros-demo", targets: ["skyros-demo"]),
     ],
@@ -118,6 +119,19 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The test kit apps ship their tests with (a schema per test, in-memory stacks, a stack double, starters
+        // that fail or wait, `eventually`, a log recorder). Above the façade; no testing framework: it works with
+        // swift-testing and XCTest alike.
+        .target(
+            name: "SkyrosTesting",
+            dependencies: [
+                "Skyros",
+                "SkyrosPostgres",
+                "SkyrosMigrations",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "migrate",
             dependencies: [
@@ -160,10 +174,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // What the test targets share (the server under test, child processes, deadline polls); not a product.
+        // What the test targets share beyond SkyrosTesting, which it re-exports (the server under test, its
+        // restarts, child processes, the swift-testing form of `eventually`); not a product.
         .target(
             name: "SkyrosTestSupport",
-            dependencies: ["SkyrosPostgres", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["SkyrosTesting", "SkyrosPostgres", .product(name: "Logging", package: "swift-log")],
             path: "Tests/SkyrosTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -175,7 +190,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Tests that need no server (no `DATABASE_URL`): state machines, codecs, SQL text, caches, the change
-        // cursor, observers, in-memory stacks. Folders mirror the layers (Store/, Stack/, Observation/, Sync/).
+        // cursor, observers, in-memory stacks, the test kit. Folders mirror the layers (Store/, Stack/, Observation/,
+        // Sync/, Testing/).
         .testTarget(
             name: "SkyrosUnitTests",
             dependencies: [

@@ -57,7 +57,7 @@ struct MigrateCommandTests {
 
         /// Waits for the process to exit, polling against a deadline; kills it if the deadline passes.
         func wait(deadline: Duration = .seconds(60)) async throws -> Result {
-            _ = await poll(within: deadline, every: .milliseconds(20)) { !self.process.isRunning }
+            _ = await eventually(within: deadline, every: .milliseconds(20)) { !self.process.isRunning }
             if self.process.isRunning {
                 self.process.terminate()
                 Issue.record("migrate \(self.process.arguments ?? []) did not exit within \(deadline)")
@@ -429,11 +429,11 @@ struct MigrateCommandTests {
             try await TestServer.withConnection { holder in
                 _ = try await holder.query("SELECT pg_advisory_lock(\(key))")
                 let run = try Run(["up", "--dir", directory.path, "--schema", schema])
-                let sawStart = await poll(within: .seconds(60), every: .milliseconds(50)) {
+                let sawStart = await eventually(within: .seconds(60), every: .milliseconds(50)) {
                     run.stderrSoFar.contains("Applying 4_slow.sql…") || !run.process.isRunning
                 }
                 #expect(sawStart && run.process.isRunning, "no start line while the migration runs: \(run.stderrSoFar)")
-                let sawProgress = await poll(within: .seconds(60), every: .milliseconds(50)) {
+                let sawProgress = await eventually(within: .seconds(60), every: .milliseconds(50)) {
                     run.stderrSoFar.contains("4_slow.sql: still running, 5 s elapsed") || !run.process.isRunning
                 }
                 #expect(sawProgress && run.process.isRunning, "no progress line while the migration runs: \(run.stderrSoFar)")

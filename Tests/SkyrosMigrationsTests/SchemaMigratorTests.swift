@@ -277,7 +277,7 @@ struct MigratorTests {
             let pathBefore = try await connection.query("SHOW search_path")[0].decode(String.self, at: 0)
             let running = Task { try await migrator.migrate(on: connection) }
             let observer = try await TestServer.connect()
-            let started = try await poll(within: .seconds(20), every: .milliseconds(20)) {
+            let started = try await eventually(within: .seconds(20), every: .milliseconds(20)) {
                 try await observer.query(
                     "SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid) AND query LIKE '%pg_sleep%'")[0].decode(Int.self, at: 0) > 0
             }

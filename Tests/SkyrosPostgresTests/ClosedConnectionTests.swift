@@ -15,7 +15,7 @@ func withinDeadline<R: Sendable>(
         outcome.withLock { $0 = result }
     }
     _ = task
-    guard await poll(within: deadline, every: .milliseconds(5), { outcome.withLock { $0 != nil } }) else {
+    guard await eventually(within: deadline, every: .milliseconds(5), { outcome.withLock { $0 != nil } }) else {
         Issue.record("\(what) did not finish within \(deadline)")
         return nil
     }
@@ -30,7 +30,7 @@ struct ClosedConnectionTests {
         let connection = try await TestServer.connect()
         await connection.close()
         // Until the connection's thread has found its queue empty and exited (asked without a job on it).
-        await eventually { connection.threadHasExited }
+        await expectEventually { connection.threadHasExited }
         for round in 0..<3 {
             #expect(try await withinDeadline("isClosed (\(round))") { await connection.isClosed } == true)
             let query = try await withinDeadline("query (\(round))") { () -> PGError? in

@@ -45,7 +45,7 @@ struct ConnectionPoolTests {
         #expect(pool.statistics.leaseTimeouts == 1)
         // Releasing hands the connection to the next waiter.
         let waiter = Task { try await pool.withConnection { try await $0.query("SELECT 1")[0].decode(Int.self, at: 0) } }
-        await eventually { pool.statistics.waiting == 1 }
+        await expectEventually { pool.statistics.waiting == 1 }
         await pool.release(first)
         #expect(try await waiter.value == 1)
         await pool.release(second)
@@ -58,7 +58,7 @@ struct ConnectionPoolTests {
             configuration: .init(maximumConnections: 1, leaseTimeout: .seconds(120)), postgres: try TestServer.configuration)
         let held = try await pool.lease()
         let waiter = Task { try await pool.withConnection { _ in } }
-        #expect(await eventually { pool.statistics.waiting == 1 })
+        #expect(await expectEventually { pool.statistics.waiting == 1 })
         waiter.cancel()
         // Long before the lease timeout: the cancellation ends the wait.
         let error = await #expect(throws: PGError.self) { try await waiter.value }
@@ -80,7 +80,7 @@ struct ConnectionPoolTests {
             waiters.append(Task {
                 try await pool.withConnection { _ in order.withLock { $0.append(i) } }
             })
-            #expect(await eventually { pool.statistics.waiting == i + 1 })
+            #expect(await expectEventually { pool.statistics.waiting == i + 1 })
         }
         await pool.release(held)
         for waiter in waiters { try await waiter.value }
@@ -97,11 +97,11 @@ struct ConnectionPoolTests {
         let held = try await pool.lease()
         let queued = ContinuousClock.now
         let waiter = Task { try await pool.withConnection { _ in } }
-        #expect(await eventually { pool.statistics.waiting == 1 })
+        #expect(await expectEventually { pool.statistics.waiting == 1 })
         await pool.release(held)
         try await waiter.value
         let pastTheTimeout = queued + leaseTimeout + .milliseconds(500) - ContinuousClock.now
-        #expect(await poll(within: max(pastTheTimeout, .milliseconds(500))) { pool.statistics.leaseTimeouts != 0 } == false)
+        #expect(await eventually(within: max(pastTheTimeout, .milliseconds(500))) { pool.statistics.leaseTimeouts != 0 } == false)
         await pool.shutdown()
     }
 
@@ -127,7 +127,7 @@ struct ConnectionPoolTests {
         let pid = try await pool.withConnection { await $0.backendPID }
         let admin = try await TestServer.connect()
         try await admin.query("SELECT pg_terminate_backend(\(pid))")
-        try await eventually {
+        try await expectEventually {
             try await admin.query("SELECT count(*) FROM pg_stat_activity WHERE pid = \(Int(pid))")[0].decode(Int.self, at: 0) == 0
         }
         let newPID = try await pool.withConnection { connection in
@@ -153,7 +153,7 @@ struct ConnectionPoolTests {
         // Dropped while idle: the check finds it closed, and the body runs on a new connection.
         try await TestServer.withConnection { admin in
             try await admin.query("SELECT pg_terminate_backend(\(pid))")
-            try await eventually {
+            try await expectEventually {
                 try await admin.query("SELECT count(*) FROM pg_stat_activity WHERE pid = \(Int(pid))")[0].decode(Int.self, at: 0) == 0
             }
         }
@@ -175,10 +175,10 @@ struct ConnectionPoolTests {
         // every 50 ms, and under load a poll can keep landing inside that window.
         func open(_ statistics: PGConnectionPool.Statistics) -> Int { statistics.opened - statistics.closed }
         let runner = Task { try await pool.run() }
-        await eventually(within: .seconds(30), "run() opens the minimum") { open(pool.statistics) == 1 }
+        await expectEventually(within: .seconds(30), "run() opens the minimum") { open(pool.statistics) == 1 }
         try await holdAtOnce(4, connectionsOf: pool)
         #expect(pool.statistics.opened == 4, "the four leases held at once opened three above the minimum")
-        await eventually(within: .seconds(30), "idle connections above the minimum close") {
+        await expectEventually(within: .seconds(30), "idle connections above the minimum close") {
             open(pool.statistics) == 1
         }
         runner.cancel()
@@ -202,12 +202,12 @@ extension ConnectionPoolTests {
             let pid = await connection.backendPID
             // Occupies the idle connection's thread (as a long statement would) until the lock is released.
             let blocked = Task { try await connection.query("SELECT pg_advisory_xact_lock(\(key))") }
-            await eventually {
+            await expectEventually {
                 let waiting = try? await locker.query("SELECT count(*) FROM pg_locks WHERE pid = \(pid) AND NOT granted")
                 return (try? waiting?[0].decode(Int.self, at: 0)) == 1
             }
             let maintenance = Task { await pool.maintain() }
-            await eventually("the check took the connection") {
+            await expectEventually("the check took the connection") {
                 pool.statistics.idle == 0 && pool.statistics.inUse == 1
             }
             await pool.shutdown()

@@ -139,7 +139,7 @@ struct ConnectionTests {
         let clock = ContinuousClock()
         let task = Task { try await connection.query("SELECT pg_sleep(10)") }
         // Wait until the server is actually running the statement.
-        try await eventually("the statement never ran") {
+        try await expectEventually("the statement never ran") {
             let rows = try await observer.query("SELECT state FROM pg_stat_activity WHERE pid = \(Int(pid))")
             return try rows.first?.decode(String?.self, at: 0) == "active"
         }
@@ -358,7 +358,7 @@ struct ConnectionTests {
         try await connection.query("SELECT pg_sleep(0.1)")
         #expect(await connection.busyPollsNextReply == false)
         // A local point select comes back within twice the window (retried: the VM can stall any one of them).
-        try await eventually("no point select came back within twice the window") {
+        try await expectEventually("no point select came back within twice the window") {
             try await connection.query("SELECT 1")
             return await connection.busyPollsNextReply
         }

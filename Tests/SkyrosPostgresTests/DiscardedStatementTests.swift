@@ -88,7 +88,7 @@ extension DiscardedStatementTests {
         try await TestServer.withConnection { sender in
             for payload in ["a", "reset", "b"] { _ = try await sender.query("SELECT pg_notify(\(channel), \(payload))") }
         }
-        await eventually { outcomes.withLock { $0.count } == 3 }
+        await expectEventually { outcomes.withLock { $0.count } == 3 }
         #expect(outcomes.withLock { $0 } == ["42", "42", "42"])
         listener.stop()
     }

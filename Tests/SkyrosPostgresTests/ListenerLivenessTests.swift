@@ -21,7 +21,7 @@ struct ListenerLivenessTests {
                 return true
             })
         try await TestServer.withConnection { _ = try await $0.query("SELECT pg_notify(\(channel), 'x')") }
-        await eventually { options.withLock { $0 != nil } }
+        await expectEventually { options.withLock { $0 != nil } }
         listener.stop()
         return options.withLock { $0 } ?? [:]
     }
@@ -64,7 +64,7 @@ struct ListenerLivenessTests {
                 let rows = try await admin.query("SELECT pid FROM pg_stat_activity WHERE application_name = \(application)")
                 return rows.count == 1 ? Int32(try rows[0].decode(Int.self, at: 0)) : nil
             }
-            await eventually { seen.withLock { $0.first == .listening } }
+            await expectEventually { seen.withLock { $0.first == .listening } }
             let first = try #require(try await backend())
             // Several idle checks pass on a healthy connection without a reconnect.
             try await admin.query("SELECT pg_sleep(0.7)")
@@ -72,22 +72,22 @@ struct ListenerLivenessTests {
 
             try #require(kill(first, SIGSTOP) == 0, "cannot stop the backend (not a local server?)")
             defer { kill(first, SIGCONT) }
-            await eventually(within: .seconds(20), "a silent server is noticed") { reconnects() == 1 }
+            await expectEventually(within: .seconds(20), "a silent server is noticed") { reconnects() == 1 }
             kill(first, SIGCONT)
             try await admin.query("SELECT pg_terminate_backend(\(first))")
 
             // A terminated backend is noticed as before.
             var second: Int32?
-            await eventually {
+            await expectEventually {
                 guard let pid = try? await backend(), pid != first else { return false }
                 second = pid
                 return true
             }
             try await admin.query("SELECT pg_terminate_backend(\(try #require(second)))")
-            await eventually(within: .seconds(20)) { reconnects() == 2 }
-            await eventually { (try? await backend()).flatMap { $0 } != nil }
+            await expectEventually(within: .seconds(20)) { reconnects() == 2 }
+            await expectEventually { (try? await backend()).flatMap { $0 } != nil }
             try await admin.query("SELECT pg_notify(\(channel), 'after')")
-            await eventually {
+            await expectEventually {
                 seen.withLock { events in
                     if case .notification(let note) = events.last { return note.payload == "after" }
                     return false

@@ -89,7 +89,7 @@ struct ListenerTests {
             _ = try await sender.execute(script: "BEGIN; SELECT pg_notify('\(channel)', 'a'); SELECT pg_notify('\(channel)', 'b'); SELECT pg_notify('\(channel)', 'c'); COMMIT")
             // 'alone' goes once the transaction's three were handled: sent at once, a loaded listener could
             // receive all four in one read, and then 'alone' would rightly wait behind them.
-            await eventually("the transaction's notifications were handled") { backlogs.withLock { $0["c"] != nil } }
+            await expectEventually("the transaction's notifications were handled") { backlogs.withLock { $0["c"] != nil } }
             _ = try await sender.query("SELECT pg_notify(\(channel), 'alone')")
         }
         var payloads: [String] = []

@@ -30,10 +30,10 @@ struct PoolMetricsTests {
         #expect(leased.lastValue == 1)
         // A second caller waits for the only connection.
         let waiting = Task { try await pool.withConnection { try await $0.query("SELECT 41 + 1")[0].decode(Int.self, at: 0) } }
-        #expect(await eventually { waiters.lastValue == 1 })
+        #expect(await expectEventually { waiters.lastValue == 1 })
         await pool.release(held)
         #expect(try await waiting.value == 42)
-        #expect(await eventually { leased.lastValue == 0 && idle.lastValue == 1 && waiters.lastValue == 0 })
+        #expect(await expectEventually { leased.lastValue == 0 && idle.lastValue == 1 && waiters.lastValue == 0 })
         #expect(pool.statistics.waiting == 0)
 
         // One wait per lease: the first (opened a connection) and the waiter's.

@@ -314,7 +314,7 @@ private struct ReplicationFixture {
             let slot = self.slot
             _ = try? await connection.query(
                 "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = \(slot) AND active_pid IS NOT NULL")
-            _ = await poll(within: defaultPollDeadline) {
+            _ = await eventually(within: defaultPollDeadline) {
                 let active = try? await connection.query("SELECT count(*) FROM pg_replication_slots WHERE slot_name = \(slot) AND active")
                 return (try? active?[0].decode(Int.self, at: 0)) == 0
             }
@@ -409,7 +409,7 @@ struct ReplicationStreamTests {
 
                 // The stream reported what it received (write_lsn), and still nothing as flushed: the slot stays.
                 let lastEnd = transactions[5].endLSN
-                try await eventually("write_lsn reaches the last commit") {
+                try await expectEventually("write_lsn reaches the last commit") {
                     let rows = try await admin.query("SELECT write_lsn FROM pg_stat_replication WHERE pid = \(walsenderPID)")
                     return try rows.first.map { try $0.decode(LSN?.self, at: 0) ?? .invalid }.map { $0 >= lastEnd } ?? false
                 }
@@ -420,7 +420,7 @@ struct ReplicationStreamTests {
                 let fifthEnd = transactions[4].endLSN
                 stream.confirm(flushedThrough: fifthEnd)
                 #expect(stream.confirmedFlush == fifthEnd)
-                try await eventually("confirmed_flush_lsn reaches the confirmed position") {
+                try await expectEventually("confirmed_flush_lsn reaches the confirmed position") {
                     try await fixture.slotState(admin)?.confirmed == fifthEnd
                 }
                 // Confirmations only go forward.
@@ -463,7 +463,7 @@ struct ReplicationStreamTests {
                 // This connection announces the table again before its first change.
                 #expect(redelivered[0].relations.count == 1)
                 restarted.confirm(flushedThrough: redelivered[1].endLSN)
-                try await eventually("confirmed_flush_lsn follows the restarted stream") {
+                try await expectEventually("confirmed_flush_lsn follows the restarted stream") {
                     try await fixture.slotState(admin)?.confirmed == redelivered[1].endLSN
                 }
                 await restarted.stop()
@@ -512,7 +512,7 @@ struct ReplicationStreamTests {
                 #expect(error.kind == .connectionLost)
                 await stream.stop()
                 // The temporary slot went with its connection.
-                try await eventually("the temporary slot is dropped") { try await fixture.slotState(admin) == nil }
+                try await expectEventually("the temporary slot is dropped") { try await fixture.slotState(admin) == nil }
             }
         }
     }

@@ -21,7 +21,7 @@ struct ServerRestartTests {
 
         // New leases succeed without restarting the process.
         var answer: Int?
-        await eventually(within: .seconds(30), every: .milliseconds(50)) {
+        await expectEventually(within: .seconds(30), every: .milliseconds(50)) {
             answer = try? await pool.withConnection { try await $0.query("SELECT 42")[0].decode(Int.self, at: 0) }
             return answer != nil
         }

@@ -14,7 +14,7 @@ func holdAtOnce(_ count: Int, connectionsOf pool: PGConnectionPool) async throws
                 try await pool.withConnection { connection in
                     _ = try await connection.query("SELECT 1")
                     holding.withLock { $0 += 1 }
-                    await eventually(within: .seconds(30)) { holding.withLock { $0 } == count }
+                    await expectEventually(within: .seconds(30)) { holding.withLock { $0 } == count }
                 }
             }
         }

@@ -35,7 +35,7 @@ struct TransactionCancellationTests {
                         try await Self.insertOneThenWaitForCancellation(on: connection, into: table, inserted: inserted)
                     }
                 }
-                await eventually { inserted.withLock { $0 } }
+                await expectEventually { inserted.withLock { $0 } }
                 task.cancel()
                 let error = await #expect(throws: PGError.self) { try await task.value }
                 #expect(error?.kind == .queryCancelled)
@@ -66,7 +66,7 @@ struct TransactionCancellationTests {
                     try await Self.insertOneThenWaitForCancellation(on: connection, into: table, inserted: inserted)
                 }
             }
-            await eventually { inserted.withLock { $0 } }
+            await expectEventually { inserted.withLock { $0 } }
             let b = Task {
                 try await pool.withTransaction { connection -> Int in
                     let seen = try await connection.query("SELECT count(*) FROM \(qualified: table)")[0].decode(Int.self, at: 0)
@@ -74,7 +74,7 @@ struct TransactionCancellationTests {
                     return seen
                 }
             }
-            await eventually { pool.statistics.waiting == 1 }
+            await expectEventually { pool.statistics.waiting == 1 }
             a.cancel()
             let error = await #expect(throws: PGError.self) { try await a.value }
             #expect(error?.kind == .queryCancelled)

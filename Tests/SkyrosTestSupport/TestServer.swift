@@ -27,46 +27,36 @@ public enum TestServer {
         return try await withCleanup { try await body(connection) } cleanup: { await connection.close() }
     }
 
+    /// The server under test, as SkyrosTesting's `TestDatabase` (which creates and drops the tests' schemas).
+    public static var database: TestDatabase {
+        get throws { TestDatabase(configuration: try self.configuration) }
+    }
+
     /// A unique schema name (not created).
     public static func uniqueSchemaName(_ prefix: String) -> String {
-        "\(prefix)_\(UUID().uuidString.prefix(8).lowercased())"
+        TestDatabase.uniqueSchemaName(prefix)
     }
 
     /// Creates a fresh schema for one test and returns its name; dropped by `dropSchema`.
     public static func makeSchema(_ prefix: String = "t") async throws -> String {
-        let name = self.uniqueSchemaName(prefix)
-        let connection = try await self.connect()
-        try await connection.execute(script: "CREATE SCHEMA \(quoteIdentifier(name))")
-        await connection.close()
-        return name
+        try await self.database.createSchema(prefix: prefix).name
     }
 
     /// Runs `body` with a fresh schema (see ``makeSchema(_:)``) and drops it in line afterwards, whatever `body`
-    /// does (not from a detached task the test does not wait for).
+    /// does (SkyrosTesting's `TestDatabase.withSchema`).
     public static func withSchema<R>(_ prefix: String = "t", _ body: (String) async throws -> R) async throws -> R {
-        let name = try await self.makeSchema(prefix)
-        return try await withCleanup { try await body(name) } cleanup: { await self.dropSchema(name) }
+        try await self.database.withSchema(prefix: prefix) { try await body($0.name) }
     }
 
-    /// Drops the schema, and the logical-decoding capture of its tables: the publication and the replication
-    /// slot of the same name live outside the schema, and a slot left behind would keep WAL for ever (and take
-    /// one of the server's slots).
-    public static func dropSchema(_ name: String) async {
-        guard let connection = try? await self.connect() else { return }
-        await self.dropLogicalCapture(schema: name, on: connection)
-        _ = try? await connection.execute(script: "DROP SCHEMA IF EXISTS \(quoteIdentifier(name)) CASCADE")
-        await connection.close()
-    }
-
-    /// The publications of `schema`'s capture: by their comment, or because they publish its tables. Read from
-    /// the catalogs, not `pg_publication_tables`, whose function fails on a publication dropped meanwhile.
-    static func publicationsSQL(schema: String) -> PGQuery {
-        """
-        SELECT p.pubname::text FROM pg_publication AS p
-        WHERE obj_description(p.oid, 'pg_publication') = \("skyros change capture of schema " + schema)
-           OR EXISTS (SELECT FROM pg_publication_rel AS r JOIN pg_class AS c ON c.oid = r.prrelid
-                      JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE r.prpubid = p.oid AND n.nspname = \(schema))
-        """
+    /// Drops the schema and its logical-decoding capture (SkyrosTesting's `TestDatabase.dropSchema`). Records an
+    /// issue when a replication slot of it could not be dropped; other failures (the server is down) are ignored,
+    /// as a cleanup must not hide the test's own outcome.
+    public static func dropSchema(_ name: String, sourceLocation: SourceLocation = #_sourceLocation) async {
+        do {
+            try await self.database.dropSchema(name)
+        } catch let error as TestSchemaError {
+            Issue.record("\(error)", sourceLocation: sourceLocation)
+        } catch {}
     }
 
     /// Waits until the logical-decoding relay of `schema` (if it has one) has written every transaction committed
@@ -74,11 +64,11 @@ public enum TestServer {
     /// reaches the current WAL position. Records an issue when that takes longer than the deadline.
     public static func settleCapture(schema: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         try await self.withConnection { connection in
-            let names = try await connection.query(Self.publicationsSQL(schema: schema)).map { try $0.decode(String.self, at: 0) }
+            let names = try await connection.query(TestDatabase.capturePublicationsSQL(schema: schema)).map { try $0.decode(String.self, at: 0) }
             guard !names.isEmpty else { return }
             let position = try await connection.query("SELECT pg_current_wal_lsn()::text")[0].decode(String.self, at: 0)
             let array = "{" + names.map { "\"" + $0 + "\"" }.joined(separator: ",") + "}"
-            try await eventually("the relay of \(schema) did not reach \(position)", sourceLocation: sourceLocation) {
+            try await expectEventually("the relay of \(schema) did not reach \(position)", sourceLocation: sourceLocation) {
                 try await connection.query("""
                     SELECT coalesce(bool_and(confirmed_flush_lsn >= \(position)::pg_lsn), false) FROM pg_replication_slots
                     WHERE slot_name = ANY(\(array)::text[])
@@ -87,25 +77,17 @@ public enum TestServer {
         }
     }
 
-    /// Drops the publications of `schema`'s capture (their comment names it: `skyros change capture of schema
-    /// <schema>`) or that publish its tables, and the replication slots named like them (a capture's slot and
-    /// publication share their name). A stack still running (one a test shuts down in a
-    /// task it does not wait for) may stream the slot again after its walsender is ended, so the slot is
-    /// dropped in a loop: end the walsender, drop, for up to 10 s.
-    public static func dropLogicalCapture(schema: String, on connection: PGConnection) async {
-        let names = (try? await connection.query(Self.publicationsSQL(schema: schema)).map { try $0.decode(String.self, at: 0) }) ?? []
-        for name in names {
-            _ = try? await connection.execute(script: "DROP PUBLICATION IF EXISTS \(quoteIdentifier(name))")
-            let dropped = await poll(within: .seconds(10), every: .milliseconds(20)) {
-                _ = try? await connection.query(
-                    "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = \(name) AND active_pid IS NOT NULL")
-                _ = try? await connection.query(
-                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = \(name) AND NOT active")
-                return (try? await connection.query("SELECT count(*)::int FROM pg_replication_slots WHERE slot_name = \(name)")
-                    .first?.decode(Int.self, at: 0)) == 0
-            }
-            if !dropped { Issue.record("the replication slot \(name) of schema \(schema) could not be dropped within 10 s") }
-        }
+    /// Drops the publications of `schema`'s capture and their replication slots (SkyrosTesting's
+    /// `TestDatabase.dropSchema` does this before it drops a schema), for a schema a test does not drop, such as
+    /// `public`. Records an issue when a slot could not be dropped within 10 s.
+    public static func dropLogicalCapture(
+        schema: String, on connection: PGConnection, sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        do {
+            try await TestDatabase.dropLogicalCapture(schema: schema, on: connection)
+        } catch let error as TestSchemaError {
+            Issue.record("\(error)", sourceLocation: sourceLocation)
+        } catch {}
     }
 
     /// Whether the tests may use logical decoding: scripts/test starts the server with `wal_level=logical` unless

@@ -36,32 +36,32 @@ struct FailoverTests {
                         }
                     }
                     defer { observing.cancel() }
-                    await eventually { observed.withLock { $0 } == ["kept"] }
+                    await expectEventually { observed.withLock { $0 } == ["kept"] }
 
                     try await fixture.run("detach")
                     // Commits the standby never receives: an update the reader caches, and enough transactions
                     // that the ids the new primary hands out next are all below the reader's horizon.
                     try await writer.edit(StackCounter.self, id: "phase", durability: .committed) { $0.note = "lost" }
                     for id in 1...100 { try await writer.write(durability: .committed) { try $0.insert(note(id)) } }
-                    await eventually(within: .seconds(30)) { observed.withLock { $0.last } == "lost" }
+                    await expectEventually(within: .seconds(30)) { observed.withLock { $0.last } == "lost" }
                     #expect(try await reader.mainContext.object(StackCounter.self, id: "phase")?.note == "lost")
                     // Both stacks' horizons pass those ids (a read follows the last hint of a run).
                     let readsBefore = (reader.changeFeedStatistics.reads, writer.changeFeedStatistics.reads)
-                    await eventually(within: .seconds(30)) {
+                    await expectEventually(within: .seconds(30)) {
                         reader.changeFeedStatistics.reads > readsBefore.0 && writer.changeFeedStatistics.reads > readsBefore.1
                     }
 
                     try await fixture.run("promote")
                     // Both stacks notice the lost commits when their listeners reconnect, and drop their caches.
-                    await eventually(within: .seconds(60)) {
+                    await expectEventually(within: .seconds(60)) {
                         reader.changeFeedStatistics.flushes >= 1 && writer.changeFeedStatistics.flushes >= 1
                     }
-                    await eventually(within: .seconds(30)) { observed.withLock { $0.last } == "kept" }
+                    await expectEventually(within: .seconds(30)) { observed.withLock { $0.last } == "kept" }
                     #expect(try await reader.mainContext.object(StackCounter.self, id: "phase")?.note == "kept")
 
                     // A commit on the new primary (a transaction id below the old horizon) reaches the reader.
                     try await writer.edit(StackCounter.self, id: "phase", durability: .committed) { $0.note = "after" }
-                    await eventually(within: .seconds(30)) { observed.withLock { $0.last } == "after" }
+                    await expectEventually(within: .seconds(30)) { observed.withLock { $0.last } == "after" }
                     #expect(try await reader.mainContext.object(StackCounter.self, id: "phase")?.note == "after")
                 } cleanup: {
                     await reader.shutdown()
@@ -102,7 +102,7 @@ struct FailoverTests {
                     if let counter { observed.withLock { $0.append(counter.note) } }
                 }
             }
-            await eventually { observed.withLock { $0 } == ["before"] }
+            await expectEventually { observed.withLock { $0 } == ["before"] }
 
             // Queued writes from 10 tasks; the primary goes away while many are still queued.
             let writers = Task {
@@ -117,13 +117,13 @@ struct FailoverTests {
                     try await group.waitForAll()
                 }
             }
-            await eventually(within: .seconds(60)) { writer.commitQueueStatistics.sets >= 300 }
+            await expectEventually(within: .seconds(60)) { writer.commitQueueStatistics.sets >= 300 }
             // A group in flight when the primary stops: the old primary holds the insert of counter `held` (the
             // trigger sleeps only there), so the switch always meets a commit under way. Without it the switch
             // may land between two groups, and the next lease simply connects to the new primary.
             try await writer.write { try $0.insert(StackCounter(id: "held", name: "held", note: "held")) }
             let primary = try await PGConnection.connect(to: fixture.configuration("PRIMARY_URL"))
-            await eventually(within: .seconds(60)) {
+            await expectEventually(within: .seconds(60)) {
                 let sleeping = try? await primary.query("SELECT count(*)::int8 FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
                 return (try? sleeping?[0].decode(Int.self, at: 0)) == 1
             }
@@ -141,7 +141,7 @@ struct FailoverTests {
             #expect(writer.commitQueueStatistics.retries >= 1, "the switch interrupted the commit queue")
 
             // The observer's listener reconnected to the new primary and heard the update made there.
-            await eventually(within: .seconds(30)) { observed.withLock { $0 } == ["before", "after"] }
+            await expectEventually(within: .seconds(30)) { observed.withLock { $0 } == ["before", "after"] }
             #expect(try await observer.read { try await $0.object(StackCounter.self, id: "phase") }?.note == "after")
             #expect(observer.changeFeedStatistics.catchUps >= 1, "the listener reconnected and caught up from the log")
 

@@ -136,7 +136,7 @@ struct PgBouncerTests {
             let served = try (stats.first { try $0.decode(String.self, at: 0) == "postgres" }?.decode(String.self, at: 1)).flatMap { Int($0) }
             #expect((served ?? 0) >= 10, "transactions served by PgBouncer: \(String(describing: served))")
             await console.close()
-            await eventually(within: .seconds(30)) { latest.withLock { $0.map(\.id) } == [1000, 1001, 1002, 1003, 1004] }
+            await expectEventually(within: .seconds(30)) { latest.withLock { $0.map(\.id) } == [1000, 1001, 1002, 1003, 1004] }
 
             // B updates a row A has cached: A's listener (direct) evicts it, A reads the new value.
             #expect(try await a.read { try await $0.object(StackCounter.self, id: "c") }?.note == "a")
@@ -145,7 +145,7 @@ struct PgBouncerTests {
                 counter.note = "b"
                 try await context.update(counter)
             }
-            try await eventually(within: .seconds(30)) { try await a.read { try await $0.object(StackCounter.self, id: "c") }?.note == "b" }
+            try await expectEventually(within: .seconds(30)) { try await a.read { try await $0.object(StackCounter.self, id: "c") }?.note == "b" }
 
             // Optimistic locking through the pooler: another writer overtakes A's read before A's update commits.
             let conflict = await thrownError {

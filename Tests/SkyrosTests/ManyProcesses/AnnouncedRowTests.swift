@@ -51,7 +51,7 @@ private struct MPCounted: Entity, Equatable {
                 $0.value = 2
                 $0.title = "two\nlines, \\ and ☃"
             }
-            await eventually { b.changeFeedStatistics.refreshedRows == 1 }
+            await expectEventually { b.changeFeedStatistics.refreshedRows == 1 }
             // Served from B's memory: no miss, no read of the store.
             #expect(try await b.mainContext.object(MPItem.self, id: 1) == MPItem(id: 1, owner: 0, value: 2, title: "two\nlines, \\ and ☃"))
             #expect(b.cacheStatistics.misses == missesBefore)
@@ -59,10 +59,10 @@ private struct MPCounted: Entity, Equatable {
             // The refreshed version is the stored one: B's guarded update succeeds (a wrong version would be a
             // conflict), and A, which cached its own write's version, refreshes from B's announcement in turn.
             try await Self.update(MPItem.self, id: 1, in: b) { $0.value = 3 }
-            await eventually { a.changeFeedStatistics.refreshedRows == 1 }
+            await expectEventually { a.changeFeedStatistics.refreshedRows == 1 }
             #expect(try await a.mainContext.object(MPItem.self, id: 1)?.value == 3)
             try await Self.update(MPItem.self, id: 1, in: a) { $0.value = 4 }
-            await eventually { b.changeFeedStatistics.refreshedRows == 2 }
+            await expectEventually { b.changeFeedStatistics.refreshedRows == 2 }
             #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 4)
             #expect(b.cacheStatistics.misses == missesBefore)
             #expect(try await Self.storedInteger("SELECT value FROM \(qualified: [schema, "mp_items"]) WHERE id = 1") == 4)
@@ -95,7 +95,7 @@ private struct MPCounted: Entity, Equatable {
                 user.attributes = ["level": 9, "rank": -1]
                 try await context.update(user)
             }
-            await eventually { b.changeFeedStatistics.refreshedRows == 1 }
+            await expectEventually { b.changeFeedStatistics.refreshedRows == 1 }
             let refreshed = try #require(try await b.mainContext.object(StoreUser.self, id: 6))
             // What a stack with an empty cache reads from PostgreSQL.
             let c = try await Self.stack(schema)
@@ -122,7 +122,7 @@ private struct MPCounted: Entity, Equatable {
                     $0.note = value.isMultiple(of: 2) ? "even" : nil
                 }
             }
-            await eventually { b.changeFeedStatistics.refreshedRows == 4 }
+            await expectEventually { b.changeFeedStatistics.refreshedRows == 4 }
             #expect(try await b.mainContext.object(MPCounted.self, id: 7) == MPCounted(id: 7, value: 5, note: nil))
             // B's cached version is the stored row_version (5): its guarded update commits, and the column is 6.
             try await Self.update(MPCounted.self, id: 7, in: b) { $0.value = 6 }
@@ -160,7 +160,7 @@ private struct MPCounted: Entity, Equatable {
             // hold, and row 2's layout is not B's. B reads both again and sees the stored rows.
             // Waits for C's entry itself: counting B's remote entries would also count A's insert and the UPDATE
             // above, whose entries may be all that B applied yet.
-            await eventually { (try? await b.mainContext.object(MPItemWithoutTitle.self, id: 2))?.value == 2 }
+            await expectEventually { (try? await b.mainContext.object(MPItemWithoutTitle.self, id: 2))?.value == 2 }
             #expect(b.changeFeedStatistics.refreshedRows == 0)
             #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 11)
             await a.shutdown()
@@ -200,7 +200,7 @@ private struct MPCounted: Entity, Equatable {
             let b = try await Self.stack(schema)
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 0, title: "")) }
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 0, title: "")) }
-            await eventually { b.changeFeedStatistics.remoteEntries >= 2 }
+            await expectEventually { b.changeFeedStatistics.remoteEntries >= 2 }
             var observed = b.observe(MPItem.self, id: 1).makeAsyncIterator()
             #expect(try await observed.next()??.value == 0)
             #expect(try await b.mainContext.object(MPItem.self, id: 2)?.value == 0)   // cached, not observed
@@ -223,7 +223,7 @@ private struct MPCounted: Entity, Equatable {
 
             // A row cached but not observed is evicted as before, and read again when asked for.
             try await Self.update(MPItem.self, id: 2, in: a) { $0.value = 7 }
-            await eventually { b.changeFeedStatistics.remoteEntries >= 23 }
+            await expectEventually { b.changeFeedStatistics.remoteEntries >= 23 }
             #expect(try await b.mainContext.object(MPItem.self, id: 2)?.value == 7)
             #expect(b.cacheStatistics.misses == missesBefore + 1)
             #expect(b.changeFeedStatistics.rowsReadByListener == 20)
@@ -252,7 +252,7 @@ private struct MPCounted: Entity, Equatable {
                 }
                 #expect(!hint.payload.contains("private") && !hint.payload.contains(#""r":"#), "\(hint.payload)")
             }
-            await eventually { b.changeFeedStatistics.remoteEntries >= 2 }
+            await expectEventually { b.changeFeedStatistics.remoteEntries >= 2 }
             #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 2)
             #expect(b.cacheStatistics.misses == missesBefore + 1)   // evicted, read again
             #expect(b.changeFeedStatistics.refreshedRows == 0)
@@ -280,7 +280,7 @@ private struct MPCounted: Entity, Equatable {
                 await Self.waitUntilSeenInsert(b)
                 #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 1)   // cached in B
                 try await Self.update(MPItem.self, id: 1, in: a) { $0.title = "genuine" }
-                await eventually { b.changeFeedStatistics.refreshedRows == 1 }
+                await expectEventually { b.changeFeedStatistics.refreshedRows == 1 }
 
                 // The genuine hint, as any listener sees it, rewritten: the next version, another title.
                 var payload: String?
@@ -319,7 +319,7 @@ private struct MPCounted: Entity, Equatable {
                 // A genuine commit after them: once B has applied it, B has handled the forged hints before it.
                 let applied = b.changeFeedStatistics.remoteEntries
                 try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 2, title: "two")) }
-                await eventually { b.changeFeedStatistics.remoteEntries > applied }
+                await expectEventually { b.changeFeedStatistics.remoteEntries > applied }
                 #expect(b.changeFeedStatistics.refreshedRows == 1)
                 #expect(try await b.mainContext.object(MPItem.self, id: 1)?.title == "genuine")
             } cleanup: {
@@ -341,7 +341,7 @@ private struct MPCounted: Entity, Equatable {
     /// cached before it arrives is evicted when it does (an insert announced by another stack), and could then
     /// not be refreshed by the announcements the test counts.
     private static func waitUntilSeenInsert(_ stack: DataStack) async {
-        await eventually { stack.changeFeedStatistics.remoteEntries >= 1 }
+        await expectEventually { stack.changeFeedStatistics.remoteEntries >= 1 }
     }
 
     /// A durable write that reads row `id` of `T` through the writing context, changes it and updates it (so the

@@ -64,7 +64,7 @@ import Testing
             let stack = try await DataStack.start(configuration)
             #expect(try await stack.mainContext.object(CaptureBook.self, id: 2)?.title == "book2")
             _ = try await Psql.run("UPDATE cap_books SET title = 'renamed' WHERE id = 2", schema: schema)
-            let renamed = try await eventually(within: CaptureHarness.deadline) {
+            let renamed = try await expectEventually(within: CaptureHarness.deadline) {
                 try await stack.mainContext.object(CaptureBook.self, id: 2)?.title == "renamed"
             }
             #expect(renamed)
@@ -116,7 +116,7 @@ import Testing
     }
 
     private static func converges(_ stack: DataStack, book id: Int64, title: String) async -> Bool {
-        (try? await eventually(within: CaptureHarness.deadline) {
+        (try? await expectEventually(within: CaptureHarness.deadline) {
             try await stack.mainContext.object(CaptureBook.self, id: id)?.title == title
         }) ?? false
     }

@@ -131,7 +131,7 @@ struct CaptureProcessTests {
                 let observation = stack.observe(FetchDescriptor<CaptureAudit>(sortBy: [SortDescriptor(\CaptureAudit.id)]))
                 let observer = Task { for try await result in observation { await latest.set(result.values) } }
                 defer { observer.cancel() }
-                await eventually(within: CaptureHarness.deadline, "the audit observer gave no first result") {
+                await expectEventually(within: CaptureHarness.deadline, "the audit observer gave no first result") {
                     await latest.values != nil
                 }
 
@@ -141,7 +141,7 @@ struct CaptureProcessTests {
                         .map { CaptureAudit(id: try $0.decode(Int64.self, at: 0), note: try $0.decode(String.self, at: 1)) }
                 }
                 #expect(stored == [CaptureAudit(id: 1, note: "audit-first"), CaptureAudit(id: 2, note: "audit-second")])
-                let converged = try await poll(within: CaptureHarness.deadline) {
+                let converged = try await eventually(within: CaptureHarness.deadline) {
                     let updated = try await stack.mainContext.object(CaptureAudit.self, id: 1)
                     let inserted = try await stack.mainContext.object(CaptureAudit.self, id: 2)
                     let observed = await latest.values
@@ -185,7 +185,7 @@ struct CaptureProcessTests {
                     """, schema: schema)
                 #expect(output.contains("terminated \(nodes.count)"), "psql did not terminate both listeners: \(output)")
                 for node in nodes {
-                    try await eventually(within: CaptureHarness.deadline, "\(node.name)'s listener did not reconnect") {
+                    try await expectEventually(within: CaptureHarness.deadline, "\(node.name)'s listener did not reconnect") {
                         try await node.catchUps() >= 1
                     }
                 }
@@ -213,7 +213,7 @@ extension CaptureProcessTests {
         let ids = objects.keys.sorted()
         let expected = CaptureNodeState(objects: objects, observedBooks: stored, observedBook: .some(watchedBook))
         var latest = [CaptureNodeState](repeating: CaptureNodeState(), count: nodes.count)
-        _ = try await poll(within: CaptureHarness.deadline, every: .milliseconds(50)) {
+        _ = try await eventually(within: CaptureHarness.deadline, every: .milliseconds(50)) {
             for (index, node) in nodes.enumerated() where latest[index] != expected {
                 latest[index] = try await node.state(objects: ids)
             }

@@ -24,15 +24,15 @@ struct ChangeLogHorizonIsolatedTests {
             for id: Int64 in 1...5 {
                 try await a.write(durability: .committed) { try $0.insert(MPItem(id: id, owner: 0, value: 0, title: "")) }
             }
-            await eventually { b.changeFeedStatistics.remoteEntries >= 5 }
+            await expectEventually { b.changeFeedStatistics.remoteEntries >= 5 }
             // The read that follows the burst: the trailing read, started after its last hint (a read counted
             // earlier may have started during the burst, with a horizon below its last entries); then B is quiet.
             let feed = try #require(b.sync.changeFeed)
-            await eventually { feed.hasReadSinceLastHint }
+            await expectEventually { feed.hasReadSinceLastHint }
             // The burst's entries are pruned (as retention would), and A writes again.
             #expect(try await a.pruneChangeLog(olderThan: .zero, keepingAtMost: 0) >= 5)
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 6, owner: 0, value: 0, title: "")) }
-            await eventually { b.changeFeedStatistics.remoteEntries >= 6 }
+            await expectEventually { b.changeFeedStatistics.remoteEntries >= 6 }
             // B reads the log again after that entry (its own trailing read may have come before the entry was
             // delivered: the entry may arrive by a read as well as by its hint), and finds no gap.
             try await #require(b.sync.changeFeed).read()
@@ -74,11 +74,11 @@ struct ChangeLogHorizonIsolatedTests {
             for id: Int64 in 1...5 {
                 try await a.write(durability: .committed) { try $0.insert(MPItem(id: id, owner: 0, value: 0, title: "")) }
             }
-            await eventually { b.changeFeedStatistics.remoteEntries >= 5 }
-            await eventually { b.changeFeedStatistics.reads > readsAtStart }
+            await expectEventually { b.changeFeedStatistics.remoteEntries >= 5 }
+            await expectEventually { b.changeFeedStatistics.reads > readsAtStart }
             #expect(try await a.pruneChangeLog(olderThan: .zero, keepingAtMost: 0) == 0)
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 6, owner: 0, value: 0, title: "")) }
-            await eventually { b.changeFeedStatistics.remoteEntries >= 6 }
+            await expectEventually { b.changeFeedStatistics.remoteEntries >= 6 }
             // A read after that entry (see above) finds no gap.
             try await #require(b.sync.changeFeed).read()
             #expect(b.changeFeedStatistics.flushes == 0, "\(b.changeFeedStatistics)")
@@ -86,11 +86,11 @@ struct ChangeLogHorizonIsolatedTests {
             // the prune after that deletes them, still without a gap.
             _ = try await idle.execute(script: "COMMIT")
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 7, owner: 0, value: 0, title: "")) }
-            await eventually { b.changeFeedStatistics.remoteEntries >= 7 }
+            await expectEventually { b.changeFeedStatistics.remoteEntries >= 7 }
             try await #require(b.sync.changeFeed).read()
             #expect(try await a.pruneChangeLog(olderThan: .zero, keepingAtMost: 0) >= 7)
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 8, owner: 0, value: 0, title: "")) }
-            await eventually { b.changeFeedStatistics.remoteEntries >= 8 }
+            await expectEventually { b.changeFeedStatistics.remoteEntries >= 8 }
             try await #require(b.sync.changeFeed).read()
             #expect(b.changeFeedStatistics.flushes == 0, "\(b.changeFeedStatistics)")
             await idle.close()

@@ -144,13 +144,13 @@ struct ChangeLogTests {
             var events = listener.events.makeAsyncIterator()
             #expect(await events.next() == .listening)
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "one")) }
-            await eventually { b.changeFeedStatistics.hintEntries >= 1 }
+            await expectEventually { b.changeFeedStatistics.hintEntries >= 1 }
             #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == 1)   // cached in B
             let readsBefore = b.changeFeedStatistics.reads
 
             try await a.write(durability: .committed) { try await $0.update(MPItem(id: 1, owner: 0, value: 2, title: "two")) }
             // B evicts the row on A's hint alone: its next read of the row sees A's value, and it read no log.
-            try await eventually { try await b.mainContext.object(MPItem.self, id: 1)?.value == 2 }
+            try await expectEventually { try await b.mainContext.object(MPItem.self, id: 1)?.value == 2 }
             #expect(b.changeFeedStatistics.reads == readsBefore)
             #expect(b.changeFeedStatistics.hintEntries >= 2)
 
@@ -207,14 +207,14 @@ struct ChangeLogTests {
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 0, title: "")) }
             // Hints keep arriving from A; within a few intervals B reads the log once to advance its horizon.
             var value = 0
-            try await eventually {
+            try await expectEventually {
                 value += 1
                 try await a.write(durability: .committed) { [value] in try await $0.update(MPItem(id: 1, owner: 0, value: value, title: "")) }
                 return b.changeFeedStatistics.reads > readsAtStart
             }
             // Every entry (the insert and each update) is delivered once, by its hint or by that read.
             let entries = value + 1
-            await eventually { b.changeFeedStatistics.remoteEntries >= entries }
+            await expectEventually { b.changeFeedStatistics.remoteEntries >= entries }
             #expect(b.changeFeedStatistics.remoteEntries == entries, "\(b.changeFeedStatistics)")
             #expect(try await b.mainContext.object(MPItem.self, id: 1)?.value == value)
             await a.shutdown()
@@ -236,7 +236,7 @@ struct ChangeLogTests {
                 }
                 // A hint without an entry (B reads the log, finds no keys, and adds them).
                 _ = try await TestServer.withConnection { try await $0.query("SELECT pg_notify(\(ChangeLog.channelName(schema: schema)), '0')") }
-                #expect(try await poll(within: .seconds(20), every: .milliseconds(20)) {
+                #expect(try await eventually(within: .seconds(20), every: .milliseconds(20)) {
                     try await TestServer.withConnection { connection in
                         try await connection.query("""
                             SELECT count(*)::int8 FROM pg_attribute WHERE attrelid = to_regclass(\("\(quoteIdentifier(schema)).skyros_change_log_state"))
@@ -245,7 +245,7 @@ struct ChangeLogTests {
                     }
                 })
                 let before = b.changeFeedStatistics.hintEntries
-                try await eventually(within: .seconds(20)) {
+                try await expectEventually(within: .seconds(20)) {
                     try await a.write(durability: .committed) { try $0.insert(MPItem(id: Int64.random(in: 1...1_000_000), owner: 0, value: 1, title: "")) }
                     return b.changeFeedStatistics.hintEntries > before
                 }

@@ -38,7 +38,7 @@ struct ManyProcessRelayTests {
                     return nil
                 }
                 var relay: (node: CaptureNode, pid: Int32)?
-                await eventually(within: .seconds(20), "no child relays the slot") {
+                await expectEventually(within: .seconds(20), "no child relays the slot") {
                     relay = try? await relaying()
                     return relay != nil
                 }
@@ -63,7 +63,7 @@ struct ManyProcessRelayTests {
                 await first.node.kill()
                 let killed = ContinuousClock.now
                 var successor: (node: CaptureNode, pid: Int32)?
-                await eventually(within: .seconds(20), "no other child took the relay over") {
+                await expectEventually(within: .seconds(20), "no other child took the relay over") {
                     successor = try? await relaying()
                     return successor.map { $0.pid != first.pid && $0.node !== first.node } ?? false
                 }

@@ -21,7 +21,7 @@ struct ManyProcessTests {
             #expect(await child.exitStatus() == 0, "\(child.report)")
             // The default deadline: with logical decoding every schema's relay of the parallel suite decodes the
             // whole database's WAL (another test's million-row transaction included) on two cores.
-            try await eventually("process B's update did not reach A's main context") {
+            try await expectEventually("process B's update did not reach A's main context") {
                 try await stack.mainContext.object(MPItem.self, id: 1)?.value == 42
             }
             #expect(stack.changeFeedStatistics.remoteEntries >= 1)
@@ -47,25 +47,25 @@ struct ManyProcessTests {
                 "--rounds", String(rounds),
             ])
             defer { child.removeOutput() }
-            await eventually(within: .seconds(20)) { child.lines.contains("round 5") }
+            await expectEventually(within: .seconds(20)) { child.lines.contains("round 5") }
             let name = try #require(stack.changeFeedApplicationName)
             #expect(try await ManyProcessHarness.terminateListener(applicationName: name) >= 1)
             // Terminate again only once the listener has reconnected (else the second call could hit the
             // first, still exiting backend).
-            await eventually(within: .seconds(20)) { stack.changeFeedStatistics.catchUps >= 1 }
-            await eventually(within: .seconds(20)) { child.lines.contains("round 20") }
+            await expectEventually(within: .seconds(20)) { stack.changeFeedStatistics.catchUps >= 1 }
+            await expectEventually(within: .seconds(20)) { child.lines.contains("round 20") }
             #expect(try await ManyProcessHarness.terminateListener(applicationName: name) >= 1)
             #expect(await child.exitStatus() == 0, "\(child.report)")
 
             let missed: Comment = "A's main context missed updates made while its listener was down"
-            try await eventually(within: .seconds(5), missed) {
+            try await expectEventually(within: .seconds(5), missed) {
                 for id in ids where try await stack.mainContext.object(MPItem.self, id: id)?.value != rounds { return false }
                 return true
             }
-            await eventually(within: .seconds(5)) { await lastObserved.last == rounds }
+            await expectEventually(within: .seconds(5)) { await lastObserved.last == rounds }
             // The final values can arrive through a read triggered by a later hint before the listener's
             // `.reconnected` events are processed: wait for them too.
-            await eventually(within: .seconds(10), "catch-ups: \(stack.changeFeedStatistics.catchUps)") {
+            await expectEventually(within: .seconds(10), "catch-ups: \(stack.changeFeedStatistics.catchUps)") {
                 stack.changeFeedStatistics.catchUps >= 2
             }
             #expect(stack.changeFeedStatistics.flushes == 0)
@@ -122,7 +122,7 @@ extension ManyProcessTests {
             defer { children.forEach { $0.removeOutput() } }
             for child in children { #expect(await child.exitStatus() == 0, "\(child.report)") }
             let expected = try await stack.store.fetch(descriptor).map(\.value)
-            await eventually(within: .seconds(10), "the replayed diffs do not reproduce the query's result") {
+            await expectEventually(within: .seconds(10), "the replayed diffs do not reproduce the query's result") {
                 await replay.rows == expected
             }
             #expect(await replay.mismatches == 0)
@@ -148,7 +148,7 @@ extension ManyProcessTests {
                 }
                 let expected = try await stack.store.fetch(descriptor).map(\.value)
                 let comment: Comment = "step \(step): the replayed diffs do not reproduce the query's result"
-                await eventually(within: .seconds(10), comment) {
+                await expectEventually(within: .seconds(10), comment) {
                     await replay.rows == expected
                 }
             }

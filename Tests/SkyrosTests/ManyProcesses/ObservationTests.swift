@@ -165,7 +165,7 @@ struct ObservationTests {
             await connection.close()
 
             // B hears of the new log (A's hint), flushes its cache, and its observer re-runs the query.
-            await eventually(within: .seconds(10)) { b.changeFeedStatistics.flushes >= 1 }
+            await expectEventually(within: .seconds(10)) { b.changeFeedStatistics.flushes >= 1 }
             #expect(try await b.mainContext.object(MPItem.self, id: 1) == nil)
             let refetched = try await observed.next()
             #expect(refetched?.values.isEmpty == true)
@@ -195,20 +195,20 @@ struct ObservationTests {
                 }
             }
             defer { observers.forEach { $0.cancel() } }
-            await eventually { seenByA.withLock { $0 } == [] && seenByB.withLock { $0 } == [] }
+            await expectEventually { seenByA.withLock { $0 } == [] && seenByB.withLock { $0 } == [] }
 
             let entriesBefore = b.changeFeedStatistics.remoteEntries
             let (_, created) = try await a.mainContext.findOrCreate(MPItem(id: 1, owner: 0, value: 1, title: "made"))
             #expect(created)
-            await eventually { seenByA.withLock { $0 } == [1] }
-            await eventually { seenByB.withLock { $0 } == [1] }
+            await expectEventually { seenByA.withLock { $0 } == [1] }
+            await expectEventually { seenByB.withLock { $0 } == [1] }
             #expect(b.changeFeedStatistics.remoteEntries == entriesBefore + 1)
 
             // Found, not created: nothing announced.
             let (found, createdAgain) = try await b.mainContext.findOrCreate(MPItem(id: 1, owner: 0, value: 9, title: "other"))
             #expect(!createdAgain && found.title == "made")
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 2, title: "fence")) }
-            await eventually { seenByB.withLock { $0 } == [1, 2] }
+            await expectEventually { seenByB.withLock { $0 } == [1, 2] }
             #expect(a.changeFeedStatistics.remoteEntries == 0, "\(a.changeFeedStatistics)")
             await a.shutdown()
             await b.shutdown()
@@ -234,7 +234,7 @@ struct ObservationTests {
                 "INSERT INTO \(unsafeRaw: quoteIdentifier(schema)).mp_items (id, owner, value, title) VALUES (5, 0, 1, 'theirs')")
             let finding = Task { try await a.mainContext.findOrCreate(MPItem(id: 5, owner: 0, value: 2, title: "ours")) }
             // Until a session waits for this one's insert (not for another test's: the suite runs in parallel).
-            let waits = try await eventually(within: .seconds(20)) {
+            let waits = try await expectEventually(within: .seconds(20)) {
                 try await other.query("SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))")[0]
                     .decode(Int.self, at: 0) > 0
             }
@@ -266,7 +266,7 @@ struct ObservationTests {
             // Wait until the rebuild waits for that lock (its new store is live by then): a session blocked by this
             // one, not any ungranted advisory lock (other tests of the parallel run take them too, and one of theirs
             // let the write below start before the rebuild, which then invalidated it).
-            let waits = try await eventually(within: .seconds(20)) {
+            let waits = try await expectEventually(within: .seconds(20)) {
                 try await blocker.query("SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))")[0]
                     .decode(Int.self, at: 0) > 0
             }
@@ -282,7 +282,7 @@ struct ObservationTests {
                 written.withLock { $0 = true }
             }
             // The write is queued and held (or, without the hold, committed at once, unlogged).
-            await eventually { a.queuedCommits == 1 || written.withLock { $0 } }
+            await expectEventually { a.queuedCommits == 1 || written.withLock { $0 } }
             _ = try await blocker.query("SELECT pg_advisory_unlock(hashtext(\(logTable)))")
             try await rebuilding.value
             try await writing.value
@@ -331,9 +331,9 @@ struct ObservationTests {
                 }
             }
             defer { observing.cancel() }
-            await eventually { seen.withLock { $0 } == [] }
+            await expectEventually { seen.withLock { $0 } == [] }
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 2, title: "logged")) }
-            await eventually { seen.withLock { $0 } == [2] }
+            await expectEventually { seen.withLock { $0 } == [2] }
             let entries = try await GroupPipelineTests.changeLogEntries(store)
             #expect(entries.contains { $0.contains("2") }, "\(entries)")
             await blocker.close()

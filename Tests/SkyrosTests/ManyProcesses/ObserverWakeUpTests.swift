@@ -43,7 +43,7 @@ struct ObserverWakeUpTests {
                 registered = observers()
                 let applied = stack.changeFeedStatistics.remoteEntries
                 try await other.write(durability: .committed) { try await $0.update(MPItem(id: 2, owner: 0, value: 2, title: "r2")) }
-                await eventually { stack.changeFeedStatistics.remoteEntries > applied }
+                await expectEventually { stack.changeFeedStatistics.remoteEntries > applied }
                 #expect(await registered.woken() == ["row 2", "query"])
 
                 // A delete by predicate may change any row of its table.
@@ -96,7 +96,7 @@ struct ObserverWakeUpTests {
             #expect(try await nextTitle() == "discarded")
             // It commits: the store wins, the write is dropped, and the observer must be told.
             stack.releaseCommits()
-            await eventually { stack.queuedCommits == 0 }
+            await expectEventually { stack.queuedCommits == 0 }
             #expect(try await nextTitle() == "stored")
         }
     }

@@ -38,12 +38,12 @@ struct CaptureDefaultSchemaTests {
                 try await other.query("UPDATE public_notes SET text = 'psql update' WHERE id = 1")
                 // One log row per transaction, two of the stack's and two of psql's: at commit with triggers, once
                 // the relay wrote them with logical decoding.
-                await eventually("one log row per transaction: two of the stack's, two of psql's") {
+                await expectEventually("one log row per transaction: two of the stack's, two of psql's") {
                     (try? await other.query("SELECT count(*) FROM public.skyros_change_log WHERE changes <> ''")[0]
                         .decode(Int.self, at: 0)) == 4
                 }
                 await other.close()
-                await eventually("the stack's cache follows psql's insert and update") {
+                await expectEventually("the stack's cache follows psql's insert and update") {
                     let one = try? await stack.mainContext.object(PublicNote.self, id: 1)
                     let two = try? await stack.mainContext.object(PublicNote.self, id: 2)
                     return one?.text == "psql update" && two?.text == "psql"

@@ -182,7 +182,7 @@ struct CaptureNamesTests {
                 func converged(after step: String) async throws {
                     let expected = try await stored()
                     let ids = expected.compactMap { $0.split(separator: ":").first.flatMap { Int64($0) } }
-                    try await eventually(within: .seconds(15), "after \(step): \(context)") {
+                    try await expectEventually(within: .seconds(15), "after \(step): \(context)") {
                         guard await latest.rows == expected else { return false }
                         for (id, row) in zip(ids, expected) {
                             guard let object = try await stack.mainContext.object(Row.self, id: id),

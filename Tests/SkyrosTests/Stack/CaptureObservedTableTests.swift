@@ -20,10 +20,10 @@ struct CaptureObservedTableTests {
                 let observation = stack.observe(CaptureBook.self, id: 2)
                 let observer = Task { for try await book in observation { await latest.set(book?.title) } }
                 defer { observer.cancel() }
-                await eventually("the observer gave no first result") { await latest.title == "book2" }
+                await expectEventually("the observer gave no first result") { await latest.title == "book2" }
 
                 _ = try await Psql.run("UPDATE cap_books SET title = 'renamed by psql' WHERE id = 2", schema: schema)
-                await eventually("psql's update did not reach the observer of a table the stack does not list") {
+                await expectEventually("psql's update did not reach the observer of a table the stack does not list") {
                     await latest.title == "renamed by psql"
                 }
             } cleanup: {
@@ -67,7 +67,7 @@ struct CaptureObservedTableTests {
                             Task { for try await book in stacks[index].observe(CaptureBook.self, id: 2) { await titles[index].set(book?.title) } }
                         }
                         defer { observers.forEach { $0.cancel() } }
-                        await eventually("first results") {
+                        await expectEventually("first results") {
                             let (here, there) = (await titles[0].title, await titles[1].title)
                             return here == "book2" && there == "twin book2"
                         }
@@ -75,7 +75,7 @@ struct CaptureObservedTableTests {
                             _ = try await connection.execute(script: "UPDATE \(qualified).cap_books SET title = 'here' WHERE id = 2")
                         }
                         _ = try await twinAdmin.execute(script: "UPDATE \(qualified).cap_books SET title = 'there' WHERE id = 2")
-                        await eventually("each database's update reached its own stack") {
+                        await expectEventually("each database's update reached its own stack") {
                             let (here, there) = (await titles[0].title, await titles[1].title)
                             return here == "here" && there == "there"
                         }
@@ -98,7 +98,7 @@ struct CaptureObservedTableTests {
                     _ = try await admin.query("""
                         SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = \(twin) AND active_pid IS NOT NULL
                         """)
-                    _ = await poll(within: defaultPollDeadline) {
+                    _ = await eventually(within: defaultPollDeadline) {
                         let active = try? await admin.query("SELECT count(*)::int FROM pg_replication_slots WHERE database = \(twin) AND active")
                         return (try? active?[0].decode(Int.self, at: 0)) == 0
                     }

@@ -52,7 +52,7 @@ struct CaptureOwnRowsTests {
             let observation = stack.observe(CaptureStamped.self, id: 1)
             let observer = Task { for try await row in observation { await latest.set(row) } }
             defer { observer.cancel() }
-            await eventually(within: .seconds(15), "the row observer gave no first result") { await latest.value == before }
+            await expectEventually(within: .seconds(15), "the row observer gave no first result") { await latest.value == before }
 
             let sent = CaptureStamped(id: 1, title: "renamed", updatedAt: Date(timeIntervalSince1970: 0))
             try await stack.write(durability: .committed) { try await $0.update(sent) }
@@ -60,7 +60,7 @@ struct CaptureOwnRowsTests {
             #expect(stored.title == "RENAMED")
             #expect(stored.updatedAt > before.updatedAt)
 
-            let converged = try await poll(within: .seconds(15)) {
+            let converged = try await eventually(within: .seconds(15)) {
                 let cached = try await stack.mainContext.object(CaptureStamped.self, id: 1)
                 let observed = await latest.value
                 return cached == stored && observed == stored
@@ -81,7 +81,7 @@ struct CaptureOwnRowsTests {
             try await stack.write(durability: .committed) { try $0.insert(sent) }
             let stored = try #require(try await Self.stored(2, schema: schema))
             #expect(stored.title == "SECOND")
-            let converged = try await poll(within: .seconds(15)) {
+            let converged = try await eventually(within: .seconds(15)) {
                 try await stack.mainContext.object(CaptureStamped.self, id: 2) == stored
             }
             let cached = try await stack.mainContext.object(CaptureStamped.self, id: 2)
@@ -99,14 +99,14 @@ struct CaptureOwnRowsTests {
                 let observation = stack.observe(all)
                 let observer = Task { for try await result in observation { await latest.set(result.values.map(\.id)) } }
                 defer { observer.cancel() }
-                await eventually(within: .seconds(15), "the books observer gave no first result") {
+                await expectEventually(within: .seconds(15), "the books observer gave no first result") {
                     await latest.ids == [1, 2, 3, 4, 5, 6]
                 }
 
                 try await stack.write(durability: .committed) { try await $0.delete(CaptureAuthor.self, id: 1) }
                 #expect(try await CaptureHarness.storedBooks(schema: schema) == "3 4:book4,5:book5,6:book6")
 
-                let converged = try await poll(within: .seconds(15)) {
+                let converged = try await eventually(within: .seconds(15)) {
                     for id: Int64 in 1...3 where try await stack.mainContext.object(CaptureBook.self, id: id) != nil { return false }
                     return await latest.ids == [4, 5, 6]
                 }

@@ -18,7 +18,7 @@ struct CommitQueueBackpressureTests {
                     written.withLock { $0 += 1 }
                 }
             }
-            await eventually { stack.queuedCommits == 50 }
+            await expectEventually { stack.queuedCommits == 50 }
             // The writer is parked: its next write waits for room (checked over several polls).
             for _ in 0..<20 {
                 #expect(written.withLock { $0 } == 50)
@@ -47,9 +47,9 @@ struct CommitQueueBackpressureTests {
                 }
                 finished.withLock { $0 = true }
             }
-            await eventually { stack.queuedCommits == 5 }
+            await expectEventually { stack.queuedCommits == 5 }
             try await stack.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
-            await eventually { finished.withLock { $0 } }
+            await expectEventually { finished.withLock { $0 } }
             let error = outcome.withLock { $0 } as? DataStackError
             #expect(error?.code == .contextInvalidated)
             writer.cancel()
@@ -72,7 +72,7 @@ struct CommitQueueBackpressureTests {
             }
             // The drain holds the only connection while the queue has work; it gives it back when a read waits.
             // (A generous deadline: on a loaded machine the first thousand rows took over ten seconds.)
-            try await eventually(within: .seconds(60)) { try await stack.store.count(FetchDescriptor<StackNote>()) >= 1_000 }
+            try await expectEventually(within: .seconds(60)) { try await stack.store.count(FetchDescriptor<StackNote>()) >= 1_000 }
             for _ in 0..<5 {
                 _ = try await stack.store.count(FetchDescriptor<StackNote>())
                 #expect(written.withLock { $0 } < writes, "the reads finished only after the writer")
@@ -117,7 +117,7 @@ struct CommitQueueBackpressureTests {
                 }
             }
             // Each drain ends once its wait for a set is over: the connection goes back to the pool.
-            await eventually { pool.statistics.inUse == 0 && pool.statistics.idle == 1 }
+            await expectEventually { pool.statistics.inUse == 0 && pool.statistics.idle == 1 }
             #expect(try await stack.store.count(FetchDescriptor<StackNote>()) == 100)
         }
     }
@@ -130,7 +130,7 @@ struct CommitQueueBackpressureTests {
             let writer = Task {
                 for id in 1...100 { try await stack.write { try $0.insert(StackNote(id: id, title: big, rank: id)) } }
             }
-            await eventually { stack.queuedCommits >= 9 }
+            await expectEventually { stack.queuedCommits >= 9 }
             for _ in 0..<20 { await Task.yield() }
             // About 100 kB of 10 kB rows: ten sets (the tenth crosses the bound), never all hundred.
             #expect((9...11).contains(stack.queuedCommits))
@@ -192,7 +192,7 @@ struct CommitQueueBackpressureTests {
                         failures.withLock { $0[id] = error }
                     }
                 })
-                await eventually { stack.commitQueueStatistics.queueDepth == id }
+                await expectEventually { stack.commitQueueStatistics.queueDepth == id }
             }
             // Release the lock once the four queued writers were failed by the deadline.
             let unlock = Task {

@@ -14,23 +14,19 @@ enum CommitQueueTestServer {
 
 extension StackTestServer {
     /// ``withStack(_:cacheLimit:_:)`` on PostgreSQL (the test server, or `server`) with a configuration
-    /// adjusted by `configure`.
+    /// adjusted by `configure`: SkyrosTesting's `TestDatabase.withStack`, in a schema of its own.
     static func withQueueStack<R>(
         server: PGConfiguration? = nil, logger: Logger = Logger(label: "skyros.test", factory: { _ in SwiftLogNoOpLogHandler() }),
         _ configure: (inout DataStackConfiguration) -> Void, _ body: (DataStack) async throws -> R
     ) async throws -> R {
-        let schema = uniqueSchemaName()
-        let postgres = try server ?? TestServer.configuration
+        let database = TestDatabase(configuration: try server ?? TestServer.configuration)
         return try await withMigrations(["1_stack.sql": migrationSQL]) { directory in
             var configuration = DataStackConfiguration(
-                store: .postgres(postgres, schema: schema), migrations: .directory(directory),
+                store: .inMemory, migrations: .directory(directory),
                 entities: [StackNote.self, StackCounter.self], pool: .init(maximumConnections: 4, leaseTimeout: .seconds(120)))
             configure(&configuration)
-            let stack = try await DataStack.start(configuration, logger: logger)
-            return try await withCleanup { try await body(stack) } cleanup: {
-                await stack.shutdown()
-                await TestServer.dropSchema(schema)
-            }
+            // A schema name that needs quoting everywhere (see `uniqueSchemaName()`), made and dropped by the kit.
+            return try await database.withStack(configuration, prefix: "stack \"ctx\"", logger: logger, body)
         }
     }
 }

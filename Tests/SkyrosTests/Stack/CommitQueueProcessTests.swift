@@ -34,7 +34,7 @@ struct CommitQueueProcessTests {
             let schema = try #require((stack.store as? PostgresStore)?.schema)
             let node = try NodeProcess.spawn(["durable-writer", schema, "1000000"])
             defer { node.removeOutput() }
-            await eventually(within: .seconds(60)) { node.lines.filter { $0.hasPrefix("ack ") }.count >= 300 }
+            await expectEventually(within: .seconds(60)) { node.lines.filter { $0.hasPrefix("ack ") }.count >= 300 }
             node.signal(SIGKILL)
             #expect(await node.exitStatus() == 128 + SIGKILL)
 
@@ -59,7 +59,7 @@ struct CommitQueueProcessTests {
             let count = 3000
             let node = try NodeProcess.spawn(["queued-writer", schema, "\(count)"])
             defer { node.removeOutput() }
-            await eventually(within: .seconds(60)) { node.lines.contains("queued \(count)") }
+            await expectEventually(within: .seconds(60)) { node.lines.contains("queued \(count)") }
             // Held: nothing is committed yet.
             #expect(try await Self.contents(schema).items.isEmpty)
             node.signal(SIGTERM)

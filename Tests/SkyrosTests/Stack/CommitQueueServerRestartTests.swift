@@ -35,7 +35,7 @@ struct CommitQueueServerRestartTests {
                 }
             }
             // Restart once commits are flowing and many are still queued.
-            await eventually(within: .seconds(60)) { stack.commitQueueStatistics.sets >= 500 }
+            await expectEventually(within: .seconds(60)) { stack.commitQueueStatistics.sets >= 500 }
             let committedBefore = stack.commitQueueStatistics.sets
             try await TestServer.pgCtl("restart -m fast -w -t 60")
             try await writers.value

@@ -31,7 +31,7 @@ struct CommitQueueTests {
                     outcomes.withLock { $0[index] = outcome }
                 })
                 // Queue them one after another, in order.
-                await eventually { stack.queuedCommits == index }
+                await expectEventually { stack.queuedCommits == index }
             }
             // Every write is visible before it commits, the failing one too.
             #expect(try await stack.read { try await $0.count(FetchDescriptor<StackNote>()) } == 11)
@@ -78,7 +78,7 @@ struct CommitQueueTests {
             let streamed = try #require(await iterator.next())
             #expect(streamed.code == .commitFailed)
             #expect((streamed.underlying as? PGError)?.kind == .uniqueViolation)
-            await eventually { done.withLock { $0 != nil } }
+            await expectEventually { done.withLock { $0 != nil } }
             #expect(calls.withLock { $0 } == 1)
             #expect(throws: PGError.self) { try done.withLock { $0 }?.get() }
         }
@@ -250,7 +250,7 @@ struct CommitQueueTests {
                     for try await value in stack.observe(StackNote.self, id: 1) { latest.withLock { $0 = value } }
                 }
                 defer { observing.cancel() }
-                await eventually { latest.withLock { $0 }?.title == "original" }
+                await expectEventually { latest.withLock { $0 }?.title == "original" }
 
                 // No other writer: the stored row is the value written, which stays cached.
                 try await stack.editNote(1, durability: .committed, policy: policy) { $0.rank = 2 }
@@ -269,7 +269,7 @@ struct CommitQueueTests {
                 }
                 let stored = StackNote(id: 1, title: "other", rank: 3)
                 #expect(try await stack.store.object(StackNote.self, id: 1)?.value == stored)
-                await eventually { latest.withLock { $0 } == stored }
+                await expectEventually { latest.withLock { $0 } == stored }
                 #expect(latest.withLock { $0 } == stored, "\(policy): the observer kept \(String(describing: latest.withLock { $0 }))")
                 #expect(try await stack.read { try await $0.object(StackNote.self, id: 1) } == stored)
             }

@@ -104,7 +104,7 @@ struct ContextSuiteTests {
             try later.save()
             stack.releaseCommits()
             try await stack.write(durability: .committed) { _ in }
-            await eventually { stack.queuedCommits == 0 }
+            await expectEventually { stack.queuedCommits == 0 }
             try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 3, title: "fence", rank: 3)) }
             #expect(try await stack.store.object(StackNote.self, id: 2)?.value.title == "new")
         }
@@ -336,7 +336,7 @@ struct ContextSuiteTests {
                 try context.insert(note(3))
                 return 3
             }, completion: { result in calls.withLock { $0.append(result) } })
-            await eventually { calls.withLock { $0.count } == 2 }
+            await expectEventually { calls.withLock { $0.count } == 2 }
             try await Task.sleep(for: .milliseconds(50))  // a double call would arrive now (asserted below)
             let results = calls.withLock { $0 }
             #expect(results.count == 2)

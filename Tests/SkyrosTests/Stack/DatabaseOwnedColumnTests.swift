@@ -255,7 +255,7 @@ struct DatabaseOwnedColumnTests {
             #expect(try !stack.mainContext.hasPendingChanges(OwnedNote.self, id: 99))
             stack.releaseCommits()
             try await stack.mainContext.saveToStore()
-            await eventually { (try? stack.mainContext.hasPendingChanges(OwnedNote.self, id: 2)) == false }
+            await expectEventually { (try? stack.mainContext.hasPendingChanges(OwnedNote.self, id: 2)) == false }
             let committed = try await stack.read { try await $0.object(OwnedNote.self, id: 2) }
             #expect(committed?.createdAt != .distantPast)
             #expect(committed?.token != note.token)

@@ -184,7 +184,7 @@ struct DoorCheckTests {
             // Queued (or committed): readers see the stored form at once.
             let visible = try await stack.mainContext.object(DoorTicket.self, id: 9)
             #expect(visible == expected)
-            try await eventually { try await !Self.storedRows(stack).isEmpty }
+            try await expectEventually { try await !Self.storedRows(stack).isEmpty }
             let stored = try await Self.storedRows(stack)
             #expect(stored == [expected])
             let at = try #require(expected.at)

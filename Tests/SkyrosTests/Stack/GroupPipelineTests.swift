@@ -89,7 +89,7 @@ struct GroupPipelineTests {
 
             stack.holdCommits()
             let first = Task { try await stack.write(durability: .committed) { try $0.insert(note(20)) } }
-            await eventually { stack.queuedCommits == 1 }
+            await expectEventually { stack.queuedCommits == 1 }
             let stale = Task {
                 try await stack.write(durability: .committed) { context in
                     var row = try #require(try await context.object(StackNote.self, id: 1))
@@ -97,9 +97,9 @@ struct GroupPipelineTests {
                     try await context.update(row)
                 }
             }
-            await eventually { stack.queuedCommits == 2 }
+            await expectEventually { stack.queuedCommits == 2 }
             let last = Task { try await stack.write(durability: .committed) { try $0.insert(note(21)) } }
-            await eventually { stack.queuedCommits == 3 }
+            await expectEventually { stack.queuedCommits == 3 }
             stack.releaseCommits()
 
             _ = try await first.value
@@ -433,7 +433,7 @@ struct GroupPipelineTests {
             let holding = Task {
                 try await store.pool.withConnection { _ in for await _ in release.stream { break } }
             }
-            await eventually { store.pool.statistics.inUse == 1 }
+            await expectEventually { store.pool.statistics.inUse == 1 }
             let error = await thrownError {
                 try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 90, title: "never sent", rank: 90)) }
             }
@@ -461,7 +461,7 @@ struct GroupPipelineTests {
                     #expect(deleted == 0)
                 }
             }
-            await eventually { stack.queuedCommits == 1 }
+            await expectEventually { stack.queuedCommits == 1 }
             // Changed behind the stack's back so that the delete matches it when it runs; the cache says rank 1.
             try await StackTestServer.execute(stack, "UPDATE stack_notes SET rank = 100 WHERE id = 70")
             store.afterNextGroupCommitted.withLock {
@@ -503,7 +503,7 @@ private struct HeldWrites {
         let stack = self.stack
         let expected = stack.queuedCommits + 1
         self.tasks.append(Task { try await stack.write(durability: .committed, body) })
-        await eventually { stack.queuedCommits == expected }
+        await expectEventually { stack.queuedCommits == expected }
     }
 
     /// Waits for every queued write (after the stack released its commits).

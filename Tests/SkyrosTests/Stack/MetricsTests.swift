@@ -69,15 +69,15 @@ struct MetricsTests {
             let catchUps = RecordedMetrics.total("skyros.feed.catch_ups")
             let reads = RecordedMetrics.total("skyros.feed.log_reads")
             try await writer.write(durability: .committed) { try $0.insert(note(1)) }
-            await eventually { RecordedMetrics.total("skyros.feed.entries") - entries >= 1 }
-            await eventually { reader.changeFeedStatistics.remoteEntries >= 1 }
+            await expectEventually { RecordedMetrics.total("skyros.feed.entries") - entries >= 1 }
+            await expectEventually { reader.changeFeedStatistics.remoteEntries >= 1 }
 
             // The reader caches the row; the writer's guarded update announces it whole: refreshed, not evicted.
             let refreshed = RecordedMetrics.total("skyros.feed.refreshed_rows")
             #expect(try await reader.mainContext.object(StackNote.self, id: 1) == note(1))
             try await writer.write(durability: .committed) { try await $0.update(note(1, rank: 10)) }
-            await eventually { RecordedMetrics.total("skyros.feed.refreshed_rows") - refreshed >= 1 }
-            await eventually { reader.changeFeedStatistics.refreshedRows == 1 }
+            await expectEventually { RecordedMetrics.total("skyros.feed.refreshed_rows") - refreshed >= 1 }
+            await expectEventually { reader.changeFeedStatistics.refreshedRows == 1 }
             #expect(try await reader.mainContext.object(StackNote.self, id: 1)?.rank == 10)
 
             // A stack whose hints carry no rows updates the row an observer of the reader watches: the reader's
@@ -89,8 +89,8 @@ struct MetricsTests {
             #expect(try await observed.next()??.rank == 10)
             try await plain.write(durability: .committed) { try await $0.update(note(1, rank: 20)) }
             // The reader's own count first: the recorded total is the process's, which other tests' stacks add to.
-            await eventually { reader.changeFeedStatistics.rowsReadByListener >= 1 }
-            await eventually { RecordedMetrics.total("skyros.feed.listener_reads") - listenerReads >= 1 }
+            await expectEventually { reader.changeFeedStatistics.rowsReadByListener >= 1 }
+            await expectEventually { RecordedMetrics.total("skyros.feed.listener_reads") - listenerReads >= 1 }
             #expect(reader.changeFeedStatistics.rowsReadByListener == 1)
             #expect(try await observed.next()??.rank == 20)
             await plain.shutdown()
@@ -99,10 +99,10 @@ struct MetricsTests {
             let listener = try #require(reader.changeFeedApplicationName)
             let terminated = try await ManyProcessHarness.terminateListener(applicationName: listener)
             #expect(terminated == 1)
-            await eventually(within: .seconds(30)) { RecordedMetrics.total("skyros.feed.catch_ups") - catchUps >= 1 }
-            await eventually(within: .seconds(30)) { reader.changeFeedStatistics.catchUps >= 1 }
+            await expectEventually(within: .seconds(30)) { RecordedMetrics.total("skyros.feed.catch_ups") - catchUps >= 1 }
+            await expectEventually(within: .seconds(30)) { reader.changeFeedStatistics.catchUps >= 1 }
             // The catch-up is counted when it starts; its read, when it is done.
-            await eventually { RecordedMetrics.total("skyros.feed.log_reads") - reads >= 1 }
+            await expectEventually { RecordedMetrics.total("skyros.feed.log_reads") - reads >= 1 }
             await reader.shutdown()
         }
     }
@@ -124,14 +124,14 @@ struct MetricsTests {
                 try context.insert(note(1))
                 try context.insert(note(2))
             }
-            await eventually { stack.changeFeedStatistics.ownRows == 2 }
+            await expectEventually { stack.changeFeedStatistics.ownRows == 2 }
             #expect(RecordedMetrics.total("skyros.feed.own_rows") - own >= 2)
 
             // Another writer's one-row update: applied from its hint, with its commit time.
             #expect(try await stack.mainContext.object(StackNote.self, id: 1)?.rank == 1)
             try await StackTestServer.execute(stack, "UPDATE stack_notes SET rank = 100 WHERE id = 1")
             // The rows are counted before the entry's lag is recorded: wait for both.
-            await eventually {
+            await expectEventually {
                 let statistics = stack.changeFeedStatistics
                 return statistics.otherRows == 1 && statistics.applyLagSamples == 1
             }
@@ -141,7 +141,7 @@ struct MetricsTests {
             let reads = stack.changeFeedStatistics.reads
             try await StackTestServer.execute(
                 stack, "INSERT INTO stack_notes (id, title, rank) SELECT g, 'bulk', g FROM generate_series(100, 139) AS g")
-            await eventually {
+            await expectEventually {
                 let statistics = stack.changeFeedStatistics
                 return statistics.otherRows == 41 && statistics.applyLagSamples == 2
             }

@@ -31,14 +31,14 @@ struct SlotLossIsolatedTests {
                 let latest = LatestStamped.Titles()
                 let observer = Task { for try await book in stack.observe(CaptureBook.self, id: 2) { await latest.set(book?.title) } }
                 defer { observer.cancel() }
-                await eventually("the observer gave no first result") { await latest.title == "book2" }
+                await expectEventually("the observer gave no first result") { await latest.title == "book2" }
 
                 // ALTER SYSTEM runs outside a transaction block: a statement of its own.
                 try await admin.query("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'")
                 try await admin.query("SELECT pg_reload_conf()")
                 _ = try await open.execute(script: "BEGIN; UPDATE \(qualified).cap_books SET title = 'written while the slot was lost' WHERE id = 2;")
                 var filler = 0
-                await eventually(within: .seconds(30), "the slot was not invalidated") {
+                await expectEventually(within: .seconds(30), "the slot was not invalidated") {
                     filler += 1
                     _ = try? await admin.execute(script: """
                         INSERT INTO \(qualified).cap_audit SELECT \(filler) * 1000 + g, repeat('x', 100) FROM generate_series(1, 200) AS g
@@ -53,12 +53,12 @@ struct SlotLossIsolatedTests {
                 // The relay's new slot waits for this transaction to end before it exists.
                 _ = try await open.execute(script: "COMMIT")
 
-                await eventually(within: .seconds(30), "the stack did not read again the row changed while the slot was lost") {
+                await expectEventually(within: .seconds(30), "the stack did not read again the row changed while the slot was lost") {
                     await latest.title == "written while the slot was lost"
                 }
                 // The new slot relays: a later change arrives as usual.
                 _ = try await Psql.run("UPDATE cap_books SET title = 'after the new slot' WHERE id = 2", schema: schema)
-                await eventually(within: .seconds(30), "a change after the new slot did not reach the observer") {
+                await expectEventually(within: .seconds(30), "a change after the new slot did not reach the observer") {
                     await latest.title == "after the new slot"
                 }
                 let status = try await admin.query("SELECT wal_status FROM pg_replication_slots WHERE slot_name = \(slot)")

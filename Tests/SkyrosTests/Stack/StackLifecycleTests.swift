@@ -23,7 +23,7 @@ struct StackLifecycleTests {
         stack.write({ context in try context.insert(StackNote(id: 101, title: "completion", rank: 0)) }, completion: { _ in
             completed.withLock { $0 = true }
         })
-        await eventually(within: .seconds(30)) { completed.withLock { $0 } }
+        await expectEventually(within: .seconds(30)) { completed.withLock { $0 } }
         for id in 200..<260 {
             try await stack.write { try $0.insert(StackNote(id: id, title: "queued \(id)", rank: id)) }
         }

@@ -67,8 +67,7 @@ enum StackTestServer {
     ) async throws -> R {
         switch kind {
         case .inMemory:
-            let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory, cacheLimit: cacheLimit))
-            return try await withCleanup { try await body(stack) } cleanup: { await stack.shutdown() }
+            return try await withTestStack(DataStackConfiguration(store: .inMemory, cacheLimit: cacheLimit), on: .inMemory, body)
         case .postgres:
             return try await withQueueStack(
                 {

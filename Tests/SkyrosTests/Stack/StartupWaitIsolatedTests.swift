@@ -91,7 +91,7 @@ struct StartupWaitIsolatedTests {
             let called = clock.now
             async let starting = DataStack.start(configuration, logger: logger)
             // Start is trying (and failing: nothing listens yet) before the server exists.
-            await eventually(within: .seconds(10)) { handler.entries.contains { $0.level == .warning } }
+            await expectEventually(within: .seconds(10)) { handler.entries.contains { $0.level == .warning } }
             // The deliberate delay: the server comes up ~4 s after start was called.
             try await Task.sleep(until: called + .seconds(4), clock: clock)
             try await fixture.run("start")

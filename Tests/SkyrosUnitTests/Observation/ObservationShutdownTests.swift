@@ -38,7 +38,7 @@ import Testing
             for try await _ in stack.observe(FetchDescriptor<MPItem>()) { count += 1 }
             results.withLock { $0 = count }
         }
-        await eventually { results.withLock { $0 } != nil }
+        await expectEventually { results.withLock { $0 } != nil }
         #expect(results.withLock { $0 } == 1)
         observing.cancel()
         #expect(stack.sync.observers.count == 0)
@@ -52,7 +52,7 @@ import Testing
                 services: [StreamingService(stack: stack, ended: ended)],
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
         let running = Task { try await group.run() }
-        await eventually { stack.sync.observers.count == 1 }
+        await expectEventually { stack.sync.observers.count == 1 }
         try await stack.write { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "")) }
         await group.triggerGracefulShutdown()
         try await running.value                                  // returned: the stream ended
