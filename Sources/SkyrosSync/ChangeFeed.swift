@@ -33,10 +33,12 @@ public struct ChangeFeedStatistics: Sendable, Hashable {
     /// Changed rows of this stack's own entries (the capture named this stack as their writer), counted as their
     /// hints arrive.
     public package(set) var ownRows = 0
-    /// Entries whose lag from commit to applied was measured (those with a commit time: see
-    /// ``ChangeFeedMetrics``), their mean lag, and the latest one's.
+    /// Entries whose lag from commit to applied was measured: those whose hint or log row carries the commit time
+    /// (the `skyros.feed.apply_lag` timer gets the same samples).
     public package(set) var applyLagSamples = 0
+    /// The mean lag from commit to applied over ``applyLagSamples``.
     public package(set) var averageApplyLag = Duration.zero
+    /// The lag from commit to applied of the latest measured entry.
     public package(set) var latestApplyLag = Duration.zero
 
     package init(
