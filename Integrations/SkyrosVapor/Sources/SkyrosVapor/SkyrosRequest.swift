@@ -73,6 +73,68 @@ public struct SkyrosRequest: DataStackProtocol {
         self.stack.write(body, completion: completion)
     }
 
+    /// ``DataStack/write(durability:mergePolicy:_:)`` with the request's logger.
+    ///
+    /// ```swift
+    /// try await req.skyros.write(durability: .committed, mergePolicy: .mergeByProperty) { try await $0.update(ticket) }
+    /// ```
+    @discardableResult
+    public func write<R>(
+        durability: WriteDurability?, mergePolicy: MergePolicy, _ body: (DataContext) async throws -> R
+    ) async throws -> R {
+        try await self.logged("write") {
+            try await self.stack.write(durability: durability, mergePolicy: mergePolicy, logger: self.request.logger, body)
+        }
+    }
+
+    /// ``DataStack/write(durability:mergePolicy:logger:_:)``: `logger` instead of the request's.
+    @discardableResult
+    public func write<R>(
+        durability: WriteDurability?, mergePolicy: MergePolicy?, logger: Logger, _ body: (DataContext) async throws -> R
+    ) async throws -> R {
+        try await self.logged("write") {
+            try await self.stack.write(durability: durability, mergePolicy: mergePolicy, logger: logger, body)
+        }
+    }
+
+    /// ``DataStack/write(durability:deadline:mergePolicy:logger:_:)``, with the request's logger unless `logger`
+    /// names another.
+    ///
+    /// ```swift
+    /// try await req.skyros.write(durability: .committed, deadline: .now + .seconds(2)) { try $0.insert(ticket) }
+    /// ```
+    @discardableResult
+    public func write<R>(
+        durability: WriteDurability?, deadline: ContinuousClock.Instant, mergePolicy: MergePolicy?, logger: Logger?,
+        _ body: (DataContext) async throws -> R
+    ) async throws -> R {
+        try await self.logged("write") {
+            try await self.stack.write(
+                durability: durability, deadline: deadline, mergePolicy: mergePolicy, logger: logger ?? self.request.logger, body)
+        }
+    }
+
+    /// ``DataStack/observe(_:)``.
+    public func observe<T: Entity>(_ descriptor: FetchDescriptor<T>) -> ObservationSequence<ObservedResult<T>> {
+        self.stack.observe(descriptor)
+    }
+
+    /// ``DataStack/observe(_:id:)``.
+    public func observe<T: Entity>(_ type: T.Type, id: T.ID) -> ObservationSequence<T?> {
+        self.stack.observe(type, id: id)
+    }
+
+    /// ``DataStack/readSnapshot(from:_:)``.
+    public func readSnapshot<R>(from source: SnapshotSource, _ body: (SnapshotReader) async throws -> R) async throws -> R {
+        try await self.logged("read") { try await self.stack.readSnapshot(from: source, body) }
+    }
+
+    /// ``DataStack/errors``: the application's stack's failed commits.
+    public var errors: AsyncStream<DataStackError> { self.stack.errors }
+
+    /// ``DataStack/shutdown()`` of the application's stack (the application's lifecycle does this on its own).
+    public func shutdown() async { await self.stack.shutdown() }
+
     /// Runs `body`; an error it throws is logged at `debug` with the request's logger, then rethrown.
     private func logged<R>(
         _ operation: String, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> R
