@@ -242,16 +242,15 @@ private struct MPCounted: Entity, Equatable {
             // trigger source sends one per transaction, a logical-decoding relay one per batch, and the insert and
             // the update may share a batch.
             let listening = Locked(false)
-            let hints = Task { () -> [String] in
-                var payloads: [String] = []
+            let received = Locked<[String]>([])
+            let hints = Task {
                 for await event in listener.events {
                     switch event {
                     case .listening: listening.withLock { $0 = true }
-                    case .notification(let hint): payloads.append(hint.payload)
+                    case .notification(let hint): received.withLock { $0.append(hint.payload) }
                     default: break
                     }
                 }
-                return payloads
             }
             await expectEventually { listening.withLock { $0 } }
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 1, owner: 0, value: 1, title: "private")) }
@@ -259,9 +258,18 @@ private struct MPCounted: Entity, Equatable {
             let missesBefore = b.cacheStatistics.misses
             try await Self.update(MPItem.self, id: 1, in: a) { $0.value = 2 }
             await expectEventually { b.changeFeedStatistics.remoteEntries >= 2 }
+            // B may have read the entries from the log (a scheduled read) before this test's listener received
+            // the hint that names the last of them: wait for that hint (its payload starts with the position).
+            let last = try await TestServer.withConnection {
+                try await $0.query("SELECT max(position) FROM \(unsafeRaw: quoteIdentifier(schema)).skyros_change_log")[0].decode(Int64.self, at: 0)
+            }
+            await expectEventually {
+                received.withLock { $0.contains { ($0.split(separator: " ").first.flatMap { Int64($0) } ?? 0) >= last } }
+            }
             listener.stop()
+            await hints.value
             // A's hints (the insert's and the update's, or one for both) name the row but carry none of its values.
-            let payloads = await hints.value
+            let payloads = received.withLock { $0 }
             #expect(!payloads.isEmpty, "no hint")
             for payload in payloads {
                 #expect(!payload.contains("private") && !payload.contains(#""r":"#), "\(payload)")
