@@ -132,6 +132,75 @@ struct CaptureNamesTests {
         try await self.roundTrip(NamingD.self, source: source)
     }
 
+    /// The relay's recovery of a slot dropped under a running stack (`recreateSlotIfLost`) reads the catalogs and
+    /// writes its truncate marker with the schema's and the table's hostile names.
+    @Test(
+        "a slot dropped under a running stack is recreated (hostile names)",
+        .enabled(if: TestServer.allowsLogicalDecoding, "needs logical decoding"))
+    func aDroppedSlotIsRecreated() async throws {
+        typealias Names = NamingB
+        typealias Row = HostileRow<Names>
+        let context = "seed \(HostileNames.seed) (SKYROS_NAMES_SEED replays it), names \(Names.names)"
+        let schema = TestServer.uniqueSchemaName(Names.schemaPrefix)
+        let table = "\(quoteIdentifier(schema)).\(quoteIdentifier(Names.table))"
+        let (key, count, label) = (quoteIdentifier(Names.key), quoteIdentifier(Names.count), quoteIdentifier(Names.label))
+        try await TestServer.withConnection { connection in
+            _ = try await connection.execute(script: """
+                CREATE SCHEMA \(quoteIdentifier(schema));
+                CREATE TABLE \(table) (\(key) bigint PRIMARY KEY, \(count) bigint NOT NULL, \(label) text NOT NULL);
+                INSERT INTO \(table) VALUES (1, 0, 'one');
+                """)
+        }
+        try await withCleanup {
+            let (logger, records) = RecordingLogHandler.logger()
+            var configuration = DataStackConfiguration(store: .postgres(try TestServer.configuration, schema: schema), entities: [Row.self])
+            configuration.changeFeed.captureSource = .logicalDecoding
+            let stack = try await DataStack.start(configuration, logger: logger)
+            let admin = try await PGConnection.connect(to: try TestServer.configuration)
+            try await withCleanup {
+                let slot = CaptureSources.slotName(schema: schema)
+                let latest = LatestHostileRows()
+                let observer = Task {
+                    for try await row in stack.observe(Row.self, id: 1) { await latest.set(row.map { ["\($0.count)"] } ?? []) }
+                }
+                defer { observer.cancel() }
+                await expectEventually("no first result: \(context)") { await latest.rows == ["0"] }
+
+                // End the relay's stream and drop the slot before the relay streams it again.
+                await expectEventually(within: .seconds(30), "the slot could not be dropped: \(context)") {
+                    _ = try? await admin.query("""
+                        SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = \(slot) AND active
+                        """)
+                    let dropped = try? await admin.query("""
+                        SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = \(slot) AND NOT active
+                        """)
+                    return (dropped?.count ?? 0) == 1
+                }
+                await expectEventually(within: .seconds(30), "the relay did not recreate the slot: \(context)") {
+                    records.entries.contains { $0.level == .error && "\($0.message)".contains("replication slot was lost") }
+                }
+                #expect(records.entries.first { "\($0.message)".contains("replication slot was lost") }?
+                    .metadata["skyros.capture.slot_status"] == "dropped", "\(context)")
+                // The marker names the hostile table, so the stack read the row again; the new slot relays.
+                let markers = try await admin.query("""
+                    SELECT count(*)::int FROM \(qualified: [schema, "skyros_change_log"]) AS l, jsonb_array_elements(l.changes::jsonb) AS c
+                    WHERE c ->> 'k' = 't' AND c ->> 't' = \(Names.table)
+                    """)[0].decode(Int.self, at: 0)
+                #expect(markers == 1, "entries marking the table as truncated: \(markers); \(context)")
+                try await Psql.run("UPDATE \(table) SET \(count) = \(count) + 1 WHERE \(key) = 1", schema: "public")
+                await expectEventually(within: .seconds(30), "a change after the new slot did not arrive: \(context)") {
+                    await latest.rows == ["1"]
+                }
+            } cleanup: {
+                await admin.close()
+                await stack.shutdown()
+            }
+            try await TestServer.withConnection { try await LogicalCapture(log: ChangeLog(schema: schema)).drop(includingLog: false, on: $0) }
+        } cleanup: {
+            await TestServer.dropSchema(schema)
+        }
+    }
+
     private func roundTrip<Names: HostileNaming>(_: Names.Type, source: ChangeCaptureSource) async throws {
         typealias Row = HostileRow<Names>
         let context = "\(source), seed \(HostileNames.seed) (SKYROS_NAMES_SEED replays it), names \(Names.names)"

@@ -59,6 +59,44 @@ struct DestroyScopeTests {
         }
     }
 
+    /// The `TRUNCATE` names the stack's tables as the server must read them: a table and columns with hostile
+    /// names (`CaptureNamesTests`' drawn naming C) are emptied, and a table whose name differs only by a quote or
+    /// by case is left alone.
+    @Test func hostileTableNamesAreQuoted() async throws {
+        typealias Names = NamingC
+        typealias Row = HostileRow<Names>
+        let context = "seed \(HostileNames.seed) (SKYROS_NAMES_SEED replays it), names \(Names.names)"
+        let schema = "destroy_\(UUID().uuidString.prefix(8).lowercased())"
+        let table = "\(schema).\(quoteIdentifier(Names.table))"
+        let (key, count, label) = (quoteIdentifier(Names.key), quoteIdentifier(Names.count), quoteIdentifier(Names.label))
+        let neighbours = [Names.table.uppercased() + "_", "\"" + Names.table, Names.table + " x"].filter { $0 != Names.table }
+        try await TestServer.withConnection { connection in
+            _ = try await connection.execute(script: """
+                CREATE SCHEMA \(schema);
+                CREATE TABLE \(table) (\(key) bigint PRIMARY KEY, \(count) bigint NOT NULL, \(label) text NOT NULL);
+                INSERT INTO \(table) VALUES (1, 1, 'one');
+                \(neighbours.map { "CREATE TABLE \(schema).\(quoteIdentifier($0)) (id int); INSERT INTO \(schema).\(quoteIdentifier($0)) VALUES (1);" }.joined(separator: "\n"))
+                """)
+        }
+        try await withCleanup {
+            var postgres = try TestServer.configuration
+            postgres["options"] = "-c search_path=\(schema)"
+            let stack = try await DataStack.start(DataStackConfiguration(store: .postgres(postgres), entities: [Row.self]))
+            try await withCleanup {
+                try await stack.write(durability: .committed) { try $0.insert(Row(id: 2, count: 2, label: "two")) }
+                try await stack.destroyAndRebuild(confirm: .iUnderstandThisDeletesData)
+                #expect(try await self.count(Names.table, in: schema) == 0, "\(context)")
+                for neighbour in neighbours {
+                    #expect(try await self.count(neighbour, in: schema) == 1, "\(neighbour) lost its row; \(context)")
+                }
+            } cleanup: {
+                await stack.shutdown()
+            }
+        } cleanup: {
+            await TestServer.dropSchema(schema)
+        }
+    }
+
     @Test func aForeignKeyFromAnotherTableMakesItFailWithNothingDeleted() async throws {
         try await self.withSharedSchemaStack { stack, schema in
             try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 1, title: "one", rank: 1, tag: nil)) }
