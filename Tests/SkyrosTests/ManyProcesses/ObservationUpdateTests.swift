@@ -2,6 +2,7 @@ import Foundation
 @testable import Skyros
 import SkyrosTestFixtures
 import SkyrosPostgres
+import SkyrosSync
 import SkyrosTestSupport
 import Testing
 
@@ -53,13 +54,44 @@ struct ObservationUpdateTests {
     static func nextMatching(
         _ iterator: inout ObservationSequence<SectionedResult<MPItem, Int>>.AsyncIterator,
         replaying replayed: inout [ResultSection<MPItem, Int>], _ stack: DataStack, _ descriptor: FetchDescriptor<MPItem>,
-        sourceLocation: SourceLocation = #_sourceLocation
+        schema: String? = nil, sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> SectionedResult<MPItem, Int> {
+        let watchdog = Self.watchdog(stack, descriptor, schema: schema, waitingFor: replayed.map { "\($0.key): \($0.values.map(\.id))" })
+        defer { watchdog.cancel() }
         while true {
             let result = try #require(try await iterator.next(), sourceLocation: sourceLocation)
             replayed = result.diff.applied(to: replayed)
             #expect(replayed == result.sections, "the sectioned diff does not replay", sourceLocation: sourceLocation)
             if result.sections == Self.grouped(try await Self.fetch(stack, descriptor)) { return result }
+        }
+    }
+
+    /// After 20 s without the element a wait expects, records what the stack, its feed and the server hold
+    /// (the wait goes on until the suite's time limit): a stuck observation says where it is stuck.
+    static func watchdog(
+        _ stack: DataStack, _ descriptor: FetchDescriptor<MPItem>, schema: String?, waitingFor last: [String]) -> Task<Void, Never> {
+        Task {
+            guard (try? await Task.sleep(for: .seconds(20))) != nil else { return }
+            var lines = ["an observation waited 20 s; its last element: \(last)"]
+            lines.append("a fetch now: \((try? await Self.fetch(stack, descriptor).map { "\($0.id)/\($0.owner)" }) ?? ["failed"])")
+            lines.append("feed: \(stack.changeFeedStatistics)")
+            guard let schema else { Issue.record(Comment(rawValue: lines.joined(separator: "\n"))); return }
+            let slot = LogicalCapture.slotName(schema: schema, database: (try? TestServer.configuration.database ?? "postgres") ?? "postgres")
+            let queries: [(String, PGQuery)] = [
+                ("rows", "SELECT string_agg(id || '/' || owner || '@' || xmin::text, ' ' ORDER BY id) FROM \(unsafeRaw: quoteIdentifier(schema)).mp_items"),
+                ("log", "SELECT string_agg(position || ':' || xid::text || ':' || changes::text, ' | ' ORDER BY position) FROM \(unsafeRaw: quoteIdentifier(schema)).skyros_change_log"),
+                ("slot", "SELECT string_agg(slot_name || ' active=' || active || ' confirmed=' || confirmed_flush_lsn::text || ' now=' || pg_current_wal_lsn()::text, ' ') FROM pg_replication_slots WHERE slot_name = \(slot)"),
+                ("walsenders", "SELECT string_agg(application_name || ' ' || state || ' sent=' || sent_lsn::text, ' ') FROM pg_stat_replication"),
+            ]
+            for (name, query) in queries {
+                do {
+                    let text = try await TestServer.withConnection { try await $0.query(query).first?.decode(String?.self, at: 0) }
+                    lines.append("\(name): \((text ?? nil) ?? "none")")
+                } catch {
+                    lines.append("\(name): \(error)")
+                }
+            }
+            Issue.record(Comment(rawValue: lines.joined(separator: "\n")))
         }
     }
 
@@ -242,12 +274,12 @@ struct ObservationUpdateTests {
 
                 // Row 1 into section 2, row 3 into a new section 5 (section 2 keeps row 1 only).
                 try await Psql.run("UPDATE mp_items SET owner = 2 WHERE id = 1; UPDATE mp_items SET owner = 5 WHERE id = 3;", schema: schema)
-                let moved = try await Self.nextMatching(&iterator, replaying: &replayed, stack, descriptor)
+                let moved = try await Self.nextMatching(&iterator, replaying: &replayed, stack, descriptor, schema: schema)
                 #expect(moved.sections.map { $0.values.map(\.id) } == [[2], [1], [3]])
 
                 // One statement empties section 1 and makes section 0.
                 try await Psql.run("UPDATE mp_items SET owner = 0 WHERE owner = 1;", schema: schema)
-                let emptied = try await Self.nextMatching(&iterator, replaying: &replayed, stack, descriptor)
+                let emptied = try await Self.nextMatching(&iterator, replaying: &replayed, stack, descriptor, schema: schema)
                 #expect(emptied.sections.map(\.key) == [0, 2, 5])
             } cleanup: {
                 await stack.shutdown()
