@@ -69,7 +69,9 @@ struct DestroyScopeTests {
         let schema = "destroy_\(UUID().uuidString.prefix(8).lowercased())"
         let table = "\(schema).\(quoteIdentifier(Names.table))"
         let (key, count, label) = (quoteIdentifier(Names.key), quoteIdentifier(Names.count), quoteIdentifier(Names.label))
-        let neighbours = [Names.table.uppercased() + "_", "\"" + Names.table, Names.table + " x"].filter { $0 != Names.table }
+        // Cut to 63 bytes as PostgreSQL would (a longer name is truncated, and may become the table's own).
+        let neighbours = Array(Set(["_" + Names.table.uppercased(), "\"" + Names.table, "x " + Names.table].map { HostileNames.prefix($0, bytes: 63) }))
+            .filter { $0 != Names.table }
         try await TestServer.withConnection { connection in
             _ = try await connection.execute(script: """
                 CREATE SCHEMA \(schema);
