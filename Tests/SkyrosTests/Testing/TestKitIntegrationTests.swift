@@ -92,6 +92,21 @@ import Testing
         #expect(left.schemas == 0 && left.captures == 0, "\(left)")
     }
 
+    /// `schemaNames(prefix:)` lists the schemas under a prefix while they exist (the prefix taken literally:
+    /// `%` and `_` are no wildcards), and none once they are dropped.
+    @Test func schemaNamesListsWhatIsLeftUnderAPrefix() async throws {
+        let database = try TestServer.database
+        let run = "kit_names_\(UInt32.random(in: 0 ... .max))"
+        try await database.withSchema(prefix: run) { first in
+            try await database.withSchema(prefix: run) { second in
+                #expect(try await database.schemaNames(prefix: run) == [first.name, second.name].sorted())
+                #expect(try await database.schemaNames(prefix: run.replacingOccurrences(of: "_", with: "%")).isEmpty)
+            }
+            #expect(try await database.schemaNames(prefix: run) == [first.name])
+        }
+        #expect(try await database.schemaNames(prefix: run).isEmpty)
+    }
+
     /// A start that fails (a migration with an error) leaves no schema behind.
     @Test func aStackThatFailsToStartLeavesNoSchema() async throws {
         var app = try Self.app
