@@ -51,7 +51,9 @@ public enum NotesStack {
     /// The configuration on `store`: both entities, and the migrations applied at start, shipped in this
     /// module's bundle (`resources: [.copy("migrations")]`), so that they are found wherever the app or its
     /// tests run.
-    public static func configuration(store: DataStackConfiguration.StoreLocation = .inMemory) -> DataStackConfiguration {
+    public static func configuration(
+        store: DataStackConfiguration.StoreLocation = .inMemory
+    ) -> DataStackConfiguration {
         DataStackConfiguration(store: store, migrations: .bundle(.module), entities: [Folder.self, Note.self])
     }
 }

@@ -121,7 +121,8 @@ public actor NotesService {
         await self.serve { stack in
             try await stack.read { context -> Answer<[Note]> in
                 guard try await context.object(Folder.self, id: folderID) != nil else { return .notFound }
-                return .ok(try await context.fetch(FetchDescriptor<Note>(predicate: #Predicate { $0.folderID == folderID })))
+                let inFolder = FetchDescriptor<Note>(predicate: #Predicate { $0.folderID == folderID })
+                return .ok(try await context.fetch(inFolder))
             }
         }
     }

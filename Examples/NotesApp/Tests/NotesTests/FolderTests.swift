@@ -60,7 +60,8 @@ extension NotesAppTests {
             try await withService(on: store) { service, stack in
                 let seen = Flag()
                 let observer = Task {
-                    for try await result in stack.observe(FetchDescriptor<Folder>()) where result.values.map(\.name) == ["Shared"] {
+                    for try await result in stack.observe(FetchDescriptor<Folder>())
+                    where result.values.map(\.name) == ["Shared"] {
                         seen.set()
                         return
                     }

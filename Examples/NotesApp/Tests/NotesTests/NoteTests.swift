@@ -112,7 +112,9 @@ extension NotesAppTests {
                 let inbox = try #require(await service.createFolder(named: "Inbox").value)
                 await withTaskGroup(of: Void.self) { group in
                     for index in 0..<50 {
-                        group.addTask { _ = await service.createNote(title: String(format: "note %02d", index), in: inbox.id) }
+                        group.addTask {
+                            _ = await service.createNote(title: String(format: "note %02d", index), in: inbox.id)
+                        }
                     }
                 }
                 let titles = await service.notes(in: inbox.id).value?.map(\.title)

@@ -38,7 +38,8 @@ enum TestRun {
     /// The prefix of one test's schemas: the run's, then the test's own `tag` (the letters and digits of its
     /// name, without the parameters of a `#function`).
     static func prefix(_ tag: String) -> String {
-        let letters = tag.prefix { $0 != "(" }.lowercased().filter { ("a"..."z").contains($0) || ("0"..."9").contains($0) }
+        let name = tag.prefix { $0 != "(" }.lowercased()
+        let letters = name.filter { ("a"..."z").contains($0) || ("0"..."9").contains($0) }
         return "\(Self.prefix)_\(letters.prefix(24))"
     }
 
@@ -81,7 +82,8 @@ struct DropsEverySchema: SuiteTrait, TestScoping {
         let left = try await database.schemaNames(prefix: TestRun.prefix)
         let entries = TestRun.records.handler.entries
         func schemas(_ message: String) -> Set<String> {
-            Set(entries.filter { $0.message.description == message }.compactMap { $0.metadata["skyros.testing.schema"]?.description })
+            Set(entries.filter { $0.message.description == message }
+                .compactMap { $0.metadata["skyros.testing.schema"]?.description })
         }
         let created = schemas("test schema created")
         let dropped = schemas("test schema dropped")
@@ -90,7 +92,8 @@ struct DropsEverySchema: SuiteTrait, TestScoping {
         #expect(created.allSatisfy { $0.hasPrefix(TestRun.prefix + "_") })
         #expect(created.count >= 20, "only \(created.count) schemas were made")
         // `./smoke` checks for this line: it proves the PostgreSQL half ran.
-        print("NotesApp: \(created.count) test schemas created, \(dropped.count) dropped, \(left.count) left in pg_namespace (prefix \(TestRun.prefix))")
+        print("NotesApp: \(created.count) test schemas created, \(dropped.count) dropped, "
+            + "\(left.count) left in pg_namespace (prefix \(TestRun.prefix))")
     }
 }
 

@@ -49,7 +49,8 @@ extension NotesAppTests {
 
         /// A start that fails for good (a migration) is `failed`, not "try again".
         @Test func aFailedMigrationAtStartIsAFailure() async {
-            let service = NotesService(starter: .failing(DataStackError(code: .migrationFailed, message: "1_folders_and_notes.sql")))
+            let migrationFailed = DataStackError(code: .migrationFailed, message: "1_folders_and_notes.sql")
+            let service = NotesService(starter: .failing(migrationFailed))
             guard case .failed(let reason) = await service.start() else {
                 Issue.record("status \(await service.status)")
                 return
@@ -65,7 +66,8 @@ extension NotesAppTests {
         func aStoreUnreachableAfterStartIsUnavailableUntilItAnswers(on store: TestStore) async throws {
             try await withTestStack(TestRun.app, on: store, prefix: TestRun.prefix("double")) { stack in
                 let double = DataStackDouble(wrapping: stack)
-                double.fail(.read, with: DataStackError(code: .storeUnreachable, message: "connection refused (simulated)"))
+                let refused = DataStackError(code: .storeUnreachable, message: "connection refused (simulated)")
+                double.fail(.read, with: refused)
                 let service = NotesService(stack: double)
                 guard case .storeUnavailable(let reason) = await service.start() else {
                     Issue.record("status \(await service.status)")
@@ -90,7 +92,8 @@ extension NotesAppTests {
                 let service = NotesService(stack: double)
                 #expect(await service.start() == .ready)
                 double.fail(.write, with: DataStackError(code: .storeUnreachable, message: "simulated outage"))
-                #expect(await service.createFolder(named: "Inbox") == .unavailable("the database is unreachable; try again shortly"))
+                let answer = await service.createFolder(named: "Inbox")
+                #expect(answer == .unavailable("the database is unreachable; try again shortly"))
                 double.succeed(.write)
                 let folders = try await stack.read { try await $0.count(FetchDescriptor<Folder>()) }
                 #expect(folders == 0)
