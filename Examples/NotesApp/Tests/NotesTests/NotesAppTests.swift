@@ -2,6 +2,7 @@ import Foundation
 import Notes
 import Skyros
 import SkyrosTesting
+import Synchronization
 import Testing
 
 /// Every test of this package, in one suite whose trait checks, once all of them have run (in parallel), that
@@ -45,6 +46,16 @@ enum TestRun {
 
     /// The app's stack, with its entities and migrations; the kit moves its store.
     static let app = NotesStack.configuration()
+
+    /// The most schemas of this run a test saw at once: how parallel the run was (printed, not asserted).
+    static let peak = Peak()
+}
+
+/// The largest of the values recorded.
+final class Peak: Sendable {
+    private let value = Mutex(0)
+    var maximum: Int { self.value.withLock { $0 } }
+    func record(_ count: Int) { self.value.withLock { $0 = max($0, count) } }
 }
 
 /// Runs `body` with a ready `NotesService` on a stack of `store` (a schema of its own on PostgreSQL, made and
@@ -56,6 +67,9 @@ func withService(
     try await withTestStack(TestRun.app, on: store, prefix: prefix) { stack in
         let service = NotesService(stack: stack)
         #expect(await service.start() == .ready)
+        if case .postgres(let database) = store {
+            TestRun.peak.record(try await database.schemaNames(prefix: TestRun.prefix).count)
+        }
         try await body(service, stack)
     }
     if case .postgres(let database) = store {
@@ -93,7 +107,7 @@ struct DropsEverySchema: SuiteTrait, TestScoping {
         #expect(created.count >= 20, "only \(created.count) schemas were made")
         // `./smoke` checks for this line: it proves the PostgreSQL half ran.
         print("NotesApp: \(created.count) test schemas created, \(dropped.count) dropped, "
-            + "\(left.count) left in pg_namespace (prefix \(TestRun.prefix))")
+            + "\(left.count) left in pg_namespace (prefix \(TestRun.prefix)); up to \(TestRun.peak.maximum) at once")
     }
 }
 
