@@ -69,6 +69,7 @@ extension NotesAppTests {
                 #expect(await service.createFolder(named: "Shared").value != nil)
                 #expect(await eventually(within: .seconds(10)) { seen.isSet })
                 observer.cancel()
+                _ = await observer.result   // ended before the kit shuts the stack down
             }
         }
 
