@@ -32,9 +32,13 @@ enum TestRun {
     /// Where each test runs: in memory, and in a schema of its own on PostgreSQL when there is one.
     static let stores: [TestStore] = [.inMemory] + (database.map { [.postgres($0)] } ?? [])
 
-    /// The start of every schema name of this run (`notes_` and 8 hexadecimal digits): nothing else on the
-    /// server begins with it, even when other runs of these tests share the database.
-    static let prefix = "notes_" + String(UInt32.random(in: 0 ... .max), radix: 16)
+    /// The start of every schema name of this run (`notes_` and 8 hexadecimal digits, then `_` and the test's
+    /// tag): nothing else on the server begins with it and an underscore, even when other runs of these tests
+    /// share the database.
+    static let prefix: String = {
+        let hex = String(UInt32.random(in: 0 ... .max), radix: 16)
+        return "notes_" + String(repeating: "0", count: 8 - hex.count) + hex
+    }()
 
     /// The prefix of one test's schemas: the run's, then the test's own `tag` (the letters and digits of its
     /// name, without the parameters of a `#function`).
@@ -68,7 +72,7 @@ func withService(
         let service = NotesService(stack: stack)
         #expect(await service.start() == .ready)
         if case .postgres(let database) = store {
-            TestRun.peak.record(try await database.schemaNames(prefix: TestRun.prefix).count)
+            TestRun.peak.record(try await database.schemaNames(prefix: TestRun.prefix + "_").count)
         }
         try await body(service, stack)
     }
@@ -91,9 +95,9 @@ struct DropsEverySchema: SuiteTrait, TestScoping {
             try await function()
             return
         }
-        #expect(try await database.schemaNames(prefix: TestRun.prefix).isEmpty)
+        #expect(try await database.schemaNames(prefix: TestRun.prefix + "_").isEmpty)
         try await function()
-        let left = try await database.schemaNames(prefix: TestRun.prefix)
+        let left = try await database.schemaNames(prefix: TestRun.prefix + "_")
         let entries = TestRun.records.handler.entries
         func schemas(_ message: String) -> Set<String> {
             Set(entries.filter { $0.message.description == message }
