@@ -32,6 +32,7 @@ import SkyrosPostgres
 /// - ``withStack(_:prefix:logger:_:)``
 /// - ``createSchema(prefix:migrations:)``
 /// - ``dropSchema(_:)``
+/// - ``schemaNames(prefix:)``
 /// - ``TestSchema``
 /// - ``TestSchemaError``
 public struct TestDatabase: Sendable {
@@ -150,6 +151,29 @@ public struct TestDatabase: Sendable {
             if let captureError { throw captureError }
         }
         self.logger.debug("test schema dropped", metadata: ["skyros.testing.schema": "\(name)"])
+    }
+
+    /// The names of this database's schemas that begin with `prefix`, in order: what tests using that prefix
+    /// have not dropped (yet). The kit names a schema `prefix`, an underscore and 8 hexadecimal digits, so a
+    /// prefix unique to a test run finds that run's schemas, and a check after the run's tests (zero left)
+    /// proves each one was dropped.
+    ///
+    /// ```swift
+    /// let run = "notes_\(UInt32.random(in: 0 ... .max))"
+    /// let during = try await database.withSchema(prefix: run) { _ in try await database.schemaNames(prefix: run) }
+    /// let after = try await database.schemaNames(prefix: run)
+    /// precondition(during.count == 1 && after.isEmpty)
+    /// ```
+    /// - Parameter prefix: the start of the names (compared character for character: `_` and `%` are no
+    ///   wildcards).
+    /// - Returns: the schemas' names.
+    /// - Throws: `PGError` when the server cannot be reached.
+    public func schemaNames(prefix: String) async throws -> [String] {
+        try await self.withConnection { connection in
+            try await connection.query(
+                "SELECT nspname::text FROM pg_namespace WHERE starts_with(nspname::text, \(prefix)) ORDER BY 1"
+            ).map { try $0.decode(String.self, at: 0) }
+        }
     }
 
     /// Runs `body` in a new schema (``createSchema(prefix:migrations:)``) and drops it afterwards

@@ -92,6 +92,26 @@ import Testing
         #expect(left.schemas == 0 && left.captures == 0, "\(left)")
     }
 
+    /// `schemaNames(prefix:)` lists the schemas under a prefix while they exist (the prefix taken literally:
+    /// `%` and `_` are no wildcards), and none once they are dropped.
+    @Test func schemaNamesListsWhatIsLeftUnderAPrefix() async throws {
+        let database = try TestServer.database
+        let run = "kit_names_\(UInt32.random(in: 0 ... .max))"
+        // The names are read into constants: a closure whose only `try` is inside `#expect` is not inferred as
+        // throwing.
+        try await database.withSchema(prefix: run) { first in
+            try await database.withSchema(prefix: run) { second in
+                let both = try await database.schemaNames(prefix: run)
+                let wildcards = try await database.schemaNames(prefix: run.replacingOccurrences(of: "_", with: "%"))
+                #expect(both == [first.name, second.name].sorted())
+                #expect(wildcards.isEmpty)
+            }
+            let one = try await database.schemaNames(prefix: run)
+            #expect(one == [first.name])
+        }
+        #expect(try await database.schemaNames(prefix: run).isEmpty)
+    }
+
     /// A start that fails (a migration with an error) leaves no schema behind.
     @Test func aStackThatFailsToStartLeavesNoSchema() async throws {
         var app = try Self.app
