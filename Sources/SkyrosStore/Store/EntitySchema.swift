@@ -187,7 +187,7 @@ public enum EntitySchema {
     }
 
     /// A table's columns as the catalog describes them (`nil` when the table does not exist): what
-    /// ``validate(_:on:schema:)`` checks entities against, and what a drafted migration is compared with.
+    /// `validate(_:on:schema:)` checks entities against, and what a drafted migration is compared with.
     package static func liveTable(_ table: String, on connection: PGConnection, schema: String?) async throws -> LiveTable? {
         let schemaName = try PGValue(schema)
         let rows = try await connection.query(
@@ -329,7 +329,7 @@ package struct LiveColumn: Sendable, Hashable {
 /// Which PostgreSQL types a Swift property type can be stored in (as the row codec binds and decodes it).
 ///
 /// The first type of each list is the type's natural column type: the one a drafted migration writes
-/// (``naturalType(_:)``), so that a draft is always what validation accepts.
+/// (`naturalType(_:)`), so that a draft is always what validation accepts.
 package enum ColumnTypeRule {
     static func scalarTypes(_ type: Any.Type) -> [String]? {
         switch type {

@@ -2,13 +2,13 @@ import Foundation
 import SkyrosPostgres
 
 /// The part of a drafted migration that concerns one entity's table: statements for `-- migrate:up` and
-/// `-- migrate:down`, and warnings. Built by ``EntitySchema/draft(_:live:declared:hasRows:)`` from the entity's
+/// `-- migrate:down`, and warnings. Built by `EntitySchema/draft(_:live:declared:hasRows:)` from the entity's
 /// plan and the table as the catalog describes it; the façade's `MigrationDraft` writes the file.
 ///
 /// Statements are unqualified (the migrator sets `search_path` to its schema), every identifier is quoted
-/// (``quoteIdentifier(_:)``) and every literal too (``quoteLiteral(_:)``). A statement that would lose data or
+/// (`quoteIdentifier(_:)`) and every literal too (`quoteLiteral(_:)`). A statement that would lose data or
 /// may fail on existing rows (drop a column, change a type, add `NOT NULL`) is written commented out, after a
-/// `-- WARNING:` line, and also listed in ``warnings``.
+/// `-- WARNING:` line, and also listed in `warnings`.
 package struct TableDraft: Sendable, Hashable {
     /// The table's name.
     package var table: String
@@ -47,7 +47,7 @@ package func quoteLiteral(_ value: String) -> String {
 /// PostgreSQL's longest identifier, in bytes (`NAMEDATALEN - 1`); longer names are truncated.
 package let maximumIdentifierLength = 63
 
-/// `name` cut to ``maximumIdentifierLength`` bytes at a character boundary, as PostgreSQL truncates it.
+/// `name` cut to `maximumIdentifierLength` bytes at a character boundary, as PostgreSQL truncates it.
 package func truncatedIdentifier(_ name: String) -> String {
     guard name.utf8.count > maximumIdentifierLength else { return name }
     var out = ""
@@ -102,7 +102,7 @@ extension EntitySchema {
         }
     }
 
-    /// A declared ``ColumnType`` as SQL.
+    /// A declared `ColumnType` as SQL.
     static func sqlType(_ type: ColumnType) -> String {
         switch type.storage {
         case .integer(let bits): return self.sqlTypeName("int\(bits / 8)")
@@ -117,7 +117,7 @@ extension EntitySchema {
         }
     }
 
-    /// A declared ``ColumnDefault`` as SQL.
+    /// A declared `ColumnDefault` as SQL.
     static func sqlDefault(_ value: ColumnDefault) -> String {
         switch value.kind {
         case .now: "now()"
@@ -185,7 +185,7 @@ extension EntitySchema {
             .filter { $0.utf8.count > maximumIdentifierLength }
     }
 
-    /// What an entity's table needs so that ``validate(_:on:schema:)`` passes: `CREATE TABLE` when `live` is
+    /// What an entity's table needs so that `validate(_:on:schema:)` passes: `CREATE TABLE` when `live` is
     /// `nil`, else `ADD COLUMN`s, safe `SET DEFAULT`s and a unique index on the key, with every destructive or
     /// risky change commented out and warned about.
     ///
@@ -193,12 +193,12 @@ extension EntitySchema {
     ///
     /// - Parameters:
     ///   - type: the entity.
-    ///   - live: its table as the catalog describes it (``liveTable(_:on:schema:)``), `nil` when missing.
+    ///   - live: its table as the catalog describes it (`liveTable(_:on:schema:)`), `nil` when missing.
     ///   - declared: column definitions the app gives (the ones it declares to `InMemoryStore`): a declared
-    ///     ``ColumnType`` replaces the Swift type's natural one, a declared ``ColumnDefault`` becomes the
+    ///     `ColumnType` replaces the Swift type's natural one, a declared `ColumnDefault` becomes the
     ///     `DEFAULT`.
     ///   - hasRows: whether the table has rows (a `NOT NULL` column without default cannot be added then).
-    /// - Throws: ``EntityMappingError`` for an entity that does not map.
+    /// - Throws: `EntityMappingError` for an entity that does not map.
     package static func draft<T: Entity>(
         _ type: T.Type, live: LiveTable?, declared: [String: ColumnDefinition] = [:], hasRows: Bool = false
     ) throws -> TableDraft {
