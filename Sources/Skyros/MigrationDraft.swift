@@ -264,7 +264,9 @@ struct DraftOptions: Equatable {
     var databaseURL: String
     var schema: String
     var directory: String
+}
 
+extension DraftOptions {
     init(_ arguments: [String], directory: String, environment: [String: String]) throws(UsageError) {
         guard arguments.first == "draft" else {
             throw UsageError(message: "the command is draft (got \(arguments.first.map { "\"\($0)\"" } ?? "nothing"))")

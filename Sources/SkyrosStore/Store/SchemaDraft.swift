@@ -117,6 +117,19 @@ extension EntitySchema {
         }
     }
 
+    /// A column of a declared type as the catalog would describe it, to check it as validation does; `nil` for a
+    /// type named by the app (`.named`), which is not checked.
+    static func liveColumn(_ name: String, _ type: ColumnType) -> LiveColumn? {
+        switch type.storage {
+        case .integer(let bits): return LiveColumn(name: name, typeName: "int\(bits / 8)", notNull: true)
+        case .characters(let limit, let padded):
+            return LiveColumn(name: name, typeName: padded ? "bpchar" : limit == nil ? "text" : "varchar", notNull: true)
+        case .numeric: return LiveColumn(name: name, typeName: "numeric", notNull: true)
+        case .enumeration(let enumName, _): return LiveColumn(name: name, typeName: enumName, typeKind: "e", notNull: true)
+        case .other: return nil
+        }
+    }
+
     /// A declared `ColumnDefault` as SQL.
     static func sqlDefault(_ value: ColumnDefault) -> String {
         switch value.kind {
@@ -143,6 +156,12 @@ extension EntitySchema {
                 draft.defaultSQL = declaration.defaultValue.map(self.sqlDefault)
                 if case .enumeration(let name, _) = declaration.type.storage {
                     draft.caveats.append("column \(column.name) is of enum type \(name), which the draft does not create: create it first")
+                }
+                if let declaredColumn = self.liveColumn(column.name, declaration.type),
+                    !ColumnTypeRule.accepts(wrapped, declaredColumn)
+                {
+                    draft.caveats.append(
+                        "column \(column.name) is declared \(declaration.type) but the property's \(String(describing: column.valueType)) cannot be stored in it: start will refuse it")
                 }
             }
             switch column.generated?.kind {

@@ -225,5 +225,10 @@ struct SchemaDraftTests {
         ])
         #expect(draft.up.first?.contains(#""title" varchar(200) DEFAULT 'untitled''s' NOT NULL"#) == true)
         #expect(draft.up.first?.contains(#""body" text,"#) == true)
+        #expect(draft.warnings.isEmpty)
+
+        let wrong = try EntitySchema.draft(Note.self, live: nil, declared: ["title": ColumnDefinition(.integer)])
+        #expect(wrong.warnings.count == 1)
+        #expect(wrong.warnings.first?.contains("cannot be stored in it") == true)
     }
 }
