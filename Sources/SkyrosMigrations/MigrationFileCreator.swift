@@ -19,18 +19,15 @@ public enum MigrationFileCreator {
     ///   - directory: the migrations directory.
     ///   - timestamp: force timestamp (`true`) or sequential (`false`) versions; `nil` follows the directory.
     ///   - now: the clock for timestamp versions.
+    ///   - contents: the file's text; `nil` for an empty `-- migrate:up` / `-- migrate:down` template.
     /// - Returns: the new file's URL.
     /// - Throws: ``MigrationError`` (``MigrationError/Kind/invalidArgument`` for an empty name,
     ///   ``MigrationError/Kind/fileExists``, or an I/O failure as ``MigrationError/Kind/unreadableFile``).
     @discardableResult
-    public static func create(named name: String, in directory: URL, timestamp: Bool? = nil, now: Date = Date())
-        throws -> URL
-    {
-        let slug = Self.slug(name)
-        guard !slug.isEmpty else {
-            throw MigrationError(
-                kind: .invalidArgument, message: "the migration name \"\(name)\" has no letters or digits")
-        }
+    public static func create(
+        named name: String, in directory: URL, timestamp: Bool? = nil, now: Date = Date(), contents: String? = nil
+    ) throws -> URL {
+        let fileName = try Self.nextFileName(named: name, in: directory, timestamp: timestamp, now: now)
         let fileManager = FileManager.default
         do {
             try fileManager.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -38,26 +35,11 @@ public enum MigrationFileCreator {
             throw MigrationError(
                 kind: .unreadableFile, message: "cannot create \(directory.path): \(error.localizedDescription)")
         }
-        let existing = ((try? fileManager.contentsOfDirectory(atPath: directory.path)) ?? [])
-            .filter { $0.hasSuffix(".sql") }
-            .compactMap { try? SchemaMigration.parseFileName($0).0 }
-        let newest = existing.max() ?? 0
-        let version: Int64
-        if timestamp ?? (newest >= Self.timestampThreshold) {
-            let formatter = DateFormatter()
-            formatter.locale = Locale(identifier: "en_US_POSIX")
-            formatter.timeZone = TimeZone(identifier: "UTC")
-            formatter.dateFormat = "yyyyMMddHHmmss"
-            version = max(Int64(formatter.string(from: now)) ?? 0, newest + 1)
-        } else {
-            version = newest + 1
-        }
-        let fileName = "\(version)_\(slug).sql"
         let url = directory.appendingPathComponent(fileName)
         guard !fileManager.fileExists(atPath: url.path) else {
             throw MigrationError(kind: .fileExists, message: "the file already exists", fileName: fileName)
         }
-        let template = """
+        let template = contents ?? """
             -- migrate:up
 
 
@@ -73,6 +55,46 @@ public enum MigrationFileCreator {
                 fileName: fileName)
         }
         return url
+    }
+
+    /// The name ``create(named:in:timestamp:now:contents:)`` gives the next file, without writing anything:
+    /// `<next version>_<slug>.sql`.
+    ///
+    /// ```swift
+    /// let name = try MigrationFileCreator.nextFileName(named: "add reviews", in: URL(fileURLWithPath: "migrations"))
+    /// // "4_add_reviews.sql" after 3_index_books_title.sql
+    /// ```
+    /// - Parameters:
+    ///   - name: a description; characters other than letters and digits become `_`.
+    ///   - directory: the migrations directory (a missing one counts as empty).
+    ///   - timestamp: force timestamp (`true`) or sequential (`false`) versions; `nil` follows the directory.
+    ///   - now: the clock for timestamp versions.
+    /// - Throws: ``MigrationError`` of kind ``MigrationError/Kind/invalidArgument`` for a name without letters
+    ///   or digits.
+    public static func nextFileName(named name: String, in directory: URL, timestamp: Bool? = nil, now: Date = Date())
+        throws -> String
+    {
+        let slug = Self.slug(name)
+        guard !slug.isEmpty else {
+            throw MigrationError(
+                kind: .invalidArgument, message: "the migration name \"\(name)\" has no letters or digits")
+        }
+        let fileManager = FileManager.default
+        let existing = ((try? fileManager.contentsOfDirectory(atPath: directory.path)) ?? [])
+            .filter { $0.hasSuffix(".sql") }
+            .compactMap { try? SchemaMigration.parseFileName($0).0 }
+        let newest = existing.max() ?? 0
+        let version: Int64
+        if timestamp ?? (newest >= Self.timestampThreshold) {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "UTC")
+            formatter.dateFormat = "yyyyMMddHHmmss"
+            version = max(Int64(formatter.string(from: now)) ?? 0, newest + 1)
+        } else {
+            version = newest + 1
+        }
+        return "\(version)_\(slug).sql"
     }
 
     /// `"Add Books (v2)"` → `"add_books_v2"`.

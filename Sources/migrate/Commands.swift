@@ -258,6 +258,34 @@ struct Create: AsyncParsableCommand {
     }
 }
 
+/// `migrate draft NAME`: cannot draft here (this tool knows no entities); says how an app drafts. Exit 2.
+struct Draft: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Explain how to draft a migration from an app's entities (this tool cannot see them).")
+
+    @Argument(parsing: .captureForPassthrough, help: "Ignored: draft NAME [--database-url URL] [--schema S] [--dir D].")
+    var ignored: [String] = []
+
+    static let message = """
+        migrate cannot draft a migration: the entities live in the app, and this tool does not see them.
+        Draft from the app's own executable, which calls the Skyros library with its entities, e.g. a target
+        Sources/migrate-draft/main.swift:
+
+            import Foundation
+            import Skyros
+            // import the module that declares your entities
+            exit(await MigrationDraft.command(Array(CommandLine.arguments.dropFirst()), entities: [Author.self, Book.self]))
+
+        then: swift run migrate-draft draft NAME [--database-url URL] [--schema S] [--dir D]
+        (the demo does this: swift run skyros-demo draft NAME). Apply the file with: swift run migrate
+        """
+
+    func run() async throws {
+        Output.stderr(Self.message + "\n")
+        throw ExitCode(2)
+    }
+}
+
 /// `migrate baseline VERSION`.
 struct Baseline: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -35,7 +35,7 @@ struct Migrate: AsyncParsableCommand {
             """,
         version: "Skyros \(SkyrosVersion.current)",
         subcommands: [
-            Up.self, Down.self, Status.self, Verify.self, Repair.self, Create.self, Baseline.self, CaptureSQL.self, Capture.self,
+            Up.self, Down.self, Status.self, Verify.self, Repair.self, Create.self, Draft.self, Baseline.self, CaptureSQL.self, Capture.self,
         ],
         defaultSubcommand: Up.self)
 

@@ -3,6 +3,8 @@
 //
 //   swift run skyros-demo                      # in memory
 //   DATABASE_URL=postgresql://… swift run skyros-demo   # PostgreSQL: applies migrations/ first, leaves its rows
+//   DATABASE_URL=postgresql://… swift run skyros-demo draft add_isbn
+//       # writes the next migrations/ file: what the tables lack for Author and Book (MigrationDraft)
 import Foundation
 import Skyros
 import SkyrosPostgres
@@ -106,6 +108,10 @@ func run() async throws {
     print("cache: \(statistics.rows) rows, \(statistics.hits) hits, \(statistics.misses) misses")
     await stack.shutdown()
     print("done")
+}
+
+if CommandLine.arguments.dropFirst().first == "draft" {
+    exit(await MigrationDraft.command(Array(CommandLine.arguments.dropFirst()), entities: [Author.self, Book.self]))
 }
 
 do {

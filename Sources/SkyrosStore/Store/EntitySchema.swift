@@ -102,54 +102,15 @@ public enum EntitySchema {
         _ type: T.Type, on connection: PGConnection, schema: String?
     ) async throws -> (issues: [SchemaIssue], columns: [String: ColumnDefinition]) {
         let plan = try EntityPlan<T>.shared
-        let schemaName = try PGValue(schema)
-        let rows = try await connection.query(
-            """
-            SELECT a.attname::text, coalesce(bt.typname, t.typname)::text, coalesce(bt.typtype, t.typtype)::text,
-                   et.typname::text, a.attnotnull,
-                   (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' OR (t.typtype = 'd' AND t.typdefault IS NOT NULL)),
-                   EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisunique
-                           AND i.indimmediate AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum AND i.indpred IS NULL),
-                   (CASE WHEN a.atttypmod <> -1 THEN a.atttypmod ELSE t.typtypmod END)::int4,
-                   (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_catalog.pg_enum e
-                    WHERE e.enumtypid = coalesce(bt.oid, t.oid)),
-                   (a.attnotnull OR (t.typtype = 'd' AND t.typnotnull)),
-                   a.attidentity::text, (a.attgenerated <> ''),
-                   (pg_catalog.pg_get_serial_sequence(pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname),
-                                                      a.attname) IS NOT NULL),
-                   -- A row trigger that fires BEFORE INSERT in an ordinary session (tgtype bits: ROW 1, BEFORE 2,
-                   -- INSERT 4; tgenabled O: origin and local, A: always).
-                   EXISTS (SELECT 1 FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = c.oid AND NOT tg.tgisinternal
-                           AND tg.tgenabled IN ('O', 'A') AND (tg.tgtype & 7) = 7)
-            FROM pg_catalog.pg_class c
-            JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-            JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-            JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-            LEFT JOIN pg_catalog.pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
-            LEFT JOIN pg_catalog.pg_type et ON et.oid = coalesce(bt.typelem, t.typelem)
-                 AND coalesce(bt.typcategory, t.typcategory) = 'A'
-            WHERE c.relname = \(T.tableName) AND n.nspname = coalesce(\(schemaName)::text, current_schema())
-              AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
-            ORDER BY a.attnum
-            """)
         let entity = plan.entityName
         let tableName = plan.table(schema: schema).joined(separator: ".")
-        guard !rows.isEmpty else {
+        guard let table = try await self.liveTable(T.tableName, on: connection, schema: schema) else {
             return ([SchemaIssue(entity: entity, message: "table \(tableName) does not exist")], [:])
         }
+        let rows = table.columns
+        let setBeforeInsert = table.setBeforeInsert
         var live: [String: LiveColumn] = [:]
-        let setBeforeInsert = try rows[0].decode(Bool.self, at: 13)
-        for row in rows {
-            let column = LiveColumn(
-                name: try row.decode(String.self, at: 0), typeName: try row.decode(String.self, at: 1),
-                typeKind: try row.decode(String.self, at: 2), elementType: try row.decode(String?.self, at: 3),
-                notNull: try row.decode(Bool.self, at: 4), hasDefault: try row.decode(Bool.self, at: 5),
-                unique: try row.decode(Bool.self, at: 6),
-                typeModifier: try row.decode(Int.self, at: 7), enumLabels: try row.decode([String]?.self, at: 8),
-                refusesNull: try row.decode(Bool.self, at: 9), identity: try row.decode(String.self, at: 10),
-                isGenerated: try row.decode(Bool.self, at: 11), hasSequence: try row.decode(Bool.self, at: 12))
-            live[column.name] = column
-        }
+        for column in rows { live[column.name] = column }
 
         var issues: [SchemaIssue] = []
         for (index, declared) in T.columns.enumerated() {
@@ -214,7 +175,7 @@ public enum EntitySchema {
             }
         }
         for row in rows {
-            let name = try row.decode(String.self, at: 0)
+            let name = row.name
             guard let column = live[name], plan.columnIndex[name] == nil, name != plan.versionColumn else { continue }
             if column.notNull, !column.hasDefault {
                 issues.append(SchemaIssue(
@@ -224,37 +185,119 @@ public enum EntitySchema {
         }
         return (issues, live.mapValues(\.definition))
     }
+
+    /// A table's columns as the catalog describes them (`nil` when the table does not exist): what
+    /// `validate(_:on:schema:)` checks entities against, and what a drafted migration is compared with.
+    package static func liveTable(_ table: String, on connection: PGConnection, schema: String?) async throws -> LiveTable? {
+        let schemaName = try PGValue(schema)
+        let rows = try await connection.query(
+            """
+            SELECT a.attname::text, coalesce(bt.typname, t.typname)::text, coalesce(bt.typtype, t.typtype)::text,
+                   et.typname::text, a.attnotnull,
+                   (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' OR (t.typtype = 'd' AND t.typdefault IS NOT NULL)),
+                   EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisunique
+                           AND i.indimmediate AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum AND i.indpred IS NULL),
+                   (CASE WHEN a.atttypmod <> -1 THEN a.atttypmod ELSE t.typtypmod END)::int4,
+                   (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_catalog.pg_enum e
+                    WHERE e.enumtypid = coalesce(bt.oid, t.oid)),
+                   (a.attnotnull OR (t.typtype = 'd' AND t.typnotnull)),
+                   a.attidentity::text, (a.attgenerated <> ''),
+                   (pg_catalog.pg_get_serial_sequence(pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname),
+                                                      a.attname) IS NOT NULL),
+                   -- A row trigger that fires BEFORE INSERT in an ordinary session (tgtype bits: ROW 1, BEFORE 2,
+                   -- INSERT 4; tgenabled O: origin and local, A: always).
+                   EXISTS (SELECT 1 FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = c.oid AND NOT tg.tgisinternal
+                           AND tg.tgenabled IN ('O', 'A') AND (tg.tgtype & 7) = 7)
+            FROM pg_catalog.pg_class c
+            JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+            JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+            JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+            LEFT JOIN pg_catalog.pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
+            LEFT JOIN pg_catalog.pg_type et ON et.oid = coalesce(bt.typelem, t.typelem)
+                 AND coalesce(bt.typcategory, t.typcategory) = 'A'
+            WHERE c.relname = \(table) AND n.nspname = coalesce(\(schemaName)::text, current_schema())
+              AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+            ORDER BY a.attnum
+            """)
+        guard !rows.isEmpty else { return nil }
+        var columns: [LiveColumn] = []
+        for row in rows {
+            columns.append(LiveColumn(
+                name: try row.decode(String.self, at: 0), typeName: try row.decode(String.self, at: 1),
+                typeKind: try row.decode(String.self, at: 2), elementType: try row.decode(String?.self, at: 3),
+                notNull: try row.decode(Bool.self, at: 4), hasDefault: try row.decode(Bool.self, at: 5),
+                unique: try row.decode(Bool.self, at: 6),
+                typeModifier: try row.decode(Int.self, at: 7), enumLabels: try row.decode([String]?.self, at: 8),
+                refusesNull: try row.decode(Bool.self, at: 9), identity: try row.decode(String.self, at: 10),
+                isGenerated: try row.decode(Bool.self, at: 11), hasSequence: try row.decode(Bool.self, at: 12)))
+        }
+        return LiveTable(columns: columns, setBeforeInsert: try rows[0].decode(Bool.self, at: 13))
+    }
+}
+
+/// A table as the catalog describes it.
+package struct LiveTable: Sendable, Hashable {
+    /// The columns, in `attnum` order.
+    package var columns: [LiveColumn]
+    /// The table has an enabled `BEFORE INSERT` row trigger (it may set columns no `DEFAULT` sets).
+    package var setBeforeInsert: Bool
+
+    package init(columns: [LiveColumn], setBeforeInsert: Bool = false) {
+        self.columns = columns
+        self.setBeforeInsert = setBeforeInsert
+    }
 }
 
 /// A column as the catalog describes it.
-struct LiveColumn {
-    var name: String
+package struct LiveColumn: Sendable, Hashable {
+    package var name: String
     /// `pg_type.typname` (of the base type for domains): `int8`, `text`, `_text` for arrays.
-    var typeName: String
+    package var typeName: String
     /// `pg_type.typtype`: `b` base, `e` enum, `c` composite, …
-    var typeKind: String
+    package var typeKind: String
     /// The element type name for arrays.
-    var elementType: String?
-    var notNull: Bool
-    var hasDefault: Bool
+    package var elementType: String?
+    package var notNull: Bool
+    package var hasDefault: Bool
     /// Alone covered by a unique index (or the primary key).
-    var unique: Bool
+    package var unique: Bool
 
     /// `atttypmod` (the domain's `typtypmod` for a domain column): a length, or a numeric's precision and scale;
     /// -1 for none.
-    var typeModifier: Int = -1
+    package var typeModifier: Int = -1
     /// The labels of an enum type, in order.
-    var enumLabels: [String]? = nil
+    package var enumLabels: [String]? = nil
     /// `NOT NULL` on the column or on its domain.
-    var refusesNull: Bool = false
+    package var refusesNull: Bool = false
     /// `pg_attribute.attidentity`: `a` (`GENERATED ALWAYS AS IDENTITY`), `d` (`BY DEFAULT`), or empty.
-    var identity: String = ""
+    package var identity: String = ""
     /// A generated column (`GENERATED ALWAYS AS (…) STORED`).
-    var isGenerated: Bool = false
+    package var isGenerated: Bool = false
     /// The column owns a sequence (an identity or a `serial` column): ids can be allocated from it.
-    var hasSequence: Bool = false
+    package var hasSequence: Bool = false
 
-    var displayType: String { self.elementType.map { "\($0)[]" } ?? self.typeName }
+    /// A column as the catalog describes it; what is not given is as for a plain column.
+    package init(
+        name: String, typeName: String, typeKind: String = "b", elementType: String? = nil, notNull: Bool,
+        hasDefault: Bool = false, unique: Bool = false, typeModifier: Int = -1, enumLabels: [String]? = nil,
+        refusesNull: Bool? = nil, identity: String = "", isGenerated: Bool = false, hasSequence: Bool = false
+    ) {
+        self.name = name
+        self.typeName = typeName
+        self.typeKind = typeKind
+        self.elementType = elementType
+        self.notNull = notNull
+        self.hasDefault = hasDefault
+        self.unique = unique
+        self.typeModifier = typeModifier
+        self.enumLabels = enumLabels
+        self.refusesNull = refusesNull ?? notNull
+        self.identity = identity
+        self.isGenerated = isGenerated
+        self.hasSequence = hasSequence
+    }
+
+    package var displayType: String { self.elementType.map { "\($0)[]" } ?? self.typeName }
 
     /// The column as the door checks it (array columns are not checked element by element).
     var definition: ColumnDefinition {
@@ -284,15 +327,19 @@ struct LiveColumn {
 }
 
 /// Which PostgreSQL types a Swift property type can be stored in (as the row codec binds and decodes it).
-enum ColumnTypeRule {
-    static func scalarTypes(_ type: Any.Type) -> Set<String>? {
+///
+/// The first type of each list is the type's natural column type: the one a drafted migration writes
+/// (`naturalType(_:)`), so that a draft is always what validation accepts.
+package enum ColumnTypeRule {
+    static func scalarTypes(_ type: Any.Type) -> [String]? {
         switch type {
         case is Bool.Type: return ["bool"]
         case is Int.Type, is Int64.Type, is UInt32.Type: return ["int8", "int4", "int2"]
         case is Int32.Type, is UInt16.Type: return ["int4", "int2", "int8"]
         case is Int16.Type, is Int8.Type, is UInt8.Type: return ["int2", "int4", "int8"]
         case is UInt.Type, is UInt64.Type: return ["int8"]
-        case is Double.Type, is Float.Type: return ["float8", "float4", "numeric"]
+        case is Double.Type: return ["float8", "float4", "numeric"]
+        case is Float.Type: return ["float4", "float8", "numeric"]
         case is Decimal.Type: return ["numeric"]
         case is String.Type: return ["text", "varchar", "bpchar", "name", "citext"]
         case is UUID.Type: return ["uuid"]
@@ -302,7 +349,26 @@ enum ColumnTypeRule {
         }
     }
 
-    static func accepts(_ type: Any.Type, _ column: LiveColumn) -> Bool {
+    /// The column type a property of `type` gets in a drafted migration, as the catalog names it (`int8`,
+    /// `text`, `_text`-style arrays as `text[]`, `jsonb`), and whether it is nullable (an `Optional`).
+    ///
+    /// `Int`/`Int64` → `int8`, `Int32` → `int4`, `String` → `text`, `Bool` → `bool`, `Double` → `float8`,
+    /// `Date` → `timestamptz`, `UUID` → `uuid`, `Data` → `bytea`, `Decimal` → `numeric`; a raw-value enum → its
+    /// raw value's type; an array of those → an array column; anything else Codable → `jsonb`.
+    package static func naturalType(_ type: Any.Type) -> (typeName: String, elementType: String?, nullable: Bool) {
+        let (wrapped, optional) = unwrapOptional(type)
+        if let scalar = self.scalarTypes(wrapped)?.first { return (scalar, nil, optional) }
+        if let raw = rawValueType(wrapped), let scalar = self.scalarTypes(raw)?.first { return (scalar, nil, optional) }
+        if let element = arrayElementType(wrapped) {
+            let (elementWrapped, _) = unwrapOptional(element)
+            if self.isNativeArrayElement(elementWrapped), let scalar = self.scalarTypes(elementWrapped)?.first {
+                return ("_" + scalar, scalar, optional)
+            }
+        }
+        return ("jsonb", nil, optional)
+    }
+
+    package static func accepts(_ type: Any.Type, _ column: LiveColumn) -> Bool {
         if let scalars = self.scalarTypes(type) {
             // Not a String on an enum column: a String is bound as `text`, which PostgreSQL does not assign to an
             // enum column (every write would fail); a String raw-value enum type is bound untyped and fits.
@@ -337,7 +403,7 @@ private protocol ArrayTypeUnwrapping { static var elementType: Any.Type { get } 
 extension Array: ArrayTypeUnwrapping { static var elementType: Any.Type { Element.self } }
 
 /// The non-optional type and whether it was optional (nested optionals unwrap fully).
-func unwrapOptional(_ type: Any.Type) -> (Any.Type, Bool) {
+package func unwrapOptional(_ type: Any.Type) -> (Any.Type, Bool) {
     var current = type
     var optional = false
     while let unwrapping = current as? any OptionalTypeUnwrapping.Type {
