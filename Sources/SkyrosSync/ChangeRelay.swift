@@ -295,9 +295,21 @@ package final class ChangeRelay: Sendable {
                 let read = try await connection.pipeline(first)
                 let relayed = try read[1].first?.decode(LSN.self, at: 0) ?? .invalid
                 var inProgress = try read[2].first?.decode(Int64.self, at: 0) ?? 0
+                // A writer is marked committed a moment after its commit record is flushed: polled from 200 µs,
+                // doubling to 10 ms. A wait past a second is not that moment: it is logged (once per batch).
+                let waitStarted = ContinuousClock.now
+                var pause = Duration.microseconds(200)
+                var warned = false
                 while inProgress > 0 {
-                    try await Task.sleep(for: .microseconds(200))
+                    try await Task.sleep(for: pause)
+                    pause = min(pause * 2, .milliseconds(10))
                     inProgress = try await connection.query(Self.writersInProgress(writers)).first?.decode(Int64.self, at: 0) ?? 0
+                    if inProgress > 0, !warned, ContinuousClock.now - waitStarted > .seconds(1) {
+                        warned = true
+                        self.logger.warning(
+                            "the relay has waited more than a second for writers whose commits it decoded to be visible",
+                            metadata: ["skyros.capture.slot": "\(self.slot)", "skyros.capture.writers": "\(writers)"])
+                    }
                 }
                 let fresh = candidates.indices.filter { candidates[$0].endLSN > relayed }
                 var last: [PGQuery] = []
