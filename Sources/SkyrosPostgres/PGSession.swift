@@ -75,6 +75,7 @@ package final class PGSession {
         }
         var keywordPointers: [UnsafePointer<CChar>?] = keywords.map { UnsafePointer($0) } + [nil]
         var valuePointers: [UnsafePointer<CChar>?] = values.map { UnsafePointer($0) } + [nil]
+        _ = OpenSSLExit.prepared
         let connection = PQconnectdbParams(&keywordPointers, &valuePointers, 0)
         guard let connection, PQstatus(connection) == CONNECTION_OK else {
             let message = connection.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "out of memory"
