@@ -2,7 +2,6 @@ import Foundation
 @testable import Skyros
 import SkyrosTestFixtures
 import SkyrosPostgres
-import SkyrosSync
 import SkyrosTestSupport
 import Testing
 
@@ -76,7 +75,7 @@ struct ObservationUpdateTests {
             lines.append("a fetch now: \((try? await Self.fetch(stack, descriptor).map { "\($0.id)/\($0.owner)" }) ?? ["failed"])")
             lines.append("feed: \(stack.changeFeedStatistics)")
             guard let schema else { Issue.record(Comment(rawValue: lines.joined(separator: "\n"))); return }
-            let slot = LogicalCapture.slotName(schema: schema, database: (try? TestServer.configuration.database ?? "postgres") ?? "postgres")
+            let slot = CaptureSources.slotName(schema: schema)
             let queries: [(String, PGQuery)] = [
                 ("rows", "SELECT string_agg(id || '/' || owner || '@' || xmin::text, ' ' ORDER BY id) FROM \(unsafeRaw: quoteIdentifier(schema)).mp_items"),
                 ("log", "SELECT string_agg(position || ':' || xid::text || ':' || changes::text, ' | ' ORDER BY position) FROM \(unsafeRaw: quoteIdentifier(schema)).skyros_change_log"),

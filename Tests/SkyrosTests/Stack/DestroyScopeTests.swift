@@ -1,6 +1,7 @@
 import Foundation
 import Skyros
 import SkyrosPostgres
+import SkyrosStore
 import SkyrosTestSupport
 import Testing
 
@@ -70,7 +71,7 @@ struct DestroyScopeTests {
         let table = "\(schema).\(quoteIdentifier(Names.table))"
         let (key, count, label) = (quoteIdentifier(Names.key), quoteIdentifier(Names.count), quoteIdentifier(Names.label))
         // Cut to 63 bytes as PostgreSQL would (a longer name is truncated, and may become the table's own).
-        let neighbours = Array(Set(["_" + Names.table.uppercased(), "\"" + Names.table, "x " + Names.table].map { HostileNames.prefix($0, bytes: 63) }))
+        let neighbours = Array(Set(["_" + Names.table.uppercased(), "\"" + Names.table, "x " + Names.table].map(truncatedIdentifier)))
             .filter { $0 != Names.table }
         try await TestServer.withConnection { connection in
             _ = try await connection.execute(script: """
