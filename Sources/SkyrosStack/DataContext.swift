@@ -287,37 +287,32 @@ public final class DataContext: Sendable {
         return matching.count
     }
 
-    /// Returns the row with `value`'s primary key, creating it from `value` when there is none. The row is
-    /// created in the store at once with `INSERT … ON CONFLICT DO NOTHING` (race-free across processes), not
-    /// on save; a row this context or a queued write already holds is returned without touching the store.
-    /// A row it creates is announced as a commit's rows are: observers in this stack see it, and other processes
-    /// learn of it through the change log (its entry and hint are written in the creating transaction). The row
-    /// returned is remembered like a row read: a later update of it in this context conflicts if another write
-    /// changed it meanwhile.
+    /// Returns the row with `value`'s primary key as this context sees it, or records `value` as an insert when
+    /// there is none. The insert is one of this context's changes: it commits with them when the context is
+    /// saved, all or nothing (in `write {}`, a body that throws afterwards leaves no row), and `created` means
+    /// "this context will create it". When another writer creates the row first, the save fails with `PGError`
+    /// `.uniqueViolation` naming the primary key's constraint and saves none of the context's changes; run the
+    /// write again, and `findOrCreate` finds that row. `DataStack/findOrCreate(_:)` is the immediate form: it
+    /// commits at once, race-free (`INSERT … ON CONFLICT DO NOTHING`), outside any context.
     ///
     /// ```swift
-    /// let (tag, created) = try await context.findOrCreate(Tag(id: "swift", uses: 0))
+    /// try await stack.write(durability: .committed) { context in
+    ///     let (tag, created) = try await context.findOrCreate(Tag(id: "swift", uses: 0))
+    ///     if created { try context.insert(AuditEntry(tag: tag.id)) }   // both rows, or neither
+    /// }
     /// ```
     ///
-    /// A row this context, a parent or a queued write deletes is not looked up in the store (it still holds the
-    /// row the deletion will remove): `value` is recorded as an insert in this context instead, committed when
-    /// saved after that deletion, and reported created.
+    /// A row this context, a parent or a queued write deletes is not found: `value` is recorded as an insert
+    /// after that deletion, and reported created.
+    /// - Throws: `ColumnValueError` for a value its columns cannot hold (nothing is recorded), `PGError`,
+    ///   ``DataStackError``.
     @discardableResult
     public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
         try self.checkValid()
         let key = try RowKey(value)
         if let existing = try await self.lookup(T.self, id: value.id, key: key)?.value as? T { return (existing, false) }
-        if self.isPendingDeletion(key) {
-            try self.insert(value)
-            return (value, true)
-        }
-        let (row, version, created) = try await self.core.findOrCreate(value)
-        if !self.isMain {
-            // Like a row read: a later update of it is guarded by the version it has now.
-            let key = try RowKey(row)
-            self.tracker.withLock { $0.remember(key, value: row, base: .known(version)) }
-        }
-        return (row, created)
+        let inserted = try self.insert(value)
+        return (inserted, true)
     }
 
     // MARK: Saving
@@ -458,15 +453,6 @@ public final class DataContext: Sendable {
             return FoundRow(own.value, as: T.self, base: .parentChange(ContextChange(context: self.id, generation: generation)))
         }
         return try await self.parentLookup(type, id: id, key: key)
-    }
-
-    /// Whether this context, a parent or a queued write deletes the row.
-    private func isPendingDeletion(_ key: RowKey) -> Bool {
-        if let own = self.tracker.withLock({ $0.row(key) }) { return own.value == nil }
-        switch self.parent {
-        case .root: return self.core.isPendingDeletion(key)
-        case .context(let parent): return parent.isPendingDeletion(key)
-        }
     }
 
     private func parentLookup<T: Entity>(_ type: T.Type, id: T.ID, key: RowKey) async throws -> FoundRow? {
