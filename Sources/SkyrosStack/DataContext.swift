@@ -226,6 +226,71 @@ public final class DataContext: Sendable {
         if changed { self.tracker.withLock { $0.record(change) } }
     }
 
+    /// Records a new state of an existing row, guarded by `version` instead of the version this context read:
+    /// the row version a client sent back (an HTTP `If-Match` holding the `ETag` that ``version(of:id:)`` gave).
+    /// Only the columns that differ from the row as this context reads it are written; the save fails with
+    /// `StoreError.versionConflict` unless the stored row still has `version`, whatever the write's merge
+    /// policy. A version that differs from the one this context read fails at once, even when nothing changed.
+    ///
+    /// ```swift
+    /// try await stack.write(durability: .committed) { context in
+    ///     guard var ticket = try await context.object(Ticket.self, id: id) else { throw NotFound() }
+    ///     ticket.title = newTitle
+    ///     try await context.update(ticket, ifVersion: etag)   // a stale ETag: StoreError.versionConflict
+    /// }
+    /// ```
+    /// - Throws: `StoreError.versionConflict` when the version this context read is not `version`;
+    ///   `StoreError.notFound` when no such row is visible; ``DataStackError`` `.rowHasUnsavedChanges` when this
+    ///   context or a parent holds an unsaved change of the row (its version is not a stored one);
+    ///   `ColumnValueError`.
+    public func update<T: Entity>(_ value: T, ifVersion version: Int64) async throws {
+        try self.checkValid()
+        let (value, encodedValue) = try self.core.door.admit(value)
+        let key = try RowKey(value)
+        if self.tracker.withLock({ $0.row(key) }) != nil {
+            throw DataStackError(
+                code: .rowHasUnsavedChanges,
+                message: "row \(key.id.text ?? "NULL") of table \(key.table) has an unsaved change in this context: save it before an update guarded by a stored version")
+        }
+        let read: (value: any Entity, base: BaseVersion)?
+        if let snapshot = self.tracker.withLock({ $0.snapshot(key) }) {
+            read = snapshot
+        } else {
+            read = try await self.parentLookup(T.self, id: value.id, key: key).map { ($0.value, $0.base) }
+        }
+        guard let read, let original = read.value as? T else {
+            throw StoreError.notFound(entity: String(describing: T.self), id: key.id.text ?? "NULL")
+        }
+        if case .parentChange = read.base {
+            throw DataStackError(
+                code: .rowHasUnsavedChanges,
+                message: "row \(key.id.text ?? "NULL") of table \(key.table) has an unsaved change in a parent context: save it before an update guarded by a stored version")
+        }
+        if case .known(let seen) = read.base, seen != version {
+            throw StoreError.versionConflict(entity: String(describing: T.self), id: key.id.text ?? "NULL", expected: version, actual: seen)
+        }
+        var (change, changed) = try self.update(value, encoded: encodedValue, key: key, original: original, base: .known(version))
+        change.pinsVersion = true
+        if changed { self.tracker.withLock { $0.record(change) } }
+    }
+
+    /// The row's stored version as this context reads it: the entity's `Entity/versionColumn` (1 on insert, +1
+    /// on every write) or PostgreSQL's `xmin` (in memory: a counter). Send it as an HTTP `ETag`, and guard the
+    /// client's change with ``update(_:ifVersion:)``. `nil` when there is no such row, and while the row has
+    /// changes not committed yet (this context's, a parent's or a queued write's): its version is known once
+    /// they commit.
+    ///
+    /// ```swift
+    /// let (ticket, etag) = try await stack.read { context in
+    ///     (try await context.object(Ticket.self, id: id), try await context.version(of: Ticket.self, id: id))
+    /// }
+    /// ```
+    public func version<T: Entity>(of type: T.Type, id: T.ID) async throws -> Int64? {
+        guard let found = try await self.lookup(type, id: id) else { return nil }
+        if case .known(let version) = found.base { return version }
+        return nil
+    }
+
     /// The change recording `value` as an update of `original`, and whether any column differs. The row's
     /// encodings travel with it: the commit queue binds them instead of encoding the row again.
     private func update<T: Entity>(

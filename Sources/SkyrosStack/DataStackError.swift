@@ -26,6 +26,7 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
             case noIdentityAvailable = "no identity available"
             case deadlineExceeded = "deadline exceeded"
             case writeCancelled = "write cancelled"
+            case rowHasUnsavedChanges = "row has unsaved changes"
         }
 
         private let base: Base
@@ -71,6 +72,10 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
         /// The task running a write was cancelled before the write finished. ``DataStackError/mayStillCommit``
         /// says whether its changes had been queued, as for ``deadlineExceeded``.
         public static let writeCancelled = Code(.writeCancelled)
+        /// A change guarded by a stored row version (`DataContext/update(_:ifVersion:)`) was asked for a row this
+        /// context holds an unsaved change of, whose version is not a stored one: save first. Nothing was
+        /// recorded.
+        public static let rowHasUnsavedChanges = Code(.rowHasUnsavedChanges)
 
         public var description: String { self.base.rawValue }
     }

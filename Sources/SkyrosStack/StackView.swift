@@ -123,7 +123,7 @@ struct StackView: Sendable {
     /// Whether the stored row may differ from the value written: an update under a policy that keeps the
     /// other writer's changes to columns this one did not change.
     private static func mayHaveMerged(_ row: PendingRow, policy: MergePolicy) -> Bool {
-        guard case .updated = row.state else { return false }
+        guard case .updated = row.state, !row.pinsVersion else { return false }
         return policy == .contextWins || policy == .mergeByProperty
     }
 
