@@ -34,6 +34,9 @@ import SkyrosStore
 /// - ``delete(_:)``
 /// - ``delete(_:id:)``
 /// - ``delete(where:)``
+/// - ``update(where:set:)``
+/// - ``update(_:ifVersion:)``
+/// - ``version(of:id:)``
 /// - ``upsert(_:)``
 /// - ``bulkInsert(_:)``
 /// - ``findOrCreate(_:)``
@@ -337,19 +340,44 @@ public final class DataContext: Sendable {
     public func delete<T: Entity>(where predicate: Predicate<T>?) async throws -> Int {
         let matching = try await self.layeredFetch(FetchDescriptor<T>(predicate: predicate))
         let kind = EntityKind<T>()
-        let matches = try InMemoryQuery.evaluator(predicate)   // translated once, checked per row
         let changes = try matching.map { row in
             PendingRow(key: try RowKey(row.value), kind: kind, id: row.value.id, state: .deleted(base: .none, emit: false))
         }
-        let operation = PendingDeleteWhere(
-            table: T.tableName,
-            emit: { $0.delete(where: predicate) },
-            matches: { value in (value as? T).map { (try? matches($0)) ?? false } ?? false })
+        let operation = PendingSetWrite(table: T.tableName, updates: false, emit: { $0.delete(where: predicate) })
         self.tracker.withLock { tracker in
-            tracker.record(deleteWhere: operation)
+            tracker.record(setWrite: operation)
             for change in changes { tracker.record(change, moveToEnd: true) }
         }
         return matching.count
+    }
+
+    /// Sets columns of every row matching `predicate` (`nil`: every row of the table) in one statement when the
+    /// context is saved, at its place among the context's changes: each column to a constant or to an expression
+    /// over the row's columns that the database evaluates against the row as it stands then (`views + 1`). No
+    /// version is read or compared, so concurrent increments from any number of processes neither conflict nor
+    /// lose one another. Core Data's `NSBatchUpdateRequest` and EF Core's `ExecuteUpdate`, made atomic with the
+    /// context's other changes.
+    ///
+    /// ```swift
+    /// try await stack.write { context in
+    ///     try context.update(where: #Predicate<Post> { $0.id == postID }, set: [.set(\.views, to: \.views + 1)])
+    /// }
+    /// ```
+    ///
+    /// Like a batch update, it is not applied to rows in memory before it commits: reads in this context (and,
+    /// while it is queued, in the main context) show the rows as they were, and an update of one of those rows
+    /// recorded after it in the same context conflicts at commit (its version was read before). Once it
+    /// commits, the main context drops its cached rows of the table, and observers of the table in every
+    /// stack and process run their fetch again.
+    /// - Throws: `StoreError.unknownColumn` for a key path that is not one of the entity's columns, the primary
+    ///   key, or a column the database sets; `QueryError` for a predicate with no SQL translation. Nothing is
+    ///   recorded.
+    public func update<T: Entity>(where predicate: Predicate<T>?, set assignments: [ColumnAssignment<T>]) throws {
+        try self.checkValid()
+        // Checked now (and the predicate translated), so that an unusable update fails here, not at commit.
+        try ColumnAssignment.check(assignments, where: predicate)
+        let operation = PendingSetWrite(table: T.tableName, updates: true, emit: { $0.update(where: predicate, set: assignments) })
+        self.tracker.withLock { $0.record(setWrite: operation) }
     }
 
     /// Returns the row with `value`'s primary key as this context sees it, or records `value` as an insert when

@@ -123,12 +123,13 @@ package struct PendingRow: Sendable {
     }
 }
 
-/// A `delete(where:)` recorded by a context, emitted at its place in the change set.
-package struct PendingDeleteWhere: Sendable {
+/// A `delete(where:)` or `update(where:set:)` recorded by a context: one statement over the rows a predicate
+/// selects, emitted at its place in the change set.
+package struct PendingSetWrite: Sendable {
     package let table: String
+    /// Whether it updates rows (else it deletes them).
+    let updates: Bool
     let emit: @Sendable (inout ChangeSet) -> Void
-    /// Whether a value of this table matches the predicate (for read overlays of later rows).
-    let matches: @Sendable (any Entity) -> Bool
 }
 
 /// The typed operations on one entity type, behind a type-erased ``PendingRow``.

@@ -117,7 +117,7 @@ import SkyrosPostgres
         return quoteIdentifier(T.tableName)
     }
 
-    private static func writeWhere<T: Entity>(_ predicate: Predicate<T>?, into writer: inout SQLWriter) throws {
+    static func writeWhere<T: Entity>(_ predicate: Predicate<T>?, into writer: inout SQLWriter) throws {
         guard let predicate else { return }
         writer.append(" WHERE ")
         try writer.writeCondition(predicate)

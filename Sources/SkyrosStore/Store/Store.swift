@@ -128,6 +128,22 @@ extension Store {
         }
     }
 
+    /// Sets columns of every row matching `predicate` in one statement (see
+    /// ``ChangeSet/update(where:set:)``) and returns the primary keys of the rows it updated.
+    ///
+    /// ```swift
+    /// try await store.update(where: #Predicate<Post> { $0.id == 7 }, set: [.set(\.views, to: \.views + 1)])
+    /// ```
+    @discardableResult
+    public func update<T: Entity>(where predicate: Predicate<T>?, set assignments: [ColumnAssignment<T>]) async throws -> [T.ID] {
+        var changes = ChangeSet()
+        changes.update(where: predicate, set: assignments)
+        return try await self.apply(changes).operations[0].map { change in
+            guard let text = change.id.text else { throw PGError(kind: .decoding, message: "NULL primary key") }
+            return try T.ID(postgresText: ArraySlice(text.utf8), type: change.id.type)
+        }
+    }
+
     /// Inserts or overwrites the row; returns its new version.
     @discardableResult
     public func upsert<T: Entity>(_ value: T) async throws -> Int64 {
