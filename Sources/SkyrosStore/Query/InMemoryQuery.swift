@@ -1,8 +1,10 @@
 import Foundation
 
 /// Evaluates fetch descriptors on values in memory, with the same results as the SQL that
-/// ``SQLQueryBuilder`` generates for PostgreSQL: same accepted predicates, same `nil` handling, same string
-/// order (code points), same tie-break by primary key.
+/// ``SQLQueryBuilder`` generates for PostgreSQL: same accepted predicates, same `nil` handling, same tie-break by
+/// primary key. Strings compare in code-point order, which is PostgreSQL's on `COLLATE "C"` columns (on a
+/// column of another collation, PostgreSQL orders and range-compares by that collation; equality agrees for
+/// deterministic collations).
 ///
 /// Predicates are evaluated with Foundation's `Predicate.evaluate` (Swift semantics are the reference; the SQL
 /// is generated to match them), with captured dates rounded to microseconds as PostgreSQL rounds the bound

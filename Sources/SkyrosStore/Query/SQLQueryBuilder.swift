@@ -36,8 +36,9 @@ import SkyrosPostgres
     }
 
     /// `" ORDER BY …"` for `sort`, or for `T.defaultSort` when `sort` is empty, always ending with the primary
-    /// key so the order is total. Strings sort as `text` with `COLLATE "C"`; `nil` sorts first ascending, last
-    /// descending.
+    /// key so the order is total. Every column sorts as stored, so that an index on it serves the order: strings
+    /// as `text` in the column's collation (code-point order on a `COLLATE "C"` column, as Swift sorts), enums in
+    /// their declared order; `nil` sorts first ascending, last descending.
     /// - Throws: ``QueryError`` (`unsupportedSort`, `unmappedKeyPath`) for a sort that SQL cannot reproduce.
     package static func orderBy<T: Entity>(_ sort: [SortDescriptor<T>]) throws -> String {
         let metadata = try EntityQueryMetadata.of(T.self)
@@ -47,8 +48,9 @@ import SkyrosPostgres
             if !first { sql += ", " }
             first = false
             sql += column.quoted
-            // As text (an enum column has no collation; see the predicate's column references).
-            if column.isString { sql += "::text COLLATE \"C\"" }
+            // As text, like the predicate's column references (a no-op on `text`, served by an index on
+            // `varchar`; `citext` sorts case-sensitively, as Swift does).
+            if column.isString { sql += "::text" }
             sql += forward ? " ASC" : " DESC"
             if column.isOptional { sql += forward ? " NULLS FIRST" : " NULLS LAST" }
         }
