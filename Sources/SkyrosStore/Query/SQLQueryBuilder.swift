@@ -76,7 +76,7 @@ import SkyrosPostgres
         }
         writer.append(" FROM ")
         writer.append(self.table(T.self, schema))
-        try self.writeWhere(descriptor.predicate, into: &writer)
+        try self.writeWhere(descriptor, into: &writer)
         writer.append(try self.orderBy(descriptor.sortBy))
         try self.writeWindow(descriptor, into: &writer)
         return PGQuery(unsafeSQL: writer.sql, binds: writer.binds)
@@ -89,7 +89,7 @@ import SkyrosPostgres
         let windowed = descriptor.fetchLimit != nil || (descriptor.fetchOffset ?? 0) != 0
         writer.append(windowed ? "SELECT count(*) FROM (SELECT 1 FROM " : "SELECT count(*) FROM ")
         writer.append(self.table(T.self, schema))
-        try self.writeWhere(descriptor.predicate, into: &writer)
+        try self.writeWhere(descriptor, into: &writer)
         if windowed {
             writer.append(try self.orderBy(descriptor.sortBy))
             try self.writeWindow(descriptor, into: &writer)
@@ -123,6 +123,14 @@ import SkyrosPostgres
         guard let predicate else { return }
         writer.append(" WHERE ")
         try writer.writeCondition(predicate)
+    }
+
+    /// `WHERE` for the descriptor's predicate and, for a keyset page, the rows after its cursor.
+    private static func writeWhere<T: Entity>(_ descriptor: FetchDescriptor<T>, into writer: inout SQLWriter) throws {
+        try self.writeWhere(descriptor.predicate, into: &writer)
+        guard let cursor = descriptor.pageAfter else { return }
+        writer.append(descriptor.predicate == nil ? " WHERE " : " AND ")
+        try Keyset.writeCondition(after: cursor, sort: descriptor.sortBy, into: &writer)
     }
 
     private static func writeWindow<T: Entity>(_ descriptor: FetchDescriptor<T>, into writer: inout SQLWriter) throws {
