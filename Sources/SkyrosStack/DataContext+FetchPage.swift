@@ -19,7 +19,7 @@ extension DataContext {
     /// ```
     /// - Parameters:
     ///   - descriptor: the predicate, the sort and the page size (`fetchLimit`).
-    ///   - cursor: where the previous page ended (its ``FetchPage/nextCursor``); `nil` for the first page.
+    ///   - cursor: where the previous page ended (its `FetchPage.nextCursor`); `nil` for the first page.
     /// - Returns: the page's rows, and the cursor of the next page (`nil` after the last).
     /// - Throws: `QueryError` (`invalidDescriptor` without a positive `fetchLimit` or with an offset;
     ///   `invalidCursor` for a cursor of another entity or sort), `PGError`, ``DataStackError``.

@@ -199,6 +199,10 @@ struct KeysetPaginationTests {
                     let page = try await second.read { try await $0.fetchPage(descriptor, after: cursor) }
                     #expect(page.items.map(\.id) == expected)
                     #expect(expected.count == 10)
+                    // In a snapshot read as well (its own SQL path, past the context and the cache).
+                    let snapshot = try await second.readSnapshot { try await $0.fetchPage(descriptor, after: cursor) }
+                    #expect(snapshot.items.map(\.id) == expected)
+                    #expect(snapshot.nextCursor == page.nextCursor)
                     // A cursor decoded from JSON (a request body) works as well.
                     let decoded = try JSONDecoder().decode([String: PageCursor].self, from: Data(#"{"after":"\#(token)"}"#.utf8))
                     #expect(try await second.read { try await $0.fetchPage(descriptor, after: decoded["after"]) }.items.map(\.id) == expected)
