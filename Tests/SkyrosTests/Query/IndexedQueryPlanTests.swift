@@ -152,6 +152,54 @@ struct IndexedQueryPlanTests {
         }
     }
 
+    /// The rows the scans of a plan (`EXPLAIN (ANALYZE, FORMAT JSON)`) read, and its execution time in ms.
+    static func rowsRead(_ json: String) throws -> (rows: Int, milliseconds: Double) {
+        let root = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]])
+        var rows = 0
+        func walk(_ node: [String: Any]) {
+            if let type = node["Node Type"] as? String, type.hasSuffix("Scan"), let actual = node["Actual Rows"] as? Int {
+                rows += actual * max(1, node["Actual Loops"] as? Int ?? 1)
+            }
+            for child in node["Plans"] as? [[String: Any]] ?? [] { walk(child) }
+        }
+        for entry in root { if let plan = entry["Plan"] as? [String: Any] { walk(plan) } }
+        return (rows, root.first?["Execution Time"] as? Double ?? 0)
+    }
+
+    /// A page 90,000 rows deep: with `fetchOffset` the index scan reads every skipped row; a keyset page after
+    /// the previous page's last row reads the page (and two rows more).
+    @Test func aDeepKeysetPageReadsOnlyThePage() async throws {
+        try await TestServer.withSchema("plans_deep") { schema in
+            let pool = PGConnectionPool(configuration: .init(maximumConnections: 2), postgres: try TestServer.configuration)
+            try await withCleanup {
+                try await pool.withConnection { _ = try await $0.execute(script: Self.createTable(schema)) }
+                let store = PostgresStore(pool: pool, schema: schema)
+                let sort = [SortDescriptor(\PlanTicket.createdAt, order: .reverse)]
+                let previous = try #require(try await store.fetch(FetchDescriptor(sortBy: sort, fetchLimit: 1, fetchOffset: 89_999)).first?.value)
+                let offset = FetchDescriptor(sortBy: sort, fetchLimit: 20, fetchOffset: 90_000)
+                let keyset = try PagedFetch(FetchDescriptor(sortBy: sort, fetchLimit: 20), after: PageCursor(after: previous, sortBy: sort))
+                #expect(try await store.fetch(offset).map(\.value.id)
+                    == Array(try await store.fetchPage(FetchDescriptor(sortBy: sort, fetchLimit: 20), after: PageCursor(after: previous, sortBy: sort)).items.map(\.value.id)))
+                var read: [String: (rows: Int, milliseconds: Double)] = [:]
+                for (name, descriptor) in [("offset", offset), ("keyset", keyset.descriptor)] {
+                    let query = try SQLQueryBuilder.select(descriptor, schema: schema, includeVersion: true)
+                    let explained = try await pool.withConnection {
+                        try await $0.query(PGQuery(unsafeSQL: "EXPLAIN (ANALYZE, FORMAT JSON) " + query.sql, binds: query.binds))
+                    }
+                    read[name] = try Self.rowsRead(try explained[0].decode(String.self, at: 0))
+                }
+                let offsetRead = try #require(read["offset"]), keysetRead = try #require(read["keyset"])
+                #expect(offsetRead.rows >= 90_000)
+                // The page, the row that tells whether another follows, and the one the incremental sort looks at to
+                // close its last group of equal times.
+                #expect(keysetRead.rows <= 22)
+                print("IndexedQueryPlanTests: page at 90,000: offset read \(offsetRead.rows) rows in \(offsetRead.milliseconds) ms, keyset \(keysetRead.rows) rows in \(keysetRead.milliseconds) ms")
+            } cleanup: {
+                await pool.shutdown()
+            }
+        }
+    }
+
     static func cases(sample: PlanTicket, other: PlanTicket, store: PostgresStore) throws -> [Case] {
         typealias D = FetchDescriptor<PlanTicket>
         let title = sample.title, titles = [sample.title, other.title]
