@@ -125,6 +125,23 @@ struct IndexedQueryPlanTests {
                     print("  \(item.name): \(scans.map { $0.type + ($0.index.map { " using \($0)" } ?? "") }.joined(separator: " → "))")
                     // And the fetch itself returns rows.
                     #expect(try await !store.fetch(item.descriptor).isEmpty, "\(item.name) returned no rows")
+                    // The plan a connection runs once the statement is warm: prepared by the session and run more
+                    // times than PostgreSQL's plan cache takes to consider a generic plan (5).
+                    let warm = try await pool.withConnection { connection -> [(type: String, index: String?)] in
+                        for _ in 0..<7 { _ = try await connection.query(query) }
+                        let named = try await connection.query("SELECT name FROM pg_prepared_statements WHERE statement = \(query.sql)")
+                        let name = try #require(try named.first?.decode(String.self, at: 0), "\(item.name): the statement is not prepared")
+                        // EXECUTE takes its arguments as literals (it cannot refer to a parameter): the same values,
+                        // quoted, each coerced by the server to the prepared statement's parameter type.
+                        let arguments = query.binds.map { $0.text.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" } ?? "NULL" }
+                        let explained = try await connection.query(
+                            PGQuery(unsafeSQL: "EXPLAIN (FORMAT JSON) EXECUTE \(quoteIdentifier(name))(\(arguments.joined(separator: ", ")))"))
+                        return try Self.scans(try explained[0].decode(String.self, at: 0))
+                    }
+                    if !warm.contains(where: { Self.indexScanTypes.contains($0.type) && $0.index.map(item.indexes.contains) == true }) {
+                        failures += 1
+                        Issue.record("\(item.name), warm: no index scan of \(item.indexes)\n  plan: \(warm)")
+                    }
                 }
                 #expect(failures == 0)
                 #expect(cases.count == 25)
