@@ -27,6 +27,7 @@ import SkyrosStore
 /// - ``fetch(_:)-(FetchDescriptor<T>)``
 /// - ``fetch(_:)-(T.Type)``
 /// - ``first(_:)``
+/// - ``fetchPage(_:after:)``
 /// - ``count(_:)``
 /// - ``object(_:id:)``
 /// - ``insert(_:)``

@@ -19,6 +19,12 @@ import Synchronization
 /// `varchar(n)` lengths, `numeric(p, s)`, NOT NULL, enum labels), with the same ``ColumnValueError`` a stack
 /// throws at its door; a `numeric(p, s)` value is rounded to its scale and a `char(n)` value padded, as stored.
 ///
+/// Strings compare and sort by Unicode code point (as Swift's `String` does), which is PostgreSQL's order on a
+/// `COLLATE "C"` column. PostgreSQL compares and sorts a column in its own collation: on another one
+/// (`en_US.utf8`, `"en-US-x-icu"`) equality, `contains` and prefix matches still agree with this store, while
+/// `<`, ranges, sorts and keyset pages by that column do not. Declare `COLLATE "C"` on text columns whose order
+/// tests rely on. A raw-value enum compares with its Swift `<`, PostgreSQL's enum column by its labels' order.
+///
 /// Only the primary key is unique; other constraints (foreign keys, checks) are not modelled. Columns
 /// are matched by name, as on PostgreSQL, so two entity types mapped to one table read and write each other's
 /// rows (a column a row never got reads as NULL).

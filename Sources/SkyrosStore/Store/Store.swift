@@ -22,6 +22,7 @@ public enum DestroyConfirmation: Sendable {
 ///
 /// ## Topics
 /// - ``fetch(_:)``
+/// - ``fetchPage(_:after:)``
 /// - ``count(_:)``
 /// - ``object(_:id:)``
 /// - ``findOrCreate(_:)``
