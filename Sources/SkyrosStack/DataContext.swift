@@ -28,6 +28,9 @@ import SkyrosStore
 /// - ``fetch(_:)-(T.Type)``
 /// - ``first(_:)``
 /// - ``count(_:)``
+/// - ``aggregate(_:_:)``
+/// - ``aggregate(_:groupBy:_:)``
+/// - ``fetch(_:as:propertiesToFetch:)``
 /// - ``object(_:id:)``
 /// - ``insert(_:)``
 /// - ``update(_:)``
@@ -101,6 +104,11 @@ public final class DataContext: Sendable {
         case .root: return try await self.core.count(descriptor)
         case .context(let parent): return try await parent.count(descriptor)
         }
+    }
+
+    /// Whether this context has unsaved changes of rows of `table`.
+    func hasChanges(inTable table: String) -> Bool {
+        self.tracker.withLock { $0.countByTable[table] } > 0
     }
 
     /// The row with a primary key, or `nil`. On the main context a cached row is served from memory.

@@ -117,13 +117,13 @@ import SkyrosPostgres
         return quoteIdentifier(T.tableName)
     }
 
-    private static func writeWhere<T: Entity>(_ predicate: Predicate<T>?, into writer: inout SQLWriter) throws {
+    static func writeWhere<T: Entity>(_ predicate: Predicate<T>?, into writer: inout SQLWriter) throws {
         guard let predicate else { return }
         writer.append(" WHERE ")
         try writer.writeCondition(predicate)
     }
 
-    private static func writeWindow<T: Entity>(_ descriptor: FetchDescriptor<T>, into writer: inout SQLWriter) throws {
+    static func writeWindow<T: Entity>(_ descriptor: FetchDescriptor<T>, into writer: inout SQLWriter) throws {
         try self.validateWindow(descriptor, T.self)
         if let limit = descriptor.fetchLimit {
             writer.append(" LIMIT ")

@@ -1,0 +1,58 @@
+import Foundation
+import SkyrosPostgres
+
+/// Evaluates an ``AggregateRequest`` over values in memory, with the cells PostgreSQL returns for its SQL
+/// (``SQLQueryBuilder/aggregate(_:schema:)``): the in-memory store, store doubles, and contexts whose unsaved
+/// or queued changes touch the table use it.
+///
+/// Rows are grouped by the group column's encoded value (the text bound to PostgreSQL: equal exactly when
+/// PostgreSQL's `GROUP BY` finds them equal, `NULL` forming one group), and groups are ordered as SQL's
+/// `ORDER BY` on that column (`NULL` first, strings by code point). Without a group-by column there is always
+/// one row, over no values when none match (`count` 0, the others `NULL`), as in SQL.
+///
+/// ```swift
+/// let matching = try InMemoryQuery.apply(request.descriptor, to: values)
+/// let rows = try InMemoryAggregate.evaluate(request, over: matching)
+/// ```
+package enum InMemoryAggregate {
+    /// The result rows of `request` over `values`, which are the rows its descriptor selects, in order.
+    /// - Throws: ``QueryError`` as the SQL translation would; `PGError` 22003 for an integer sum out of range.
+    package static func evaluate<T: Entity>(_ request: AggregateRequest<T>, over values: [T]) throws -> AggregateRows {
+        _ = try SQLQueryBuilder.aggregate(request, schema: nil)
+        switch request.selection {
+        case .columns(let names):
+            let plan = try EntityPlan<T>.shared
+            let indices = names.map { plan.columnIndex[$0]! }
+            let encoder = RowEncoder(plan: plan)
+            return AggregateRows(rows: try values.map { value in
+                let encoded = try encoder.encode(value)
+                return indices.map { encoded[$0] }
+            })
+
+        case .aggregates(nil, let functions):
+            return AggregateRows(rows: [try functions.map { try $0.compute(values) }])
+
+        case .aggregates(let group?, let functions):
+            let plan = try EntityPlan<T>.shared
+            let metadata = try EntityQueryMetadata.of(T.self)
+            let index = plan.columnIndex[metadata.columnsByKeyPath[group.keyPath]!.name]!
+            let encoder = RowEncoder(plan: plan)
+            var order: [PGValue] = []
+            var groups: [PGValue: (key: PGValue, rows: [T])] = [:]
+            for value in values {
+                let cell = try encoder.encode(value)[index]
+                // Group by the text alone (a NULL's type is irrelevant): the text PostgreSQL compares.
+                let identity = PGValue(type: .unknown, text: cell.text)
+                if groups[identity] == nil {
+                    order.append(identity)
+                    groups[identity] = (cell, [])
+                }
+                groups[identity]!.rows.append(value)
+            }
+            let sorted = order.map { groups[$0]! }.sorted { group.precedes($0.rows[0], $1.rows[0]) }
+            return AggregateRows(rows: try sorted.map { entry in
+                [entry.key] + (try functions.map { try $0.compute(entry.rows) })
+            })
+        }
+    }
+}
