@@ -203,6 +203,39 @@ struct AggregateDifferentialTests {
         }
     }
 
+    /// The in-memory average's division (`NumericDivision`) against PostgreSQL's `numeric` division, on sums of
+    /// every magnitude and scale (the weights and leading base-10000 digits `select_div_scale` reads).
+    @Test func numericDivisionMatchesPostgres() async throws {
+        var g = Generator(rng: SeededGenerator(seed: Self.seed ^ 0xD1))
+        let connection = try await TestServer.connect()
+        try await withCleanup {
+            var mismatches = 0
+            for index in 0..<1_500 {
+                let digits = g.int(1...18)
+                var text = String(g.int(1...9)) + (1..<digits).map { _ in String(g.int(0...9)) }.joined()
+                let decimals = g.int(0...4) == 0 ? g.int(1...8) : 0
+                if decimals > 0 {
+                    while text.count <= decimals { text = "0" + text }
+                    text.insert(".", at: text.index(text.endIndex, offsetBy: -decimals))
+                }
+                if g.int(0...2) == 0 { text = "-" + text }
+                let dividend = try #require(Decimal(string: text))
+                let count = [1, 2, 3, 7, 9_999, 10_000, 10_001, 123_456][g.int(0...7)] * (g.int(0...3) == 0 ? 1 : g.int(1...9))
+                let expected = NumericDivision.quotient(dividend, scale: NumericDivision.displayScale(dividend), dividedBy: count)
+                let bound = try #require(try dividend.postgresText())
+                let rows = try await connection.query("SELECT (\(bound)::numeric / \(count)::numeric)::text")
+                let actual = try #require(Decimal(string: try rows[0].decode(String.self, at: 0)))
+                if expected != actual {
+                    mismatches += 1
+                    if mismatches <= 5 { Issue.record("#\(index): \(text) / \(count): memory \(expected), postgres \(actual)") }
+                }
+            }
+            #expect(mismatches == 0)
+        } cleanup: {
+            await connection.close()
+        }
+    }
+
     /// The generated SQL quotes every identifier, binds every value and aliases nothing.
     @Test func sqlQuotesHostileNames() throws {
         let i = 3

@@ -120,4 +120,22 @@ struct ContextAggregateTests {
             }
         }
     }
+
+    @Test("A snapshot reader aggregates and projects committed rows", arguments: StackKind.allCases)
+    func snapshot(kind: StackKind) async throws {
+        try await StackTestServer.withStack(kind) { stack in
+            try await Self.seed(stack)
+            let (count, byTag, titles) = try await stack.readSnapshot { snapshot in
+                let count: Int = try await snapshot.aggregate(FetchDescriptor<StackNote>(), .count)
+                let byTag = try await snapshot.aggregate(FetchDescriptor<StackNote>(), groupBy: \.tag, .avg(\.rank))
+                let titles = try await snapshot.fetch(
+                    FetchDescriptor<StackNote>(predicate: #Predicate { $0.rank > 20 }), as: NoteTitle.self)
+                return (count, byTag, titles)
+            }
+            #expect(count == 4)
+            #expect(byTag.map(\.key) == [nil, "even"])
+            #expect(byTag.map(\.values) == [Decimal(20), Decimal(30)])
+            #expect(titles == [NoteTitle(id: 3, title: "note 3"), NoteTitle(id: 4, title: "note 4")])
+        }
+    }
 }
