@@ -5,8 +5,9 @@ import SkyrosPostgres
 /// (``SQLQueryBuilder/aggregate(_:schema:)``): the in-memory store, store doubles, and contexts whose unsaved
 /// or queued changes touch the table use it.
 ///
-/// Rows are grouped by the group column's encoded value (the text bound to PostgreSQL: equal exactly when
-/// PostgreSQL's `GROUP BY` finds them equal, `NULL` forming one group), and groups are ordered as SQL's
+/// Rows are grouped by the group column's encoded value (the text bound to PostgreSQL, with `numeric`
+/// trailing zeros and a float's negative zero made one: equal exactly when PostgreSQL's `GROUP BY` finds them
+/// equal, `NULL` forming one group), and groups are ordered as SQL's
 /// `ORDER BY` on that column (`NULL` first, strings by code point). Without a group-by column there is always
 /// one row, over no values when none match (`count` 0, the others `NULL`), as in SQL.
 ///
@@ -41,8 +42,7 @@ package enum InMemoryAggregate {
             var groups: [PGValue: (key: PGValue, rows: [T])] = [:]
             for value in values {
                 let cell = try encoder.encode(value)[index]
-                // Group by the text alone (a NULL's type is irrelevant): the text PostgreSQL compares.
-                let identity = PGValue(type: .unknown, text: cell.text)
+                let identity = PGValue(type: .unknown, text: cell.text.map { groupText($0, cell.type) })
                 if groups[identity] == nil {
                     order.append(identity)
                     groups[identity] = (cell, [])
@@ -54,5 +54,21 @@ package enum InMemoryAggregate {
                 [entry.key] + (try functions.map { try $0.compute(entry.rows) })
             })
         }
+    }
+}
+
+/// The text that identifies a group: the encoded value, with the spellings PostgreSQL finds equal made one
+/// (`numeric` trailing zeros: 1.5 = 1.50; a float's negative zero: -0.0 = 0.0). A NULL's type is irrelevant.
+private func groupText(_ text: String, _ type: PGType) -> String {
+    switch type {
+    case .numeric where text.contains(".") && !text.contains("e") && !text.contains("E"):
+        var trimmed = Substring(text)
+        while trimmed.hasSuffix("0") { trimmed = trimmed.dropLast() }
+        if trimmed.hasSuffix(".") { trimmed = trimmed.dropLast() }
+        return trimmed == "-0" ? "0" : String(trimmed)
+    case .float4, .float8:
+        return text == "-0.0" || text == "-0" ? "0.0" : text
+    default:
+        return text
     }
 }
