@@ -3,7 +3,13 @@ import SkyrosPostgres
 
 /// What a store evaluates for a typed aggregate or projection: the rows (a ``FetchDescriptor``), and either
 /// aggregates with an optional group-by column, or a list of columns. Built by the typed `aggregate` and
-/// `fetch(_:as:)` methods; a store implements ``Store/evaluate(_:)`` to run it.
+/// `fetch(_:as:propertiesToFetch:)` methods and passed to ``Store/evaluate(_:)``. Its contents are opaque: a
+/// store of another package keeps the default `evaluate` (its own fetch, then the computation in memory).
+///
+/// ```swift
+/// // Built for you:
+/// let (count, total) = try await store.aggregate(FetchDescriptor<Ticket>(), .count, .sum(\.price))
+/// ```
 public struct AggregateRequest<T: Entity>: Sendable {
     package enum Selection: Sendable {
         /// `SELECT [group,] f1, f2 … [GROUP BY group ORDER BY group]`.
@@ -38,7 +44,7 @@ package struct AggregateGroupColumn<T: Entity>: @unchecked Sendable {
 }
 
 /// The result of an ``AggregateRequest``: one array of cells per row, as PostgreSQL returns them (or as the
-/// in-memory evaluation encodes them), which the typed methods decode.
+/// in-memory evaluation encodes them), which the typed methods decode. Opaque, like the request.
 public struct AggregateRows: Sendable {
     package var rows: [[PGValue]]
 
