@@ -23,7 +23,7 @@ extension DataContext {
     public func aggregate<T: Entity, each V: Sendable>(
         _ descriptor: FetchDescriptor<T>, _ functions: repeat AggregateFunction<T, each V>
     ) async throws -> (repeat each V) {
-        let request = AggregateDecoding.request(descriptor, groupBy: nil, repeat each functions)
+        let request = AggregateDecoding.request(descriptor, groupBy: [], repeat each functions)
         return try AggregateDecoding.single(try await self.evaluate(request), repeat each functions)
     }
 
@@ -43,8 +43,28 @@ extension DataContext {
     public func aggregate<T: Entity, K: Decodable & Sendable, each V: Sendable>(
         _ descriptor: FetchDescriptor<T>, groupBy: KeyPath<T, K>, _ functions: repeat AggregateFunction<T, each V>
     ) async throws -> [(key: K, values: (repeat each V))] {
-        let request = AggregateDecoding.request(descriptor, groupBy: AggregateGroupColumn(groupBy), repeat each functions)
+        let request = AggregateDecoding.request(descriptor, groupBy: [AggregateGroupColumn(groupBy)], repeat each functions)
         return try AggregateDecoding.grouped(try await self.evaluate(request), keyPath: groupBy, repeat each functions)
+    }
+
+    /// Aggregates per pair of values of two columns (`GROUP BY a, b`), with unsaved and queued changes applied:
+    /// one `(key: (a, b), values)` per pair that occurs, ordered by the first key, then the second.
+    ///
+    /// ```swift
+    /// let grid = try await context.aggregate(FetchDescriptor<Ticket>(), groupBy: (\.status, \.priority), .count)
+    /// ```
+    /// - Parameters:
+    ///   - descriptor: the rows (its limit and offset, when set, select the rows aggregated).
+    ///   - keyPaths: the two columns whose values form the groups.
+    ///   - functions: the aggregates per group.
+    /// - Throws: `QueryError`, `PGError`, ``DataStackError``.
+    public func aggregate<T: Entity, K1: Decodable & Sendable, K2: Decodable & Sendable, each V: Sendable>(
+        _ descriptor: FetchDescriptor<T>, groupBy keyPaths: (KeyPath<T, K1>, KeyPath<T, K2>),
+        _ functions: repeat AggregateFunction<T, each V>
+    ) async throws -> [(key: (K1, K2), values: (repeat each V))] {
+        let groups = [AggregateGroupColumn(keyPaths.0), AggregateGroupColumn(keyPaths.1)]
+        let request = AggregateDecoding.request(descriptor, groupBy: groups, repeat each functions)
+        return try AggregateDecoding.grouped(try await self.evaluate(request), keyPaths: keyPaths, repeat each functions)
     }
 
     /// The rows a descriptor selects, with unsaved and queued changes applied, decoded into any `Decodable`:

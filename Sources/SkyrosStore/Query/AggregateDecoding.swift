@@ -5,13 +5,13 @@ import SkyrosPostgres
 /// shared by the ``Store`` methods and the context's, so both decode the same cells the same way (group keys
 /// and projections through the row codec, `RowDecodingState`).
 package enum AggregateDecoding {
-    /// The request for `functions`, grouped by `groupBy` when given.
+    /// The request for `functions`, grouped by the `groupBy` columns (none: one row over every selected row).
     package static func request<T: Entity, each V: Sendable>(
-        _ descriptor: FetchDescriptor<T>, groupBy: AggregateGroupColumn<T>?, _ functions: repeat AggregateFunction<T, each V>
+        _ descriptor: FetchDescriptor<T>, groupBy: [AggregateGroupColumn<T>], _ functions: repeat AggregateFunction<T, each V>
     ) -> AggregateRequest<T> {
         var specs: [AggregateSpec<T>] = []
         for function in repeat each functions { specs.append(function.spec) }
-        return AggregateRequest(descriptor: descriptor, selection: .aggregates(group: groupBy, functions: specs))
+        return AggregateRequest(descriptor: descriptor, selection: .aggregates(groups: groupBy, functions: specs))
     }
 
     /// The one row of an aggregate without grouping.
@@ -28,6 +28,27 @@ package enum AggregateDecoding {
     package static func grouped<T: Entity, K: Decodable & Sendable, each V: Sendable>(
         _ result: AggregateRows, keyPath: KeyPath<T, K>, _ functions: repeat AggregateFunction<T, each V>
     ) throws -> [(key: K, values: (repeat each V))] {
+        let keys = try self.keys(result, keyPath, at: 0)
+        return try result.rows.indices.map { index in
+            (key: keys[index], values: try self.values(result.rows[index], from: 1, repeat each functions))
+        }
+    }
+
+    /// One `(key, values)` per pair of group keys, ordered by the first key, then the second.
+    package static func grouped<T: Entity, K1: Decodable & Sendable, K2: Decodable & Sendable, each V: Sendable>(
+        _ result: AggregateRows, keyPaths: (KeyPath<T, K1>, KeyPath<T, K2>), _ functions: repeat AggregateFunction<T, each V>
+    ) throws -> [(key: (K1, K2), values: (repeat each V))] {
+        let first = try self.keys(result, keyPaths.0, at: 0)
+        let second = try self.keys(result, keyPaths.1, at: 1)
+        return try result.rows.indices.map { index in
+            (key: (first[index], second[index]), values: try self.values(result.rows[index], from: 2, repeat each functions))
+        }
+    }
+
+    /// The group keys in cell `position` of each row, decoded through the row codec as the column's values are.
+    private static func keys<T: Entity, K: Decodable>(
+        _ result: AggregateRows, _ keyPath: KeyPath<T, K>, at position: Int
+    ) throws -> [K] {
         let plan = try EntityPlan<T>.shared
         guard let column = try EntityQueryMetadata.of(T.self).columnsByKeyPath[keyPath] else {
             throw QueryError(
@@ -36,11 +57,8 @@ package enum AggregateDecoding {
         }
         let state = RowDecodingState(
             entityName: plan.entityName, columnNames: [column.name], keyStrategy: plan.keyStrategy,
-            valueRows: result.rows.map { [$0.first ?? .null] })
-        return try result.rows.indices.map { index in
-            let key = try state.decodeAny(K.self, index, 0)
-            return (key: key, values: try self.values(result.rows[index], from: 1, repeat each functions))
-        }
+            valueRows: result.rows.map { [position < $0.count ? $0[position] : .null] })
+        return try result.rows.indices.map { try state.decodeAny(K.self, $0, 0) }
     }
 
     /// The request for a projection of `descriptor`'s rows onto `properties` (every column when empty).

@@ -12,8 +12,8 @@ import SkyrosPostgres
 /// ```
 public struct AggregateRequest<T: Entity>: Sendable {
     package enum Selection: Sendable {
-        /// `SELECT [group,] f1, f2 … [GROUP BY group ORDER BY group]`.
-        case aggregates(group: AggregateGroupColumn<T>?, functions: [AggregateSpec<T>])
+        /// `SELECT [g1, g2 …,] f1, f2 … [GROUP BY g1, g2 … ORDER BY g1, g2 …]`; no group columns: one row.
+        case aggregates(groups: [AggregateGroupColumn<T>], functions: [AggregateSpec<T>])
         /// `SELECT c1, c2 … ORDER BY … LIMIT … OFFSET …` (a projection).
         case columns([String])
     }

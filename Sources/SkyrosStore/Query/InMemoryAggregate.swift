@@ -30,28 +30,35 @@ package enum InMemoryAggregate {
                 return indices.map { encoded[$0] }
             })
 
-        case .aggregates(nil, let functions):
+        case .aggregates(let groups, let functions) where groups.isEmpty:
             return AggregateRows(rows: [try functions.map { try $0.compute(values) }])
 
-        case .aggregates(let group?, let functions):
+        case .aggregates(let groups, let functions):
             let plan = try EntityPlan<T>.shared
             let metadata = try EntityQueryMetadata.of(T.self)
-            let index = plan.columnIndex[metadata.columnsByKeyPath[group.keyPath]!.name]!
+            let indices = groups.map { plan.columnIndex[metadata.columnsByKeyPath[$0.keyPath]!.name]! }
             let encoder = RowEncoder(plan: plan)
-            var order: [PGValue] = []
-            var groups: [PGValue: (key: PGValue, rows: [T])] = [:]
+            var order: [[String?]] = []
+            var found: [[String?]: (keys: [PGValue], rows: [T])] = [:]
             for value in values {
-                let cell = try encoder.encode(value)[index]
-                let identity = PGValue(type: .unknown, text: cell.text.map { groupText($0, cell.type) })
-                if groups[identity] == nil {
+                let encoded = try encoder.encode(value)
+                let cells = indices.map { encoded[$0] }
+                let identity = cells.map { cell in cell.text.map { groupText($0, cell.type) } }
+                if found[identity] == nil {
                     order.append(identity)
-                    groups[identity] = (cell, [])
+                    found[identity] = (cells, [])
                 }
-                groups[identity]!.rows.append(value)
+                found[identity]!.rows.append(value)
             }
-            let sorted = order.map { groups[$0]! }.sorted { group.precedes($0.rows[0], $1.rows[0]) }
+            let sorted = order.map { found[$0]! }.sorted { a, b in
+                for group in groups {
+                    if group.precedes(a.rows[0], b.rows[0]) { return true }
+                    if group.precedes(b.rows[0], a.rows[0]) { return false }
+                }
+                return false
+            }
             return AggregateRows(rows: try sorted.map { entry in
-                [entry.key] + (try functions.map { try $0.compute(entry.rows) })
+                entry.keys + (try functions.map { try $0.compute(entry.rows) })
             })
         }
     }

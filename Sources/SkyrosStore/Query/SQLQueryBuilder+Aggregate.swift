@@ -33,10 +33,9 @@ extension SQLQueryBuilder {
             writer.append(try self.orderBy(descriptor.sortBy))
             try self.writeWindow(descriptor, into: &writer)
 
-        case .aggregates(let group, let functions):
-            let groupColumn = try group.map { try self.aggregateColumn($0.keyPath, metadata, "group by") }
-            var items: [String] = []
-            if let groupColumn { items.append(groupColumn.quoted) }
+        case .aggregates(let groups, let functions):
+            let groupColumns = try groups.map { try self.aggregateColumn($0.keyPath, metadata, "group by") }
+            var items = groupColumns.map(\.quoted)
             for function in functions { items.append(try self.aggregateCall(function, metadata)) }
             guard !items.isEmpty else {
                 throw QueryError(
@@ -57,13 +56,14 @@ extension SQLQueryBuilder {
                 _ = try self.orderBy(descriptor.sortBy)
                 try self.validateWindow(descriptor, T.self)
             }
-            if let groupColumn {
+            if !groupColumns.isEmpty {
                 writer.append(" GROUP BY ")
-                writer.append(groupColumn.quoted)
+                writer.append(groupColumns.map(\.quoted).joined(separator: ", "))
                 writer.append(" ORDER BY ")
-                writer.append(groupColumn.quoted)
-                if groupColumn.isString { writer.append("::text COLLATE \"C\"") }
-                writer.append(groupColumn.isOptional ? " ASC NULLS FIRST" : " ASC")
+                writer.append(groupColumns.map { column in
+                    column.quoted + (column.isString ? "::text COLLATE \"C\"" : "")
+                        + (column.isOptional ? " ASC NULLS FIRST" : " ASC")
+                }.joined(separator: ", "))
             }
         }
         return PGQuery(unsafeSQL: writer.sql, binds: writer.binds)

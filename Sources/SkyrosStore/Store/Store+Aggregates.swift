@@ -26,7 +26,7 @@ extension Store {
     public func aggregate<T: Entity, each V: Sendable>(
         _ descriptor: FetchDescriptor<T>, _ functions: repeat AggregateFunction<T, each V>
     ) async throws -> (repeat each V) {
-        let request = AggregateDecoding.request(descriptor, groupBy: nil, repeat each functions)
+        let request = AggregateDecoding.request(descriptor, groupBy: [], repeat each functions)
         return try AggregateDecoding.single(try await self.evaluate(request), repeat each functions)
     }
 
@@ -48,8 +48,30 @@ extension Store {
     public func aggregate<T: Entity, K: Decodable & Sendable, each V: Sendable>(
         _ descriptor: FetchDescriptor<T>, groupBy: KeyPath<T, K>, _ functions: repeat AggregateFunction<T, each V>
     ) async throws -> [(key: K, values: (repeat each V))] {
-        let request = AggregateDecoding.request(descriptor, groupBy: AggregateGroupColumn(groupBy), repeat each functions)
+        let request = AggregateDecoding.request(descriptor, groupBy: [AggregateGroupColumn(groupBy)], repeat each functions)
         return try AggregateDecoding.grouped(try await self.evaluate(request), keyPath: groupBy, repeat each functions)
+    }
+
+    /// Aggregates per pair of values of two columns (`GROUP BY a, b`): one `(key: (a, b), values)` per pair that
+    /// occurs, ordered by the first key, then the second (`nil` first, strings by code point).
+    ///
+    /// ```swift
+    /// let perStatusAndPriority = try await store.aggregate(
+    ///     FetchDescriptor<Ticket>(), groupBy: (\.status, \.priority), .count, .sum(\.price))
+    /// for ((status, priority), (count, total)) in perStatusAndPriority { print(status, priority, count, total ?? 0) }
+    /// ```
+    /// - Parameters:
+    ///   - descriptor: the rows (its limit and offset, when set, select the rows aggregated).
+    ///   - keyPaths: the two columns whose values form the groups.
+    ///   - functions: the aggregates per group.
+    /// - Throws: ``QueryError`` for an untranslatable predicate or a key path that is not a column, `PGError`.
+    public func aggregate<T: Entity, K1: Decodable & Sendable, K2: Decodable & Sendable, each V: Sendable>(
+        _ descriptor: FetchDescriptor<T>, groupBy keyPaths: (KeyPath<T, K1>, KeyPath<T, K2>),
+        _ functions: repeat AggregateFunction<T, each V>
+    ) async throws -> [(key: (K1, K2), values: (repeat each V))] {
+        let groups = [AggregateGroupColumn(keyPaths.0), AggregateGroupColumn(keyPaths.1)]
+        let request = AggregateDecoding.request(descriptor, groupBy: groups, repeat each functions)
+        return try AggregateDecoding.grouped(try await self.evaluate(request), keyPaths: keyPaths, repeat each functions)
     }
 
     /// The rows a descriptor selects, decoded into any `Decodable` (a projection): only `propertiesToFetch` are

@@ -115,7 +115,18 @@ struct AggregateDifferentialTests {
                 .max(\.tag), .min(\.at), .max(\.at), .count(\.at))
             return groups.map { "\(canonical($0.key)) → \(describe($0.values))" }
         }
+        func pairs<K1: Decodable & Sendable, K2: Decodable & Sendable>(
+            _ first: KeyPath<AggRow, K1>, _ second: KeyPath<AggRow, K2>
+        ) async throws -> [String] {
+            let groups = try await store.aggregate(
+                descriptor, groupBy: (first, second), .count, .sum(\.amount), .avg(\.qty), .min(\.score), .max(\.price),
+                .min(\.tag), .max(\.at))
+            return groups.map { "\(canonical($0.key.0)) | \(canonical($0.key.1)) → \(describe($0.values))" }
+        }
         switch groupBy {
+        case 8: return try await pairs(\.grp, \.flag)
+        case 9: return try await pairs(\.tag, \.label)
+        case 10: return try await pairs(\.at, \.cat)
         case 0:
             let values = try await store.aggregate(
                 descriptor, .count, .count(\.tag), .sum(\.amount), .avg(\.amount), .min(\.amount), .max(\.amount),
@@ -129,7 +140,8 @@ struct AggregateDifferentialTests {
         case 4: return try await all(\.label)
         case 5: return try await all(\.flag)
         case 6: return try await all(\.at)
-        default: return try await all(\.price)
+        case 7: return try await all(\.price)
+        default: preconditionFailure("no group-by case \(groupBy)")
         }
     }
 
@@ -147,6 +159,7 @@ struct AggregateDifferentialTests {
             var nonEmptyGroups = 0
             var nullGroupKeys = 0
             var projections = 0
+            var pairCases = 0
             var id = 0
             for size in [0, 1, 3, 12, 40, 150] {
                 try await pool.withConnection { _ = try await $0.execute(script: "DELETE FROM \(table)") }
@@ -164,12 +177,13 @@ struct AggregateDifferentialTests {
                         descriptor.fetchLimit = g.int(0...10)
                         descriptor.fetchOffset = g.int(0...3)
                     }
-                    let groupBy = g.int(0...7)
+                    let groupBy = g.int(0...10)
                     let expected = try await Self.evaluate(memory, descriptor, groupBy: groupBy)
                     let actual = try await Self.evaluate(postgres, descriptor, groupBy: groupBy)
                     cases += 1
+                    if groupBy >= 8 { pairCases += 1 }
                     if groupBy != 0 { if expected.isEmpty { emptyGroups += 1 } else { nonEmptyGroups += 1 } }
-                    if expected.contains(where: { $0.hasPrefix("nil →") }) { nullGroupKeys += 1 }
+                    if expected.contains(where: { $0.hasPrefix("nil ") }) { nullGroupKeys += 1 }
                     if expected != actual {
                         mismatches += 1
                         if mismatches <= 5 {
@@ -193,10 +207,11 @@ struct AggregateDifferentialTests {
             #expect(mismatches == 0)
             #expect(cases >= 200)
             #expect(projections >= 200)
+            #expect(pairCases >= 40, "only \(pairCases) cases grouped by two columns")
             #expect(emptyGroups >= 10, "only \(emptyGroups) grouped cases had no groups")
             #expect(nonEmptyGroups >= 100, "only \(nonEmptyGroups) grouped cases had groups")
             #expect(nullGroupKeys >= 20, "only \(nullGroupKeys) cases had a NULL group")
-            print("aggregate differential: \(cases) aggregate cases (\(nonEmptyGroups) grouped with groups, \(emptyGroups) grouped without, \(nullGroupKeys) with a NULL group), \(projections) projections, \(mismatches) mismatches")
+            print("aggregate differential: \(cases) aggregate cases (\(pairCases) grouped by two columns, \(nonEmptyGroups) grouped with groups, \(emptyGroups) grouped without, \(nullGroupKeys) with a NULL group), \(projections) projections, \(mismatches) mismatches")
         } cleanup: {
             await pool.shutdown()
             await TestServer.dropSchema(schema)
@@ -240,7 +255,7 @@ struct AggregateDifferentialTests {
     @Test func sqlQuotesHostileNames() throws {
         let i = 3
         let request = AggregateDecoding.request(
-            FetchDescriptor<AggRow>(predicate: #Predicate { $0.qty > i }), groupBy: AggregateGroupColumn(\AggRow.label),
+            FetchDescriptor<AggRow>(predicate: #Predicate { $0.qty > i }), groupBy: [AggregateGroupColumn(\AggRow.label)],
             AggregateFunction<AggRow, Int>.count, .sum(\.amount), .min(\.cat))
         let query = try SQLQueryBuilder.aggregate(request, schema: "s\"x")
         #expect(query.sql == """

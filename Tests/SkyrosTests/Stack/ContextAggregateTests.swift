@@ -83,6 +83,10 @@ struct ContextAggregateTests {
             #expect(byTag.map(\.key) == [nil, "even", "odd"])
             #expect(byTag.map(\.values.0) == [1, 2, 1])
             #expect(byTag.map(\.values.1) == [10, 60, 30])
+            let grid = try await child.aggregate(
+                FetchDescriptor<StackNote>(predicate: #Predicate { $0.rank >= 30 }), groupBy: (\.tag, \.title), .sum(\.rank))
+            #expect(grid.map { "\($0.key.0 ?? "nil")/\($0.key.1)" } == ["even/note 6", "odd/note 3"])
+            #expect(grid.map(\.values) == [60, 30])
             #expect(try await parent.aggregate(FetchDescriptor<StackNote>(), .count) == 5)
             #expect(try await stack.read { try await $0.aggregate(FetchDescriptor<StackNote>(), .count) } == 4)
 
