@@ -29,7 +29,8 @@ import SkyrosStore
 /// - ``first(_:)``
 /// - ``count(_:)``
 /// - ``aggregate(_:_:)``
-/// - ``aggregate(_:groupBy:_:)``
+/// - ``aggregate(_:groupBy:_:)->[(K,(V))]``
+/// - ``aggregate(_:groupBy:_:)->[((K1,K2),(V))]``
 /// - ``fetch(_:as:propertiesToFetch:)``
 /// - ``object(_:id:)``
 /// - ``insert(_:)``

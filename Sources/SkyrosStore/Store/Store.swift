@@ -24,7 +24,8 @@ public enum DestroyConfirmation: Sendable {
 /// - ``fetch(_:)``
 /// - ``count(_:)``
 /// - ``aggregate(_:_:)``
-/// - ``aggregate(_:groupBy:_:)``
+/// - ``aggregate(_:groupBy:_:)->[(K,(V))]``
+/// - ``aggregate(_:groupBy:_:)->[((K1,K2),(V))]``
 /// - ``fetch(_:as:propertiesToFetch:)``
 /// - ``evaluate(_:)``
 /// - ``object(_:id:)``
