@@ -29,6 +29,10 @@ import SkyrosStore
 /// - ``first(_:)``
 /// - ``fetchPage(_:after:)``
 /// - ``count(_:)``
+/// - ``aggregate(_:_:)``
+/// - ``aggregate(_:groupBy:_:)->[(K,(V))]``
+/// - ``aggregate(_:groupBy:_:)->[((K1,K2),(V))]``
+/// - ``fetch(_:as:propertiesToFetch:)``
 /// - ``object(_:id:)``
 /// - ``insert(_:)``
 /// - ``update(_:)``
@@ -105,6 +109,11 @@ public final class DataContext: Sendable {
         case .root: return try await self.core.count(descriptor)
         case .context(let parent): return try await parent.count(descriptor)
         }
+    }
+
+    /// Whether this context has unsaved changes of rows of `table`.
+    func hasChanges(inTable table: String) -> Bool {
+        self.tracker.withLock { $0.countByTable[table] } > 0
     }
 
     /// The row with a primary key, or `nil`. On the main context a cached row is served from memory.

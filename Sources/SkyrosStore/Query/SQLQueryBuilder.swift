@@ -133,7 +133,7 @@ import SkyrosPostgres
         try Keyset.writeCondition(after: cursor, sort: descriptor.sortBy, into: &writer)
     }
 
-    private static func writeWindow<T: Entity>(_ descriptor: FetchDescriptor<T>, into writer: inout SQLWriter) throws {
+    static func writeWindow<T: Entity>(_ descriptor: FetchDescriptor<T>, into writer: inout SQLWriter) throws {
         try self.validateWindow(descriptor, T.self)
         if let limit = descriptor.fetchLimit {
             writer.append(" LIMIT ")

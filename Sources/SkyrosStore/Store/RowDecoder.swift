@@ -116,14 +116,34 @@ final class RowDecodingState {
         self.init(plan: plan, resultIndex: Array(plan.columnNames.indices), rows: nil, resultTypes: [], valueRows: valueRows)
     }
 
-    private init<T>(
+    /// A pass over encoded values of some columns (a projection into any `Decodable`, which may read only some
+    /// of them).
+    convenience init(entityName: String, columnNames: [String], keyStrategy: ColumnKeyStrategy, valueRows: [[PGValue]]) {
+        self.init(
+            entityName: entityName, columnNames: columnNames,
+            columnIndex: Dictionary(columnNames.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a }),
+            keyStrategy: keyStrategy, resultIndex: Array(columnNames.indices), rows: nil, resultTypes: [],
+            valueRows: valueRows)
+        self.learning = false
+    }
+
+    private convenience init<T>(
         plan: EntityPlan<T>, resultIndex: [Int], rows: PGRows?, resultTypes: [PGType], valueRows: [[PGValue]]
     ) {
-        self.entityName = plan.entityName
-        self.columnNames = plan.columnNames
-        self.columnIndex = plan.columnIndex
-        self.keyStrategy = plan.keyStrategy
-        self.seen = Array(repeating: false, count: plan.columnNames.count)
+        self.init(
+            entityName: plan.entityName, columnNames: plan.columnNames, columnIndex: plan.columnIndex,
+            keyStrategy: plan.keyStrategy, resultIndex: resultIndex, rows: rows, resultTypes: resultTypes, valueRows: valueRows)
+    }
+
+    private init(
+        entityName: String, columnNames: [String], columnIndex: [String: Int], keyStrategy: ColumnKeyStrategy,
+        resultIndex: [Int], rows: PGRows?, resultTypes: [PGType], valueRows: [[PGValue]]
+    ) {
+        self.entityName = entityName
+        self.columnNames = columnNames
+        self.columnIndex = columnIndex
+        self.keyStrategy = keyStrategy
+        self.seen = Array(repeating: false, count: columnNames.count)
         self.resultIndex = resultIndex
         self.rows = rows
         self.resultTypes = resultTypes

@@ -24,6 +24,11 @@ public enum DestroyConfirmation: Sendable {
 /// - ``fetch(_:)``
 /// - ``fetchPage(_:after:)``
 /// - ``count(_:)``
+/// - ``aggregate(_:_:)``
+/// - ``aggregate(_:groupBy:_:)->[(K,(V))]``
+/// - ``aggregate(_:groupBy:_:)->[((K1,K2),(V))]``
+/// - ``fetch(_:as:propertiesToFetch:)``
+/// - ``evaluate(_:)``
 /// - ``object(_:id:)``
 /// - ``findOrCreate(_:)``
 /// - ``apply(_:)``
@@ -38,6 +43,12 @@ public protocol Store: Sendable {
 
     /// The number of rows matching the descriptor's predicate (and window, when it has one).
     func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int
+
+    /// Evaluates an aggregate or a projection (the typed `aggregate` and `fetch(_:as:)` methods build the
+    /// request). The default implementation fetches the descriptor's rows and computes the result in memory;
+    /// ``PostgresStore`` runs it as one SQL statement.
+    /// - Throws: ``QueryError`` for an untranslatable descriptor or a key path that is not a column, `PGError`.
+    func evaluate<T: Entity>(_ request: AggregateRequest<T>) async throws -> AggregateRows
 
     /// The row with a primary key, or `nil`.
     func object<T: Entity>(_ type: T.Type, id: T.ID) async throws -> Versioned<T>?
