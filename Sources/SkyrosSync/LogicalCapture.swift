@@ -177,7 +177,28 @@ package struct LogicalCapture: Sendable {
         }
         let replicationConnection = try await PGReplicationConnection.connect(to: Self.replicationSession(replication), logger: logger)
         defer { Task { await replicationConnection.close() } }
-        let created = try await withThrowingTaskGroup(of: PGReplicationSlot?.self) { group in
+        let created: PGReplicationSlot?
+        do {
+            created = try await Self.createSlot(name, on: replicationConnection)
+        } catch let error as CaptureError where error.slotCreationTimedOut {
+            // The creation ended as the deadline passed, before its cancellation reached the server (the group
+            // waited for it): the slot is there, and dropping the publication now would orphan it.
+            if try await Self.isConsistent(name, on: connection) == true { return }
+            throw error
+        }
+        if let created {
+            logger.info(
+                "created the change capture's replication slot",
+                metadata: ["skyros.capture.slot": "\(name)", "skyros.capture.lsn": "\(created.consistentPoint)"])
+        } else {
+            try await Self.waitUntilConsistent(name, on: connection)
+        }
+    }
+
+    /// Creates the slot, cancelling the creation after ``slotCreationTimeout``; `nil` when another session
+    /// created it meanwhile. Returns or throws only once the creation has ended.
+    private static func createSlot(_ name: String, on replicationConnection: PGReplicationConnection) async throws -> PGReplicationSlot? {
+        try await withThrowingTaskGroup(of: PGReplicationSlot?.self) { group in
             group.addTask {
                 do {
                     return try await replicationConnection.createLogicalSlot(name)
@@ -194,13 +215,6 @@ package struct LogicalCapture: Sendable {
             }
             defer { group.cancelAll() }
             return try await group.next() ?? nil
-        }
-        if let created {
-            logger.info(
-                "created the change capture's replication slot",
-                metadata: ["skyros.capture.slot": "\(name)", "skyros.capture.lsn": "\(created.consistentPoint)"])
-        } else {
-            try await Self.waitUntilConsistent(name, on: connection)
         }
     }
 

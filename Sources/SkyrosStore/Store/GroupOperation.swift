@@ -43,8 +43,19 @@ extension EntityChange {
             return nil
         case .bulkInsert(let values) where values.count < copyThreshold:
             return .insert(try MergeableInsert(plan: plan, values: values, encoded: self.encodedRows, schema: schema))
-        case .bulkInsert, .deleteWhere, .updateWhere:
+        case .bulkInsert, .deleteWhere:
             return nil
+        case .updateWhere(let predicate, let assignments):
+            // Its rows are known only once it ran, so it announces none: the transaction's captured rows then
+            // outnumber the rows its writer named, and the change capture attributes the group to no stack
+            // (every stack, this one too, reads its rows again), which is what a set-based update needs anyway.
+            let query = try SQLQueryBuilder.update(where: predicate, set: assignments, schema: schema)
+            return .statement(
+                PipelinedStatement(query: query) { rows in
+                    try rows.map { row in
+                        change(try plan.idValue(try row.decode(T.ID.self, at: 0)), .updated, try row.decode(Int64.self, at: 1))
+                    }
+                }, announced: [])
 
         case .update(let value, let columns, let expected):
             var skipsWhenGuardFails = false

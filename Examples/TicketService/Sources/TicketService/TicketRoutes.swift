@@ -56,17 +56,13 @@ struct TicketRoutes: Sendable {
         router.get("/tickets/:id") { _, context -> EditedResponse<TicketRecord> in
             let stack = try self.lifecycle.stack()
             let id = try context.parameters.require("id", as: UUID.self)
-            if try stack.mainContext.hasPendingChanges(Ticket.self, id: id) {
-                guard let ticket = try await stack.read({ try await $0.object(Ticket.self, id: id) }) else {
-                    throw HTTPError(.notFound, message: "no such ticket")
-                }
-                return EditedResponse(response: TicketRecord(ticket, version: nil, pending: true))
+            let (found, version) = try await stack.read { context in
+                (try await context.object(Ticket.self, id: id), try await context.version(of: Ticket.self, id: id))
             }
-            // The version lives in the store (the context API hands out rows, not their versions).
-            guard let stored = try await stack.store.object(Ticket.self, id: id) else {
-                throw HTTPError(.notFound, message: "no such ticket")
-            }
-            return EditedResponse(headers: [.eTag: Self.eTag(stored.version)], response: TicketRecord(stored.value, version: stored.version))
+            guard let ticket = found else { throw HTTPError(.notFound, message: "no such ticket") }
+            // No stored version while a queued write of it has not committed.
+            guard let version else { return EditedResponse(response: TicketRecord(ticket, version: nil, pending: true)) }
+            return EditedResponse(headers: [.eTag: Self.eTag(version)], response: TicketRecord(ticket, version: version))
         }
         // `If-Match: "<version>"` (a GET's ETag) and the new title, priority and status: 200 with the new
         // version once committed; 412 for a stale version, 428 without If-Match.
@@ -80,22 +76,19 @@ struct TicketRoutes: Sendable {
             guard !change.title.isEmpty else { throw HTTPError(.badRequest, message: "title is empty") }
             guard ["open", "closed"].contains(change.status) else { throw HTTPError(.badRequest, message: "status must be open or closed") }
             guard let expected = Int64(ifMatch.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) else { throw Self.stale }
-            let store = stack.store
             let (ticket, changed): (Ticket, Bool)
             do {
                 (ticket, changed) = try await stack.write(durability: .committed, logger: context.logger) { context in
                     guard let read = try await context.object(Ticket.self, id: id) else {
                         throw HTTPError(.notFound, message: "no such ticket")
                     }
-                    // The client's version must be the stored one. Checked after the context's read: the update
-                    // is guarded by the version that read saw, never newer than this one, so a change committed
-                    // since fails the commit (412 too) instead of being overwritten.
-                    guard let stored = try await store.object(Ticket.self, id: id), stored.version == expected else { throw Self.stale }
                     var ticket = read
                     ticket.title = change.title
                     ticket.priority = change.priority
                     ticket.status = change.status
-                    try await context.update(ticket)   // nothing is written when nothing changed
+                    // Guarded by the client's version: a stale one fails here or at the commit (a version
+                    // conflict: 412), never overwrites a change made since. Nothing is written when nothing changed.
+                    try await context.update(ticket, ifVersion: expected)
                     return (ticket, ticket != read)
                 }
             } catch where Self.isVersionConflict(error) {

@@ -55,18 +55,14 @@ struct TicketController: RouteCollection {
     /// including a queued insert that failed (it was reverted).
     @Sendable func show(req: Request) async throws -> Response {
         let id = try Self.id(req)
-        if try req.skyros.mainContext.hasPendingChanges(Ticket.self, id: id) {
-            guard let ticket = try await req.skyros.read({ try await $0.object(Ticket.self, id: id) }) else {
-                throw Abort(.notFound, reason: "no such ticket")
-            }
-            return try await TicketRecord(ticket, version: nil, pending: true).encodeResponse(for: req)
+        let (found, version) = try await req.skyros.read { context in
+            (try await context.object(Ticket.self, id: id), try await context.version(of: Ticket.self, id: id))
         }
-        // The version lives in the store (the context API hands out rows, not their versions).
-        guard let stored = try await req.skyros.stack.store.object(Ticket.self, id: id) else {
-            throw Abort(.notFound, reason: "no such ticket")
-        }
-        let response = try await TicketRecord(stored.value, version: stored.version).encodeResponse(for: req)
-        response.headers.replaceOrAdd(name: .eTag, value: Self.eTag(stored.version))
+        guard let ticket = found else { throw Abort(.notFound, reason: "no such ticket") }
+        // No stored version while a queued write of it has not committed.
+        guard let version else { return try await TicketRecord(ticket, version: nil, pending: true).encodeResponse(for: req) }
+        let response = try await TicketRecord(ticket, version: version).encodeResponse(for: req)
+        response.headers.replaceOrAdd(name: .eTag, value: Self.eTag(version))
         return response
     }
 
@@ -84,22 +80,19 @@ struct TicketController: RouteCollection {
         guard let expected = Int64(ifMatch.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) else {
             throw Self.stale
         }
-        let store = req.skyros.stack.store
         let (ticket, changed): (Ticket, Bool)
         do {
             (ticket, changed) = try await req.skyros.write(durability: .committed) { context in
                 guard let read = try await context.object(Ticket.self, id: id) else {
                     throw Abort(.notFound, reason: "no such ticket")
                 }
-                // The client's version must be the stored one. Checked after the context's read: the update is
-                // guarded by the version that read saw, never newer than this one, so a change committed since
-                // fails the commit (412 too) instead of being overwritten.
-                guard let stored = try await store.object(Ticket.self, id: id), stored.version == expected else { throw Self.stale }
                 var ticket = read
                 ticket.title = change.title
                 ticket.priority = change.priority
                 ticket.status = change.status
-                try await context.update(ticket)   // nothing is written when nothing changed
+                // Guarded by the client's version: a stale one fails here or at the commit (a version conflict:
+                // 412), never overwrites a change made since. Nothing is written when nothing changed.
+                try await context.update(ticket, ifVersion: expected)
                 return (ticket, ticket != read)
             }
         } catch where Self.isVersionConflict(error) {
