@@ -116,19 +116,32 @@ final class RowDecodingState {
         self.init(plan: plan, resultIndex: Array(plan.columnNames.indices), rows: nil, resultTypes: [], valueRows: valueRows)
     }
 
-    private init<T>(
+    private convenience init<T>(
         plan: EntityPlan<T>, resultIndex: [Int], rows: PGRows?, resultTypes: [PGType], valueRows: [[PGValue]]
     ) {
-        self.entityName = plan.entityName
-        self.columnNames = plan.columnNames
-        self.columnIndex = plan.columnIndex
-        self.keyStrategy = plan.keyStrategy
-        self.seen = Array(repeating: false, count: plan.columnNames.count)
+        self.init(
+            name: plan.entityName, columnNames: plan.columnNames, columnIndex: plan.columnIndex, keyStrategy: plan.keyStrategy,
+            resultIndex: resultIndex, rows: rows, resultTypes: resultTypes, valueRows: valueRows)
+    }
+
+    /// A pass over columns named `columnNames` (`name`: what errors call the type decoded).
+    init(
+        name: String, columnNames: [String], columnIndex: [String: Int], keyStrategy: ColumnKeyStrategy,
+        resultIndex: [Int], rows: PGRows?, resultTypes: [PGType], valueRows: [[PGValue]]
+    ) {
+        self.entityName = name
+        self.columnNames = columnNames
+        self.columnIndex = columnIndex
+        self.keyStrategy = keyStrategy
+        self.seen = Array(repeating: false, count: columnNames.count)
         self.resultIndex = resultIndex
         self.rows = rows
         self.resultTypes = resultTypes
         self.valueRows = valueRows
     }
+
+    /// Whether every column must be read by some key (an entity's columns); a raw query's result may hold more.
+    var requiresEveryColumn = true
 
     @inline(__always)
     func begin() {
@@ -139,7 +152,7 @@ final class RowDecodingState {
     func end() throws {
         guard self.learning else { return }
         self.learning = false
-        if let missing = self.seen.firstIndex(of: false) {
+        if self.requiresEveryColumn, let missing = self.seen.firstIndex(of: false) {
             throw EntityMappingError(
                 entity: self.entityName, column: self.columnNames[missing],
                 message: "no Codable key reads this column (keys map to columns with \(self.keyStrategy))")
