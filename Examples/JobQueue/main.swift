@@ -4,9 +4,11 @@
 //
 //   skyros-job-queue setup      --schema S --jobs N       creates the schema's tables and N queued jobs
 //   skyros-job-queue worker     --schema S --worker K     claims jobs through a Skyros stack until none is left
+//                               [--change-feed off]       (without the change feed: nothing is announced)
 //   skyros-job-queue raw-worker --schema S --worker K     the same loop on one PGConnection
 //   skyros-job-queue verify     --schema S --jobs N       checks that every job ran exactly once
 //   skyros-job-queue bench      [--jobs N] [--workers W]  both loops in one run, W processes each; prints the ratio
+//                               [--rounds R] [--without-feed yes]
 //
 // DATABASE_URL names the database. Each worker prints `claimed <count> in <seconds>` when the queue is empty.
 import Foundation
@@ -30,13 +32,14 @@ struct Job: Entity, Equatable {
 }
 
 /// One run of a job (table `job_runs`): a job run twice would leave two rows here.
-struct JobRun: Entity, Equatable {
+struct JobRun: Entity, Equatable, ColumnKeyStrategyProviding {
     var id: UUID
     var jobID: Int64
     var worker: Int
     var result: Int
 
     static let tableName = "job_runs"
+    static let columnKeyStrategy = ColumnKeyStrategy.convertToSnakeCase   // jobID → job_id
     static let columns: [EntityColumn<JobRun>] = [
         EntityColumn(\.id, "id"), EntityColumn(\.jobID, "job_id"), EntityColumn(\.worker, "worker"),
         EntityColumn(\.result, "result"),
@@ -120,9 +123,12 @@ func verify(schema: String, jobs: Int) async throws {
 // MARK: The two workers
 
 /// Claims one job per interactive transaction until none is queued.
-func skyrosWorker(schema: String, worker: Int) async throws {
+/// `changeFeed: false` runs the stack without its change feed (and so without change capture): no other
+/// stack hears of the jobs' commits; for measuring what announcing them costs.
+func skyrosWorker(schema: String, worker: Int, changeFeed: Bool) async throws {
     var configuration = DataStackConfiguration(store: .postgres(try databaseConfiguration(), schema: schema), entities: [Job.self, JobRun.self])
     configuration.pool.leaseTimeout = .seconds(30)
+    configuration.changeFeed.isEnabled = changeFeed
     let stack = try await DataStack.start(configuration)
     let queued = FetchDescriptor<Job>(predicate: #Predicate { $0.state == "queued" }, sortBy: [SortDescriptor(\.id)])
     let start = ContinuousClock.now
@@ -202,12 +208,12 @@ func exitStatus(of pid: pid_t) async throws -> Int32 {
 }
 
 /// Runs `workers` processes of `command` on a fresh queue of `jobs`, verifies, and returns jobs per second.
-func timedRun(_ command: String, schema: String, jobs: Int, workers: Int) async throws -> Double {
+func timedRun(_ command: String, schema: String, jobs: Int, workers: Int, extra: [String] = []) async throws -> Double {
     try await setup(schema: schema, jobs: jobs)
     let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
     let start = ContinuousClock.now
     let pids = try (0..<workers).map { worker in
-        try spawn(executable, [command, "--schema", schema, "--worker", String(worker)])
+        try spawn(executable, [command, "--schema", schema, "--worker", String(worker)] + extra)
     }
     for pid in pids {
         let status = try await exitStatus(of: pid)
@@ -216,25 +222,32 @@ func timedRun(_ command: String, schema: String, jobs: Int, workers: Int) async 
     let elapsed = ContinuousClock.now - start
     try await verify(schema: schema, jobs: jobs)
     let rate = Double(jobs) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-    say("\(command): \(jobs) jobs by \(workers) processes in \(seconds(elapsed)) s: \(Int(rate)) jobs/s")
+    say("\(([command] + extra).joined(separator: " ")): \(jobs) jobs by \(workers) processes in \(seconds(elapsed)) s: \(Int(rate)) jobs/s")
     return rate
 }
 
-func bench(jobs: Int, workers: Int, rounds: Int) async throws {
-    var skyros: [Double] = []
-    var raw: [Double] = []
+/// Alternates the raw loop, the Skyros loop, and (`withoutFeed`) the Skyros loop without its change feed, each
+/// on a fresh schema; prints the median rate of each and the ratios to raw.
+func bench(jobs: Int, workers: Int, rounds: Int, withoutFeed: Bool) async throws {
+    var rates: [String: [Double]] = [:]
     let database = TestDatabase(configuration: try databaseConfiguration())
+    var runs: [(name: String, command: String, extra: [String])] = [("raw", "raw-worker", []), ("skyros", "worker", [])]
+    if withoutFeed { runs.append(("skyros-no-feed", "worker", ["--change-feed", "off"])) }
     for round in 0..<rounds {
         // A fresh schema per run; dropped with its change capture (publication and slot) afterwards.
-        for (command, isRaw) in [("raw-worker", true), ("worker", false)] {
-            let schema = "job_queue_bench_\(getpid())_\(round)_\(isRaw ? "raw" : "skyros")"
-            let rate = try await timedRun(command, schema: schema, jobs: jobs, workers: workers)
+        for run in runs {
+            let schema = "job_queue_bench_\(getpid())_\(round)_\(run.name.replacingOccurrences(of: "-", with: "_"))"
+            let rate = try await timedRun(run.command, schema: schema, jobs: jobs, workers: workers, extra: run.extra)
             try await database.dropSchema(schema)
-            if isRaw { raw.append(rate) } else { skyros.append(rate) }
+            rates[run.name, default: []].append(rate)
         }
     }
     let median = { (values: [Double]) in values.sorted()[values.count / 2] }
-    say(String(format: "median of %d: skyros %.0f jobs/s, raw libpq %.0f jobs/s, ratio skyros/raw %.2f", rounds, median(skyros), median(raw), median(skyros) / median(raw)))
+    let raw = median(rates["raw"] ?? [1])
+    for run in runs {
+        let rate = median(rates[run.name] ?? [0])
+        say(String(format: "median of %d, %@: %.0f jobs/s, ratio to raw %.2f", rounds, run.name, rate, rate / raw))
+    }
 }
 
 // MARK: Main
@@ -244,13 +257,16 @@ do {
     let options = try Options(arguments.dropFirst())
     switch arguments.first {
     case "setup": try await setup(schema: try options.string("schema"), jobs: try options.int("jobs"))
-    case "worker": try await skyrosWorker(schema: try options.string("schema"), worker: try options.int("worker"))
+    case "worker":
+        try await skyrosWorker(
+            schema: try options.string("schema"), worker: try options.int("worker"),
+            changeFeed: try options.string("change-feed", default: "on") != "off")
     case "raw-worker": try await rawWorker(schema: try options.string("schema"), worker: try options.int("worker"))
     case "verify": try await verify(schema: try options.string("schema"), jobs: try options.int("jobs"))
     case "bench":
         try await bench(
             jobs: try options.int("jobs", default: 10_000), workers: try options.int("workers", default: 4),
-            rounds: try options.int("rounds", default: 3))
+            rounds: try options.int("rounds", default: 3), withoutFeed: try options.string("without-feed", default: "no") == "yes")
     default:
         FileHandle.standardError.write(Data("usage: skyros-job-queue setup|worker|raw-worker|verify|bench [--name value]…\n".utf8))
         exit(2)

@@ -78,12 +78,23 @@ extension DataStack {
         var transaction: DataTransaction?
         do {
             let value = try await store.pool.withConnection { connection in
-                try await connection.withTransaction(isolation: isolation) { connection in
+                try await connection.execute(script: "BEGIN ISOLATION LEVEL \(isolation.rawValue)")
+                do {
                     let tx = DataTransaction(connection: connection, store: store, core: core, isolation: isolation)
                     transaction = tx
                     let value = try await body(tx)
-                    try await tx.willCommit()
+                    // The statement naming this stack as the writer travels with COMMIT: one round trip.
+                    let announcement = try tx.endBody()
+                    if announcement.isEmpty {
+                        try await connection.execute(script: "COMMIT")
+                    } else {
+                        try await connection.pipeline(announcement + ["COMMIT"])
+                    }
                     return value
+                } catch {
+                    // Sent even in a cancelled task (see `PGConnection.rollback()`); nothing when none is open.
+                    _ = try? await connection.rollback()
+                    throw error
                 }
             }
             self.transactionEnded(transaction, core: core, committed: true)

@@ -335,16 +335,18 @@ public final class DataTransaction: Sendable {
         }
     }
 
-    /// Ends the body's use of the transaction and, before `COMMIT`, names the stack as the writer of the
-    /// entity writes (the change feed's hook), unless a raw statement ran: then the capture announces the
-    /// transaction to every stack, this one included.
-    func willCommit() async throws {
+    /// Ends the body's use of the transaction. Returns what goes before `COMMIT` (in its round trip): the
+    /// statement naming the stack as the writer of the entity writes (the change feed's hook), unless a raw
+    /// statement ran: then the capture announces the transaction to every stack, this one included.
+    func endBody() throws -> [PGQuery] {
         let (changes, raw) = self.state.withLock { state in
             state.ended = true
             return (state.changes, state.ranRawStatements)
         }
-        guard !changes.isEmpty, !raw, let hook = self.core.transactionHook else { return }
-        try await hook.willCommit(batch: [ChangeSetResult(operations: [changes])], on: self.connection)
+        guard !changes.isEmpty, !raw, let hook = self.core.transactionHook,
+            let statement = try hook.pipelinedStatement(announcing: changes)
+        else { return [] }
+        return [statement]
     }
 
     /// Every row this transaction wrote or returned from a raw statement (for the cache, once it ended).
