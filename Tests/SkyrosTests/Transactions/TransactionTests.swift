@@ -7,7 +7,7 @@ import Testing
 
 /// A one-shot signal between tasks of a test.
 private actor Gate {
-    private var isOpen = false
+    private(set) var isOpen = false
     private var waiters: [CheckedContinuation<Void, Never>] = []
 
     func open() {
@@ -232,8 +232,25 @@ struct TransactionTests {
             // Both stacks cache row 1.
             #expect(try await stack.read { try await $0.object(StackNote.self, id: 1) }?.title == "note 1")
             #expect(try await second.read { try await $0.object(StackNote.self, id: 1) }?.title == "note 1")
-            var observed = stack.observe(FetchDescriptor<StackNote>(sortBy: [SortDescriptor(\.id)])).makeAsyncIterator()
-            #expect(try await observed.next()?.values.map(\.title) == ["note 1", "note 2"])
+            // An observer that has delivered its first result before the transaction, then waits for the commit.
+            let primed = Gate()
+            let sawCommit = Gate()
+            let observer = Task {
+                var first = true
+                for try await result in stack.observe(FetchDescriptor<StackNote>(sortBy: [SortDescriptor(\.id)])) {
+                    let titles = result.values.map(\.title)
+                    if first {
+                        #expect(titles == ["note 1", "note 2"])
+                        first = false
+                        await primed.open()
+                    } else if titles == ["paid", "note 3"] {
+                        await sawCommit.open()
+                        return
+                    }
+                }
+            }
+            defer { observer.cancel() }
+            await primed.wait()
 
             try await stack.transaction { tx in
                 var one = try #require(try await tx.object(StackNote.self, id: 1, lock: .forUpdate))
@@ -246,8 +263,7 @@ struct TransactionTests {
             #expect(try await stack.read { try await $0.object(StackNote.self, id: 1) }?.title == "paid")
             #expect(try await stack.read { try await $0.object(StackNote.self, id: 2) } == nil)
             // Its observer re-ran.
-            var titles = try #require(try await observed.next()).values.map(\.title)
-            while titles != ["paid", "note 3"] { titles = try #require(try await observed.next()).values.map(\.title) }
+            await expectEventually("the observer yields the committed rows") { await sawCommit.isOpen }
             // The other stack hears of it through the change feed.
             try await expectEventually("the other stack's cache follows") {
                 let one = try await second.read { try await $0.object(StackNote.self, id: 1) }
