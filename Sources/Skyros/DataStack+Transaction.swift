@@ -159,6 +159,8 @@ extension DataStack {
     /// let total = try await stack.fetch(Int.self, sql: "SELECT count(*) FROM tickets").first ?? 0
     /// ```
     /// - Parameters:
+    ///   - type: the type each row decodes into.
+    ///   - sql: the statement; interpolated values are bound as parameters.
     ///   - keyStrategy: how a key names its column (`.convertToSnakeCase`: `createdAt` reads `created_at`).
     /// - Throws: `EntityMappingError` naming a key without a column; `PGError`; `DataStackError`
     ///   `.unsupportedByStore` on the in-memory store.

@@ -292,6 +292,8 @@ public final class DataTransaction: Sendable {
     /// let depth = try await tx.fetch(Depth.self, sql: "SELECT state, count(*)::int8 AS jobs FROM jobs GROUP BY state")
     /// ```
     /// - Parameters:
+    ///   - type: the type each row decodes into.
+    ///   - sql: the statement; interpolated values are bound as parameters.
     ///   - keyStrategy: how a key names its column (`.convertToSnakeCase`: `createdAt` reads `created_at`).
     /// - Throws: `EntityMappingError` naming a key without a column; `PGError`.
     public func fetch<T: Decodable>(

@@ -30,7 +30,7 @@ public struct RowLock: Sendable, Hashable, CustomStringConvertible {
         case wait = ""
         /// `SKIP LOCKED`: leaves those rows out of the result (the job-queue pattern).
         case skipLocked = " SKIP LOCKED"
-        /// `NOWAIT`: fails at once with `PGError` SQLSTATE `55P03` (``SQLState/lockNotAvailable``).
+        /// `NOWAIT`: fails at once with `PGError` SQLSTATE `55P03` (`SQLState.lockNotAvailable`).
         case noWait = " NOWAIT"
     }
 
