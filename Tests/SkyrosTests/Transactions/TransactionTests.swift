@@ -22,6 +22,13 @@ private actor Gate {
     }
 }
 
+/// A counter shared by a test's tasks.
+private final class Counter: Sendable {
+    private let count = Atomic<Int>(0)
+    var value: Int { self.count.load(ordering: .relaxed) }
+    func increment() -> Int { self.count.add(1, ordering: .relaxed).newValue }
+}
+
 /// Interactive transactions (`DataStack.transaction`) on the real server: row locks, savepoints, isolation and
 /// retries, rollback, and what the main context, its observers and another stack see afterwards.
 @Suite("Interactive transactions", .serialized)
@@ -207,6 +214,42 @@ struct TransactionTests {
             let error = await thrownError { try await single.value }
             #expect((error as? PGError)?.sqlState == .serializationFailure)
             #expect(try await stack.read { try await $0.object(StackNote.self, id: 1) }?.rank == 4)
+        }
+    }
+
+    /// Two transactions lock two rows in opposite orders: the server breaks the deadlock by failing one with
+    /// 40P01, which runs again and commits; both increments are stored.
+    @Test func aDeadlockIsRetried() async throws {
+        try await StackTestServer.withStack(.postgres) { stack in
+            try await Self.seed(stack, 1...2)
+            let attempts = Counter()
+            let (first, second) = (Gate(), Gate())
+            // Each locks and updates its own row, waits until the other holds its own (first attempts only), then
+            // locks the other's row.
+            let one = Task { try await Self.crossing(stack, 1, 2, holding: first, waitFor: second, attempts: attempts) }
+            let two = Task { try await Self.crossing(stack, 2, 1, holding: second, waitFor: first, attempts: attempts) }
+            try await one.value
+            try await two.value
+            #expect(attempts.value == 3)
+            let ranks = try await stack.read { try await $0.fetch(FetchDescriptor<StackNote>(sortBy: [SortDescriptor(\.id)])).map(\.rank) }
+            #expect(ranks == [21, 22])
+        }
+    }
+
+    private static func crossing(
+        _ stack: DataStack, _ mine: Int, _ theirs: Int, holding: Gate, waitFor other: Gate, attempts: Counter
+    ) async throws {
+        try await stack.transaction(maxAttempts: 3) { tx in
+            let attempt = attempts.increment()
+            for (index, id) in [mine, theirs].enumerated() {
+                var row = try #require(try await tx.object(StackNote.self, id: id, lock: .forUpdate))
+                row.rank += 10
+                try await tx.update(row)
+                if index == 0 && attempt <= 2 {
+                    await holding.open()
+                    await other.wait()
+                }
+            }
         }
     }
 

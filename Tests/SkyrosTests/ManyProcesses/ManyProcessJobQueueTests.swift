@@ -7,7 +7,7 @@ import Testing
 /// interactive transactions; every job runs exactly once. The same loop on raw libpq runs in the same test,
 /// and both throughputs are printed.
 @Suite("Job queue example", .serialized)
-struct JobQueueProcessTests {
+struct ManyProcessJobQueueTests {
     /// `skyros-job-queue`, beside the test bundle (this build's), else under `.build/debug`.
     static var executablePath: String {
         let besideBundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
