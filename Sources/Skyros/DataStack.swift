@@ -399,6 +399,31 @@ public final class DataStack: DataStackProtocol, Service {
         }
     }
 
+    /// Returns the stored row with `value`'s primary key, creating it from `value` when there is none, at once:
+    /// committed before this returns, outside any context and race-free across processes
+    /// (`INSERT … ON CONFLICT DO NOTHING`, then a read when another writer created the row first). A row it
+    /// creates is announced like a commit's: observers in this stack and other processes see it. Inside
+    /// `write {}`, `DataContext/findOrCreate(_:)` is the atomic form, committed with the write's other changes.
+    ///
+    /// ```swift
+    /// let (tag, created) = try await stack.findOrCreate(Tag(id: "swift", uses: 0))
+    /// ```
+    ///
+    /// A row the main context sees (cached, or changed by a queued write) is returned without a round trip.
+    /// When a queued write deletes the row, the new row is written through the commit queue after that
+    /// deletion, and this returns once it committed.
+    /// - Throws: `PGError`, `ColumnValueError`, ``DataStackError``.
+    @discardableResult
+    public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
+        let core = self.core
+        if let found = try await self.mainContext.object(T.self, id: value.id) { return (found, false) }
+        if core.isPendingDeletion(try RowKey(value)) {
+            return (try await self.write(durability: .committed) { try $0.insert(value) }, true)
+        }
+        let (row, _, created) = try await core.findOrCreate(value)
+        return (row, created)
+    }
+
     // MARK: Cache, store and lifecycle
 
     /// The main context's cache counters (rows, approximate bytes, hits, misses, evictions).

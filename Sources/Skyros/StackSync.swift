@@ -58,9 +58,12 @@ final class StackSync: CommitTransactionHook, ChangeFeedSink, Sendable {
         var slot: (slot: String, schema: String)?
         do {
             slot = try await self.installCapture(pool: pool, logger: logger)
-        } catch let error as CaptureError where error.slotCreationTimedOut && fresh && self.configuration.captureSource == .automatic {
-            // A fresh schema whose slot could not be created in time: the trigger source, as where decoding is
+        } catch let error as CaptureError where error.slotCreationTimedOut && self.configuration.captureSource == .automatic {
+            // A fresh schema whose slot could not be created in time, by this stack or by the one that had begun
+            // creating it (which then removed the publication it made): the trigger source, as where decoding is
             // not allowed.
+            let abandoned = try await pool.withConnection { try await !LogicalCapture(log: log).isInstalled(on: $0) }
+            guard fresh || abandoned else { throw error }
             logger.warning(
                 "change capture source chosen",
                 metadata: ["skyros.capture.source": "triggers", "skyros.capture.reason": "\(error.message)"])

@@ -2,7 +2,7 @@ import SkyrosStore
 import SkyrosStack
 
 /// What a save or another process's commit changed, as the ``ObserverRegistry`` wakes observers for it: the
-/// rows it names, and the tables it may have changed any row of (a `deleteWhere`).
+/// rows it names, and the tables it may have changed any row of (a set-based delete or update).
 ///
 /// An observer of a query wakes for any change to its tables. An observer of one row
 /// (``DataStack/observe(_:id:)``) wakes only for a change naming its row, or any row of its table: with many
@@ -21,7 +21,7 @@ package struct ObservedChanges: Sendable {
         for slot in slots {
             switch slot {
             case .row(let row): self.rows.insert(row.key)
-            case .deleteWhere(let operation): self.wholeTables.insert(operation.table)
+            case .setWrite(let operation): self.wholeTables.insert(operation.table)
             }
         }
     }

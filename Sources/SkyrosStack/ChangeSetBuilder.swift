@@ -102,7 +102,7 @@ struct ChangeSetBuilder: Sendable {
                 }
                 flushInserts()
                 try row.kind.emit(row, encoded: commit.slotValues[index], resolve: resolve, policy: commit.policy, into: &changes)
-            case .deleteWhere(let operation):
+            case .setWrite(let operation):
                 flushInserts()
                 operation.emit(&changes)
             }

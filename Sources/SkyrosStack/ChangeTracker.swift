@@ -12,7 +12,7 @@ import SkyrosStore
 struct ChangeTracker: Sendable {
     enum Slot: Sendable {
         case row(RowKey)
-        case deleteWhere(PendingDeleteWhere)
+        case setWrite(PendingSetWrite)
     }
 
     /// Changes in order; `nil` marks a slot whose row moved or cancelled out.
@@ -36,7 +36,7 @@ struct ChangeTracker: Sendable {
         let generation: UInt64
     }
 
-    var hasChanges: Bool { !self.rows.isEmpty || self.slots.contains { if case .deleteWhere? = $0 { return true } else { return false } } }
+    var hasChanges: Bool { !self.rows.isEmpty || self.slots.contains { if case .setWrite? = $0 { return true } else { return false } } }
 
     func row(_ key: RowKey) -> PendingRow? { self.rows[key]?.row }
 
@@ -92,8 +92,8 @@ struct ChangeTracker: Sendable {
         self.countByTable[key.table] -= 1
     }
 
-    mutating func record(deleteWhere: PendingDeleteWhere) {
-        self.slots.append(.deleteWhere(deleteWhere))
+    mutating func record(setWrite operation: PendingSetWrite) {
+        self.slots.append(.setWrite(operation))
     }
 
     /// The changes in order, for a save; the tracker is left empty (snapshots too), but for what
@@ -102,7 +102,7 @@ struct ChangeTracker: Sendable {
         let result: [ResolvedSlot] = self.slots.compactMap { slot in
             switch slot {
             case .row(let key)?: return self.rows[key].map { .row($0.row) }
-            case .deleteWhere(let operation)?: return .deleteWhere(operation)
+            case .setWrite(let operation)?: return .setWrite(operation)
             case nil: return nil
             }
         }
@@ -131,7 +131,7 @@ struct ChangeTracker: Sendable {
     /// it, or, when this context saved it since, takes the base that save gave it (a version no row has when
     /// this context discarded it).
     mutating func merge(_ changes: [ResolvedSlot], into context: UInt64) {
-        var afterDeleteWhere = false
+        var afterSetWrite = false
         for slot in changes {
             switch slot {
             case .row(var row):
@@ -141,10 +141,10 @@ struct ChangeTracker: Sendable {
                     let saved = self.savedBases[SavedRow(key: row.key, generation: read.generation)]
                     row.rebase(saved ?? .known(BaseVersion.unknownVersion))
                 }
-                self.record(row, moveToEnd: afterDeleteWhere)
-            case .deleteWhere(let operation):
-                self.record(deleteWhere: operation)
-                afterDeleteWhere = true
+                self.record(row, moveToEnd: afterSetWrite)
+            case .setWrite(let operation):
+                self.record(setWrite: operation)
+                afterSetWrite = true
             }
         }
     }
@@ -156,7 +156,7 @@ struct ChangeTracker: Sendable {
 /// A saved change with its row resolved (what a save hands to the parent).
 package enum ResolvedSlot: Sendable {
     case row(PendingRow)
-    case deleteWhere(PendingDeleteWhere)
+    case setWrite(PendingSetWrite)
 }
 
 
@@ -165,7 +165,7 @@ extension ResolvedSlot {
     var table: String {
         switch self {
         case .row(let row): row.key.table
-        case .deleteWhere(let operation): operation.table
+        case .setWrite(let operation): operation.table
         }
     }
 }

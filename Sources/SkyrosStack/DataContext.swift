@@ -27,13 +27,21 @@ import SkyrosStore
 /// - ``fetch(_:)-(FetchDescriptor<T>)``
 /// - ``fetch(_:)-(T.Type)``
 /// - ``first(_:)``
+/// - ``fetchPage(_:after:)``
 /// - ``count(_:)``
+/// - ``aggregate(_:_:)``
+/// - ``aggregate(_:groupBy:_:)->[(K,(V))]``
+/// - ``aggregate(_:groupBy:_:)->[((K1,K2),(V))]``
+/// - ``fetch(_:as:propertiesToFetch:)``
 /// - ``object(_:id:)``
 /// - ``insert(_:)``
 /// - ``update(_:)``
 /// - ``delete(_:)``
 /// - ``delete(_:id:)``
 /// - ``delete(where:)``
+/// - ``update(where:set:)``
+/// - ``update(_:ifVersion:)``
+/// - ``version(of:id:)``
 /// - ``upsert(_:)``
 /// - ``bulkInsert(_:)``
 /// - ``findOrCreate(_:)``
@@ -101,6 +109,11 @@ public final class DataContext: Sendable {
         case .root: return try await self.core.count(descriptor)
         case .context(let parent): return try await parent.count(descriptor)
         }
+    }
+
+    /// Whether this context has unsaved changes of rows of `table`.
+    func hasChanges(inTable table: String) -> Bool {
+        self.tracker.withLock { $0.countByTable[table] } > 0
     }
 
     /// The row with a primary key, or `nil`. On the main context a cached row is served from memory.
@@ -226,6 +239,71 @@ public final class DataContext: Sendable {
         if changed { self.tracker.withLock { $0.record(change) } }
     }
 
+    /// Records a new state of an existing row, guarded by `version` instead of the version this context read:
+    /// the row version a client sent back (an HTTP `If-Match` holding the `ETag` that ``version(of:id:)`` gave).
+    /// Only the columns that differ from the row as this context reads it are written; the save fails with
+    /// `StoreError.versionConflict` unless the stored row still has `version`, whatever the write's merge
+    /// policy. A version that differs from the one this context read fails at once, even when nothing changed.
+    ///
+    /// ```swift
+    /// try await stack.write(durability: .committed) { context in
+    ///     guard var ticket = try await context.object(Ticket.self, id: id) else { throw NotFound() }
+    ///     ticket.title = newTitle
+    ///     try await context.update(ticket, ifVersion: etag)   // a stale ETag: StoreError.versionConflict
+    /// }
+    /// ```
+    /// - Throws: `StoreError.versionConflict` when the version this context read is not `version`;
+    ///   `StoreError.notFound` when no such row is visible; ``DataStackError`` `.rowHasUnsavedChanges` when this
+    ///   context or a parent holds an unsaved change of the row (its version is not a stored one);
+    ///   `ColumnValueError`.
+    public func update<T: Entity>(_ value: T, ifVersion version: Int64) async throws {
+        try self.checkValid()
+        let (value, encodedValue) = try self.core.door.admit(value)
+        let key = try RowKey(value)
+        if self.tracker.withLock({ $0.row(key) }) != nil {
+            throw DataStackError(
+                code: .rowHasUnsavedChanges,
+                message: "row \(key.id.text ?? "NULL") of table \(key.table) has an unsaved change in this context: save it before an update guarded by a stored version")
+        }
+        let read: (value: any Entity, base: BaseVersion)?
+        if let snapshot = self.tracker.withLock({ $0.snapshot(key) }) {
+            read = snapshot
+        } else {
+            read = try await self.parentLookup(T.self, id: value.id, key: key).map { ($0.value, $0.base) }
+        }
+        guard let read, let original = read.value as? T else {
+            throw StoreError.notFound(entity: String(describing: T.self), id: key.id.text ?? "NULL")
+        }
+        if case .parentChange = read.base {
+            throw DataStackError(
+                code: .rowHasUnsavedChanges,
+                message: "row \(key.id.text ?? "NULL") of table \(key.table) has an unsaved change in a parent context: save it before an update guarded by a stored version")
+        }
+        if case .known(let seen) = read.base, seen != version {
+            throw StoreError.versionConflict(entity: String(describing: T.self), id: key.id.text ?? "NULL", expected: version, actual: seen)
+        }
+        var (change, changed) = try self.update(value, encoded: encodedValue, key: key, original: original, base: .known(version))
+        change.pinsVersion = true
+        if changed { self.tracker.withLock { $0.record(change) } }
+    }
+
+    /// The row's stored version as this context reads it: the entity's `Entity/versionColumn` (1 on insert, +1
+    /// on every write) or PostgreSQL's `xmin` (in memory: a counter). Send it as an HTTP `ETag`, and guard the
+    /// client's change with ``update(_:ifVersion:)``. `nil` when there is no such row, and while the row has
+    /// changes not committed yet (this context's, a parent's or a queued write's): its version is known once
+    /// they commit.
+    ///
+    /// ```swift
+    /// let (ticket, etag) = try await stack.read { context in
+    ///     (try await context.object(Ticket.self, id: id), try await context.version(of: Ticket.self, id: id))
+    /// }
+    /// ```
+    public func version<T: Entity>(of type: T.Type, id: T.ID) async throws -> Int64? {
+        guard let found = try await self.lookup(type, id: id) else { return nil }
+        if case .known(let version) = found.base { return version }
+        return nil
+    }
+
     /// The change recording `value` as an update of `original`, and whether any column differs. The row's
     /// encodings travel with it: the commit queue binds them instead of encoding the row again.
     private func update<T: Entity>(
@@ -272,52 +350,72 @@ public final class DataContext: Sendable {
     public func delete<T: Entity>(where predicate: Predicate<T>?) async throws -> Int {
         let matching = try await self.layeredFetch(FetchDescriptor<T>(predicate: predicate))
         let kind = EntityKind<T>()
-        let matches = try InMemoryQuery.evaluator(predicate)   // translated once, checked per row
         let changes = try matching.map { row in
             PendingRow(key: try RowKey(row.value), kind: kind, id: row.value.id, state: .deleted(base: .none, emit: false))
         }
-        let operation = PendingDeleteWhere(
-            table: T.tableName,
-            emit: { $0.delete(where: predicate) },
-            matches: { value in (value as? T).map { (try? matches($0)) ?? false } ?? false })
+        let operation = PendingSetWrite(table: T.tableName, updates: false, emit: { $0.delete(where: predicate) })
         self.tracker.withLock { tracker in
-            tracker.record(deleteWhere: operation)
+            tracker.record(setWrite: operation)
             for change in changes { tracker.record(change, moveToEnd: true) }
         }
         return matching.count
     }
 
-    /// Returns the row with `value`'s primary key, creating it from `value` when there is none. The row is
-    /// created in the store at once with `INSERT … ON CONFLICT DO NOTHING` (race-free across processes), not
-    /// on save; a row this context or a queued write already holds is returned without touching the store.
-    /// A row it creates is announced as a commit's rows are: observers in this stack see it, and other processes
-    /// learn of it through the change log (its entry and hint are written in the creating transaction). The row
-    /// returned is remembered like a row read: a later update of it in this context conflicts if another write
-    /// changed it meanwhile.
+    /// Sets columns of every row matching `predicate` (`nil`: every row of the table) in one statement when the
+    /// context is saved, at its place among the context's changes: each column to a constant or to an expression
+    /// over the row's columns that the database evaluates against the row as it stands then (`views + 1`). No
+    /// version is read or compared, so concurrent increments from any number of processes neither conflict nor
+    /// lose one another. Core Data's `NSBatchUpdateRequest` and EF Core's `ExecuteUpdate`, made atomic with the
+    /// context's other changes.
     ///
     /// ```swift
-    /// let (tag, created) = try await context.findOrCreate(Tag(id: "swift", uses: 0))
+    /// try await stack.write { context in
+    ///     try context.update(where: #Predicate<Post> { $0.id == postID }, set: [.set(\.views, to: \.views + 1)])
+    /// }
     /// ```
     ///
-    /// A row this context, a parent or a queued write deletes is not looked up in the store (it still holds the
-    /// row the deletion will remove): `value` is recorded as an insert in this context instead, committed when
-    /// saved after that deletion, and reported created.
+    /// Like a batch update, it is not applied to rows in memory before it commits: reads in this context (and,
+    /// while it is queued, in the main context) show the rows as they were, and an update of one of those rows
+    /// recorded after it in the same context conflicts at commit (its version was read before). Once it
+    /// commits, the main context drops its cached rows of the table, and observers of the table in every
+    /// stack and process run their fetch again.
+    /// - Throws: `StoreError.unknownColumn` for a key path that is not one of the entity's columns, the primary
+    ///   key, or a column the database sets; `QueryError` for a predicate with no SQL translation. Nothing is
+    ///   recorded.
+    public func update<T: Entity>(where predicate: Predicate<T>?, set assignments: [ColumnAssignment<T>]) throws {
+        try self.checkValid()
+        // Checked now (and the predicate translated), so that an unusable update fails here, not at commit.
+        try ColumnAssignment.check(assignments, where: predicate)
+        let operation = PendingSetWrite(table: T.tableName, updates: true, emit: { $0.update(where: predicate, set: assignments) })
+        self.tracker.withLock { $0.record(setWrite: operation) }
+    }
+
+    /// Returns the row with `value`'s primary key as this context sees it, or records `value` as an insert when
+    /// there is none. The insert is one of this context's changes: it commits with them when the context is
+    /// saved, all or nothing (in `write {}`, a body that throws afterwards leaves no row), and `created` means
+    /// "this context will create it". When another writer creates the row first, the save fails with `PGError`
+    /// `.uniqueViolation` naming the primary key's constraint and saves none of the context's changes; run the
+    /// write again, and `findOrCreate` finds that row. `DataStack/findOrCreate(_:)` is the immediate form: it
+    /// commits at once, race-free (`INSERT … ON CONFLICT DO NOTHING`), outside any context.
+    ///
+    /// ```swift
+    /// try await stack.write(durability: .committed) { context in
+    ///     let (tag, created) = try await context.findOrCreate(Tag(id: "swift", uses: 0))
+    ///     if created { try context.insert(AuditEntry(tag: tag.id)) }   // both rows, or neither
+    /// }
+    /// ```
+    ///
+    /// A row this context, a parent or a queued write deletes is not found: `value` is recorded as an insert
+    /// after that deletion, and reported created.
+    /// - Throws: `ColumnValueError` for a value its columns cannot hold (nothing is recorded), `PGError`,
+    ///   ``DataStackError``.
     @discardableResult
     public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
         try self.checkValid()
         let key = try RowKey(value)
         if let existing = try await self.lookup(T.self, id: value.id, key: key)?.value as? T { return (existing, false) }
-        if self.isPendingDeletion(key) {
-            try self.insert(value)
-            return (value, true)
-        }
-        let (row, version, created) = try await self.core.findOrCreate(value)
-        if !self.isMain {
-            // Like a row read: a later update of it is guarded by the version it has now.
-            let key = try RowKey(row)
-            self.tracker.withLock { $0.remember(key, value: row, base: .known(version)) }
-        }
-        return (row, created)
+        let inserted = try self.insert(value)
+        return (inserted, true)
     }
 
     // MARK: Saving
@@ -458,15 +556,6 @@ public final class DataContext: Sendable {
             return FoundRow(own.value, as: T.self, base: .parentChange(ContextChange(context: self.id, generation: generation)))
         }
         return try await self.parentLookup(type, id: id, key: key)
-    }
-
-    /// Whether this context, a parent or a queued write deletes the row.
-    private func isPendingDeletion(_ key: RowKey) -> Bool {
-        if let own = self.tracker.withLock({ $0.row(key) }) { return own.value == nil }
-        switch self.parent {
-        case .root: return self.core.isPendingDeletion(key)
-        case .context(let parent): return parent.isPendingDeletion(key)
-        }
     }
 
     private func parentLookup<T: Entity>(_ type: T.Type, id: T.ID, key: RowKey) async throws -> FoundRow? {

@@ -27,6 +27,7 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
             case deadlineExceeded = "deadline exceeded"
             case writeCancelled = "write cancelled"
             case unsupportedByStore = "unsupported by the store"
+            case rowHasUnsavedChanges = "row has unsaved changes"
         }
 
         private let base: Base
@@ -75,6 +76,10 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
         /// The stack's store cannot do what was asked: interactive transactions and raw SQL need PostgreSQL
         /// (the in-memory store has no SQL and no row locks). Nothing was run.
         public static let unsupportedByStore = Code(.unsupportedByStore)
+        /// A change guarded by a stored row version (`DataContext/update(_:ifVersion:)`) was asked for a row this
+        /// context holds an unsaved change of, whose version is not a stored one: save first. Nothing was
+        /// recorded.
+        public static let rowHasUnsavedChanges = Code(.rowHasUnsavedChanges)
 
         public var description: String { self.base.rawValue }
     }

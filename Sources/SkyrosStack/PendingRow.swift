@@ -26,6 +26,9 @@ package struct PendingRow: Sendable {
     /// to find what changed: the commit queue binds and compares these instead of encoding both again. Only
     /// ever for the state they were made with: any new ``state`` drops them.
     private(set) var encoded: (value: [PGValue], original: [PGValue])?
+    /// An update guarded by a version the app gave (`DataContext.update(_:ifVersion:)`): it fails on a
+    /// conflict under every merge policy.
+    var pinsVersion = false
 
     init(key: RowKey, kind: any AnyEntityKind, id: any Sendable, state: State) {
         (self.key, self.kind, self.id, self.state) = (key, kind, id, state)
@@ -95,6 +98,7 @@ package struct PendingRow: Sendable {
         case (.updated(_, let original, let base), .updated(let value, _, _)):
             let encodedOriginal = merged.encoded?.original
             merged.state = .updated(value, original: original, base: base)
+            merged.pinsVersion = merged.pinsVersion || child.pinsVersion
             if let encodedOriginal, let encodedValue = child.encoded?.value {
                 merged.encoded = (encodedValue, encodedOriginal)
             }
@@ -119,12 +123,13 @@ package struct PendingRow: Sendable {
     }
 }
 
-/// A `delete(where:)` recorded by a context, emitted at its place in the change set.
-package struct PendingDeleteWhere: Sendable {
+/// A `delete(where:)` or `update(where:set:)` recorded by a context: one statement over the rows a predicate
+/// selects, emitted at its place in the change set.
+package struct PendingSetWrite: Sendable {
     package let table: String
+    /// Whether it updates rows (else it deletes them).
+    let updates: Bool
     let emit: @Sendable (inout ChangeSet) -> Void
-    /// Whether a value of this table matches the predicate (for read overlays of later rows).
-    let matches: @Sendable (any Entity) -> Bool
 }
 
 /// The typed operations on one entity type, behind a type-erased ``PendingRow``.
@@ -191,7 +196,7 @@ struct EntityKind<T: Entity>: AnyEntityKind {
             let columns = encoder.changedColumns(fromEncoded: encodedOriginal, toEncoded: encoded)
             if columns.isEmpty { return }
             let expected = resolve(row.key, base)
-            switch policy {
+            switch row.pinsVersion ? .error : policy {
             case .error:
                 changes.update(value, changedColumns: columns, expectedVersion: expected, encoded: encoded)
             case .storeWins:

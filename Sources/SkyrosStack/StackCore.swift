@@ -140,22 +140,22 @@ package final class StackCore: Sendable {
         return try await self.fetch(descriptor).count
     }
 
-    /// Creates the row unless it exists, in the store at once (race-free across processes), and caches it.
-    /// Whether a queued write deletes the row (the last queued change of it is a deletion).
     /// Whether a queued write of this stack changes the row and has not committed (or failed) yet.
     func isPending(_ key: RowKey) -> Bool {
         self.state.withLock { state in state.view.pending[key]?.isEmpty == false }
     }
 
-    func isPendingDeletion(_ key: RowKey) -> Bool {
+    /// Whether a queued write deletes the row (the last queued change of it is a deletion).
+    package func isPendingDeletion(_ key: RowKey) -> Bool {
         self.state.withLock { state in state.view.pending[key]?.last.map { $0.row.value == nil } ?? false }
     }
 
+    /// Creates the row unless it exists, in the store at once (race-free across processes), and caches it.
     /// The row is cached only if no commit of this stack settled while it was read (as ``lookup(_:id:key:)``
     /// does): one that changed it would otherwise be overwritten in the cache by the older row.
     /// A row it creates is announced as a commit's are: to other processes by the change feed's hook (in the
     /// creating transaction), and to this stack's observers. Returns the row with the version it has.
-    func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, version: Int64, created: Bool) {
+    package func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, version: Int64, created: Bool) {
         let (before, hook) = self.state.withLock { ($0.view.finishedCommits, $0.hook) }
         if let hook {
             let unprepared = hook.tablesNeedingPreparation([T.tableName])

@@ -114,16 +114,19 @@ struct StackView: Sendable {
         for change in changes where change.kind == .deleted {
             self.cache.remove(RowKey(table: change.table, id: change.id))
         }
-        // A set committed unseen (its reply lost): which rows its deletes by predicate removed is not known.
-        if result.isUnseen {
-            for case .deleteWhere(let operation) in commit.slots { self.cache.removeAll(inTable: operation.table) }
+        // A set-based update changed rows in ways only the database knows (`views + 1`): the cached rows of its
+        // table go, and observers (shown the rows as they were while it was queued) look again. A set committed
+        // unseen (its reply lost): which rows its deletes by predicate removed is not known either.
+        for case .setWrite(let operation) in commit.slots where operation.updates || result.isUnseen {
+            self.cache.removeAll(inTable: operation.table)
+            if operation.updates { reread.append(.setWrite(operation)) }
         }
     }
 
     /// Whether the stored row may differ from the value written: an update under a policy that keeps the
     /// other writer's changes to columns this one did not change.
     private static func mayHaveMerged(_ row: PendingRow, policy: MergePolicy) -> Bool {
-        guard case .updated = row.state else { return false }
+        guard case .updated = row.state, !row.pinsVersion else { return false }
         return policy == .contextWins || policy == .mergeByProperty
     }
 

@@ -174,11 +174,14 @@ package final class ChangeRelay: Sendable {
         let capture = LogicalCapture(log: self.log)
         let lost = try await self.pool.withConnection { connection -> (status: String, confirmed: String?)? in
             let row = try await connection.query("""
-                SELECT s.wal_status, s.confirmed_flush_lsn::text, EXISTS (SELECT FROM pg_publication WHERE pubname = \(self.slot))
+                SELECT s.wal_status, s.confirmed_flush_lsn::text, EXISTS (SELECT FROM pg_publication WHERE pubname = \(self.slot)),
+                    s.slot_name IS NOT NULL
                 FROM (SELECT) AS one
                 LEFT JOIN pg_replication_slots AS s ON s.slot_name = \(self.slot) AND s.database = current_database()
                 """)[0]
-            let status = try row.decode(String?.self, at: 0) ?? "missing"
+            // A slot another session is still creating has no `wal_status` yet: it is not lost (streaming it
+            // fails as "in use" until it is ready, and is retried).
+            let status = try row.decode(Bool.self, at: 3) ? try row.decode(String?.self, at: 0) ?? "creating" : "missing"
             guard try row.decode(Bool.self, at: 2), status == "lost" || status == "missing" else { return nil }
             return (status, try row.decode(String?.self, at: 1))
         }

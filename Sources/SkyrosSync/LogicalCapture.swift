@@ -162,14 +162,19 @@ package struct LogicalCapture: Sendable {
     /// creation is cancelled (see ``ensureSlot(_:replication:on:logger:)``).
     package static let slotCreationTimeout: Duration = .seconds(20)
 
-    /// Creates the slot unless it exists (another stack creating it at the same moment counts as existing).
+    /// Creates the slot unless it exists, and returns once it is consistent: every transaction that commits
+    /// afterwards will be decoded from it. A slot another stack is still creating exists from the moment that
+    /// creation starts, long before it is consistent, so a slot found (or reported as already existing) is
+    /// waited for until its creation is done (`confirmed_flush_lsn` is set); a change committed before then
+    /// would be decoded by no one.
     /// - Throws: ``CaptureError`` with ``CaptureError/slotCreationTimedOut`` when creating it took longer than
-    ///   ``slotCreationTimeout`` (it is cancelled; nothing is left behind), or the server's error.
+    ///   ``slotCreationTimeout`` (it is cancelled; nothing is left behind), or when the creation this call
+    ///   waited for was cancelled (its creator timed out); the server's error otherwise.
     static func ensureSlot(_ name: String, replication: PGConfiguration, on connection: PGConnection, logger: Logger) async throws {
-        let exists = try await connection.query("""
-            SELECT count(*)::int8 FROM pg_replication_slots WHERE slot_name = \(name) AND database = current_database()
-            """)[0].decode(Int64.self, at: 0) > 0
-        if exists { return }
+        if try await Self.isConsistent(name, on: connection) != nil {
+            try await Self.waitUntilConsistent(name, on: connection)
+            return
+        }
         let replicationConnection = try await PGReplicationConnection.connect(to: Self.replicationSession(replication), logger: logger)
         defer { Task { await replicationConnection.close() } }
         let created = try await withThrowingTaskGroup(of: PGReplicationSlot?.self) { group in
@@ -194,6 +199,41 @@ package struct LogicalCapture: Sendable {
             logger.info(
                 "created the change capture's replication slot",
                 metadata: ["skyros.capture.slot": "\(name)", "skyros.capture.lsn": "\(created.consistentPoint)"])
+        } else {
+            try await Self.waitUntilConsistent(name, on: connection)
+        }
+    }
+
+    /// Whether the slot's creation is done (`false` while a session is still creating it); `nil` when there is
+    /// no such slot.
+    static func isConsistent(_ name: String, on connection: PGConnection) async throws -> Bool? {
+        let rows = try await connection.query("""
+            SELECT confirmed_flush_lsn IS NOT NULL FROM pg_replication_slots
+            WHERE slot_name = \(name) AND database = current_database()
+            """)
+        return try rows.first?.decode(Bool.self, at: 0)
+    }
+
+    /// Polls until the slot's creation (by another session) is done, for at most ``slotCreationTimeout``.
+    private static func waitUntilConsistent(_ name: String, on connection: PGConnection) async throws {
+        let deadline = ContinuousClock.now + Self.slotCreationTimeout
+        var pause = Duration.milliseconds(5)
+        while true {
+            guard let consistent = try await Self.isConsistent(name, on: connection) else {
+                throw CaptureError(
+                    message: "the replication slot \(name) that another session was creating is gone: its creation was "
+                        + "cancelled (it waits for transactions that were running when it started)",
+                    slotCreationTimedOut: true)
+            }
+            if consistent { return }
+            if ContinuousClock.now >= deadline {
+                throw CaptureError(
+                    message: "the replication slot \(name), which another session is creating, was not ready within "
+                        + "\(Self.slotCreationTimeout): its creation waits for transactions that were running when it started",
+                    slotCreationTimedOut: true)
+            }
+            try await Task.sleep(for: pause)
+            pause = min(pause * 2, .milliseconds(200))
         }
     }
 

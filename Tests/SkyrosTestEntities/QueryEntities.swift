@@ -25,12 +25,14 @@ package struct QueryTestRow: Entity, Equatable {
         EntityColumn(\.n, "n"), EntityColumn(\.m, "m"), EntityColumn(\.score, "score"), EntityColumn(\.flag, "flag"),
     ]
 
-    /// DDL for the table. Text columns use an ICU collation on purpose: the generated SQL must impose
-    /// code-point order itself (`COLLATE "C"`) whatever the column's collation.
-    package static func createTable(schema: String) -> String {
+    /// DDL for the table, its text columns in `collation`. With `"C"` (code-point order, as Swift compares),
+    /// every predicate and sort agrees with memory; with another (deterministic) collation, equality, membership
+    /// and pattern matches still do, while PostgreSQL orders and range-compares a column by its collation.
+    package static func createTable(schema: String, collation: String = "C") -> String {
         """
         CREATE TABLE \(quoteIdentifier(schema)).\(quoteIdentifier(tableName)) (
-            "id" bigint PRIMARY KEY, "name" text COLLATE "und-x-icu" NOT NULL, "nick" text COLLATE "und-x-icu",
+            "id" bigint PRIMARY KEY, "name" text COLLATE \(quoteIdentifier(collation)) NOT NULL,
+            "nick" text COLLATE \(quoteIdentifier(collation)),
             "n" bigint NOT NULL, "m" bigint, "score" double precision NOT NULL, "flag" boolean NOT NULL)
         """
     }

@@ -15,7 +15,7 @@ package struct EntityQueryMetadata: @unchecked Sendable {
         package let quoted: String
         /// Whether the Swift property is an `Optional`.
         package let isOptional: Bool
-        /// Whether the Swift property is a `String` or `String?` (compared with `COLLATE "C"`).
+        /// Whether the Swift property is a `String` or `String?` (compared as `text`).
         package let isString: Bool
     }
 

@@ -22,6 +22,8 @@ public struct FetchDescriptor<T: Entity>: Sendable {
     public var fetchLimit: Int?
     /// The number of leading rows to skip; `nil` or 0 skips none. Must not be negative.
     public var fetchOffset: Int?
+    /// Only the rows after this cursor's key in the descriptor's order (a keyset page; set by `fetchPage`).
+    package var pageAfter: PageCursor?
 
     /// Creates a fetch descriptor.
     /// - Parameters:

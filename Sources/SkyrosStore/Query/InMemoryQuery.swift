@@ -1,8 +1,10 @@
 import Foundation
 
 /// Evaluates fetch descriptors on values in memory, with the same results as the SQL that
-/// ``SQLQueryBuilder`` generates for PostgreSQL: same accepted predicates, same `nil` handling, same string
-/// order (code points), same tie-break by primary key.
+/// ``SQLQueryBuilder`` generates for PostgreSQL: same accepted predicates, same `nil` handling, same tie-break by
+/// primary key. Strings compare in code-point order, which is PostgreSQL's on `COLLATE "C"` columns (on a
+/// column of another collation, PostgreSQL orders and range-compares by that collation; equality agrees for
+/// deterministic collations).
 ///
 /// Predicates are evaluated with Foundation's `Predicate.evaluate` (Swift semantics are the reference; the SQL
 /// is generated to match them), with captured dates rounded to microseconds as PostgreSQL rounds the bound
@@ -58,12 +60,17 @@ package enum InMemoryQuery {
         }.map(\.element)
     }
 
-    /// Filters, sorts, skips `fetchOffset` and keeps `fetchLimit` values, like the SQL `SELECT`.
+    /// Filters (the predicate, and for a keyset page the rows after its cursor), sorts, skips `fetchOffset` and
+    /// keeps `fetchLimit` values, like the SQL `SELECT`.
     /// - Throws: ``QueryError`` for an untranslatable predicate or sort, or a negative limit or offset.
     package static func apply<T: Entity>(_ descriptor: FetchDescriptor<T>, to values: [T]) throws -> [T] {
         _ = try SQLQueryBuilder.orderBy(descriptor.sortBy)
         try SQLQueryBuilder.validateWindow(descriptor, T.self)
-        let matching = try self.filter(descriptor.predicate, values)
+        var matching = try self.filter(descriptor.predicate, values)
+        if let cursor = descriptor.pageAfter {
+            let isAfter = try Keyset.evaluator(after: cursor, sort: descriptor.sortBy)
+            matching = try matching.filter(isAfter)
+        }
         var result = self.sorted(matching, by: descriptor.sortBy)[...]
         if let offset = descriptor.fetchOffset { result = result.dropFirst(offset) }
         if let limit = descriptor.fetchLimit { result = result.prefix(limit) }

@@ -42,9 +42,51 @@ extension PredicateExpressions.Value: SQLValueNode, SQLFragment {
             try writer.bind(encodable: encodable)
         } else if let convertible = self.value as? any SQLArrayConvertible {
             try writer.bind(encodable: convertible.sqlArray)
+        } else if let raw = try rawValueParameter(self.value) {
+            writer.bind(raw)
         } else {
             throw writer.unsupported(
                 "Value<\(Output.self)>", "a captured value of type \(Output.self) cannot be sent to PostgreSQL")
+        }
+    }
+}
+
+/// A raw-value enum (or an optional one) as a parameter: its raw value, untyped so that PostgreSQL gives it the
+/// type of what it is compared with — the column's enum type for `"mood" = $1`, which that column's index serves
+/// (a `text` parameter would need the column cast to `text`, which no index on it serves). `nil` when `value` is
+/// not such an enum.
+/// - Throws: `PGError` when the raw value cannot be encoded (text with NUL).
+func rawValueParameter(_ value: Any) throws -> PGValue? {
+    if let optional = value as? any AnyOptional {
+        guard let wrapped = optional.wrappedAny else {
+            return isRawValueEnum(type(of: value)) ? PGValue.null : nil
+        }
+        return try rawValueParameter(wrapped)
+    }
+    guard let representable = value as? any RawRepresentable else { return nil }
+    func raw<R: RawRepresentable>(_ value: R) -> Any { value.rawValue }
+    guard let encodable = raw(representable) as? any PGEncodable else { return nil }
+    var parameter = try PGValue(encodable)
+    parameter.type = .unspecified
+    return parameter
+}
+
+/// Whether `type` (optional or not) is a `RawRepresentable` type.
+private func isRawValueEnum(_ type: Any.Type) -> Bool {
+    unwrapOptional(type).0 is any RawRepresentable.Type
+}
+
+/// An optional whose wrapped value can be read without knowing its type.
+package protocol AnyOptional {
+    /// The wrapped value, or `nil`.
+    var wrappedAny: Any? { get }
+}
+
+extension Optional: AnyOptional {
+    package var wrappedAny: Any? {
+        switch self {
+        case .some(let wrapped): return wrapped
+        case .none: return nil
         }
     }
 }
@@ -68,6 +110,34 @@ extension PredicateExpressions.NilLiteral: SQLNilLiteralNode, SQLFragment {
 
 // MARK: - Key paths
 
+/// A node that may be a plain column of the entity row (`$0.name`).
+package protocol SQLColumnReferenceNode {
+    /// Whether this node is a mapped column of the row `writer` translates.
+    func isColumnReference(in writer: SQLWriter) -> Bool
+}
+
+extension PredicateExpressions.KeyPath: SQLColumnReferenceNode {
+    package func isColumnReference(in writer: SQLWriter) -> Bool {
+        guard let variable = self.root as? any SQLVariableNode, case .row? = writer.variables[variable.variableKey]
+        else { return false }
+        return writer.metadata.columnsByKeyPath[self.keyPath as AnyKeyPath] != nil
+    }
+}
+
+extension SQLWriter {
+    /// Whether `expression` is a plain column of the row.
+    func isColumn(_ expression: some PredicateExpression) -> Bool {
+        (expression as? any SQLColumnReferenceNode)?.isColumnReference(in: self) ?? false
+    }
+
+    /// Whether one operand is a plain column and the other a captured value: the shape a B-tree index on the
+    /// column serves. Such a string comparison is left in the column's collation; every other one is
+    /// compared in code-point order (`COLLATE "C"`), as Swift compares.
+    func comparesColumnWithValue(_ lhs: some PredicateExpression, _ rhs: some PredicateExpression) -> Bool {
+        (self.isColumn(lhs) && rhs is any SQLValueNode) || (lhs is any SQLValueNode && self.isColumn(rhs))
+    }
+}
+
 extension PredicateExpressions.KeyPath: SQLFragment {
     package func writeSQL(into writer: inout SQLWriter) throws {
         let path = self.keyPath as AnyKeyPath
@@ -77,10 +147,11 @@ extension PredicateExpressions.KeyPath: SQLFragment {
                     code: .unmappedKeyPath, entity: writer.entity, construct: "\(path)",
                     message: "\(path) is not a column of \(writer.entity): add it to \(writer.entity).columns")
             }
-            // A String property may be stored in a column of another type that decodes as text (an enum,
-            // `varchar`, `citext`): compared as text, its SQL meaning is Swift's (`mood = $1` has no operator for
-            // an enum against a text parameter, and `citext` would compare ignoring case). For a `text` column
-            // the cast is no cast at all (indexes still apply).
+            // A String property may be stored in a column of another type that decodes as text (`varchar`,
+            // `citext`, `char(n)`): compared as text, its SQL meaning is Swift's (`citext` would compare ignoring
+            // case). For a `text` column the cast is no cast at all, and for `varchar` a relabelling: an index on
+            // the column serves both. (A String property on an enum column is refused at start; a raw-value
+            // enum property is compared as the enum.)
             writer.append(column.isString ? "\(column.quoted)::text" : column.quoted)
             return
         }
@@ -143,7 +214,8 @@ extension PredicateExpressions.Negation: SQLFragment {
 // MARK: - Equality and comparison
 
 /// `=`/`<>` for non-optional operands; `IS [NOT] DISTINCT FROM` when either side is optional (Swift's
-/// `nil == nil` is true); `IS [NOT] NULL` against a `nil` literal.
+/// `nil == nil` is true); `IS [NOT] NULL` against a `nil` literal. An optional column equal to a captured value
+/// is written so that the column's index serves it: `IS NULL` for `nil`, else `= $n AND … IS NOT NULL`.
 private func writeEquality(
     _ lhs: some PredicateExpression, _ rhs: some PredicateExpression, negated: Bool, into writer: inout SQLWriter
 ) throws {
@@ -153,6 +225,23 @@ private func writeEquality(
         return
     }
     let optional = isOptionalType(type(of: lhs).Output.self) || isOptionalType(type(of: rhs).Output.self)
+    if optional, !negated, writer.comparesColumnWithValue(lhs, rhs) {
+        // A column against a captured value, in a form its index serves (`IS NOT DISTINCT FROM` is served by
+        // none): `IS NULL` for nil, else `=` — and `IS NOT NULL`, which keeps the result false, not NULL, on a
+        // NULL column (see `SQLFragment`).
+        let (column, value) = lhs is any SQLValueNode ? (rhs as any PredicateExpression, lhs as any PredicateExpression)
+            : (lhs as any PredicateExpression, rhs as any PredicateExpression)
+        let columnSQL = try writer.render(column)
+        if let node = value as? any SQLValueNode, let optional = node.anyValue as? any AnyOptional,
+            optional.wrappedAny == nil
+        {
+            writer.append("(\(columnSQL) IS NULL)")
+            return
+        }
+        let valueSQL = try writer.render(value)
+        writer.append("(\(columnSQL) = \(valueSQL) AND \(columnSQL) IS NOT NULL)")
+        return
+    }
     let op = optional ? (negated ? "IS DISTINCT FROM" : "IS NOT DISTINCT FROM") : (negated ? "<>" : "=")
     writer.append("(")
     try writer.write(lhs)
@@ -173,12 +262,21 @@ extension PredicateExpressions.NotEqual: SQLFragment {
     }
 }
 
-/// Whether values of `type` are strings, compared in code-point order (`COLLATE "C"`).
+/// Whether values of `type` are strings.
 func isStringType(_ type: Any.Type) -> Bool { type == String.self || type == String?.self }
+
+/// `COLLATE "C"` (code-point order, Swift's) for a string comparison that is not a column against a captured
+/// value; nothing otherwise (a column against a value compares in the column's collation, which its index
+/// serves).
+private func codePointCollation(
+    _ type: Any.Type, _ lhs: some PredicateExpression, _ rhs: some PredicateExpression, _ writer: SQLWriter
+) -> String {
+    isStringType(type) && !writer.comparesColumnWithValue(lhs, rhs) ? " COLLATE \"C\"" : ""
+}
 
 extension PredicateExpressions.Comparison: SQLFragment {
     package func writeSQL(into writer: inout SQLWriter) throws {
-        let collate = isStringType(LHS.Output.self) ? " COLLATE \"C\"" : ""
+        let collate = codePointCollation(LHS.Output.self, self.lhs, self.rhs, writer)
         let op: String
         switch self.op {
         case .lessThan: op = "<"
@@ -349,6 +447,24 @@ extension PredicateExpressions.SequenceStartsWith: SQLFragment {
 
 extension PredicateExpressions.SequenceContains: SQLFragment {
     package func writeSQL(into writer: inout SQLWriter) throws {
+        if let captured = self.sequence as? any SQLValueNode,
+            let (array, containsNil) = try capturedElements(captured.anyValue)
+        {
+            // `x = ANY($n)`, which an index on x serves, with only the non-nil elements bound: an array holding
+            // NULL would make a non-matching x NULL, not false.
+            let element = try writer.render(self.element)
+            writer.binds.append(array)
+            let membership = "\(element) = ANY($\(writer.binds.count))"
+            if !isOptionalType(RHS.Output.self) {
+                writer.append("(\(membership))")
+            } else if containsNil {
+                // Two-valued for a NULL x, and true when nil is listed (Swift's `[nil].contains(nil)`).
+                writer.append("((\(membership) AND \(element) IS NOT NULL) OR \(element) IS NULL)")
+            } else {
+                writer.append("(\(membership) AND \(element) IS NOT NULL)")
+            }
+            return
+        }
         let element = try writer.render(self.element)
         let sequence = try writer.render(self.sequence)
         if isOptionalType(RHS.Output.self) {
@@ -362,22 +478,82 @@ extension PredicateExpressions.SequenceContains: SQLFragment {
     }
 }
 
+/// A captured array or set, for `x = ANY($n)`: its non-nil elements as one array parameter (typed as its
+/// elements are; untyped for raw-value enums, so that PostgreSQL types it as the compared column's enum array),
+/// and whether it holds `nil`. `nil` when `value` is not such a collection of bindable elements.
+/// - Throws: `PGError` when an element cannot be encoded (text with NUL).
+func capturedElements(_ value: Any) throws -> (array: PGValue, containsNil: Bool)? {
+    guard let collection = value as? any CapturedCollection else { return nil }
+    var elements: [Any] = []
+    var containsNil = false
+    for element in collection.elementsAny {
+        if let optional = element as? any AnyOptional {
+            if let wrapped = optional.wrappedAny { elements.append(wrapped) } else { containsNil = true }
+        } else {
+            elements.append(element)
+        }
+    }
+    let elementType = unwrapOptional(type(of: collection).capturedElementType).0
+    func typedArray<E: PGArrayElement>(_ type: E.Type, _ values: [Any]) throws -> PGValue? {
+        var typed: [E] = []
+        typed.reserveCapacity(values.count)
+        for value in values {
+            guard let element = value as? E else { return nil }
+            typed.append(element)
+        }
+        return try PGValue(typed)
+    }
+    if let native = elementType as? any PGArrayElement.Type {
+        return try typedArray(native, elements).map { ($0, containsNil) }
+    }
+    guard let representable = elementType as? any RawRepresentable.Type else { return nil }
+    func rawType<R: RawRepresentable>(_ type: R.Type) -> Any.Type { R.RawValue.self }
+    guard let raw = rawType(representable) as? any PGArrayElement.Type else { return nil }
+    func rawValue<R: RawRepresentable>(_ value: R) -> Any { value.rawValue }
+    let raws = elements.compactMap { element -> Any? in (element as? any RawRepresentable).map { rawValue($0) } }
+    guard raws.count == elements.count, var array = try typedArray(raw, raws) else { return nil }
+    array.type = .unspecified
+    return (array, containsNil)
+}
+
+/// An array or set captured by a predicate, seen without its element type.
+package protocol CapturedCollection {
+    /// The elements.
+    var elementsAny: [Any] { get }
+    /// The static element type.
+    static var capturedElementType: Any.Type { get }
+}
+
+extension Array: CapturedCollection {
+    package var elementsAny: [Any] { self.map { $0 } }
+    package static var capturedElementType: Any.Type { Element.self }
+}
+
+extension Set: CapturedCollection {
+    package var elementsAny: [Any] { self.map { $0 } }
+    package static var capturedElementType: Any.Type { Element.self }
+}
+
 /// A range node (`a..<b`, `a...b`) written in a predicate.
 package protocol SQLRangeNode {
     /// Renders the bounds; `closed` when the upper bound is included.
     func writeBounds(into writer: inout SQLWriter) throws -> (lower: String, upper: String, closed: Bool)
+    /// Whether both bounds are captured values.
+    var hasCapturedBounds: Bool { get }
 }
 
 extension PredicateExpressions.Range: SQLRangeNode {
     package func writeBounds(into writer: inout SQLWriter) throws -> (lower: String, upper: String, closed: Bool) {
         (try writer.render(self.lower), try writer.render(self.upper), false)
     }
+    package var hasCapturedBounds: Bool { self.lower is any SQLValueNode && self.upper is any SQLValueNode }
 }
 
 extension PredicateExpressions.ClosedRange: SQLRangeNode {
     package func writeBounds(into writer: inout SQLWriter) throws -> (lower: String, upper: String, closed: Bool) {
         (try writer.render(self.lower), try writer.render(self.upper), true)
     }
+    package var hasCapturedBounds: Bool { self.lower is any SQLValueNode && self.upper is any SQLValueNode }
 }
 
 /// A captured range value (`let r = 1...5; r.contains($0.n)`).
@@ -409,15 +585,21 @@ extension SQLWriter {
 extension PredicateExpressions.RangeExpressionContains: SQLFragment {
     package func writeSQL(into writer: inout SQLWriter) throws {
         let bounds: (lower: String, upper: String, closed: Bool)
+        let capturedBounds: Bool
         if let node = self.range as? any SQLRangeNode {
             bounds = try node.writeBounds(into: &writer)
+            capturedBounds = node.hasCapturedBounds
         } else if let value = self.range as? any SQLValueNode, let range = value.anyValue as? any SQLRangeValue {
             bounds = try range.writeBounds(into: &writer)
+            capturedBounds = true
         } else {
             throw writer.unsupported(
                 "RangeExpressionContains", "only a..<b and a...b ranges are supported, not \(RangeExpression.Output.self)")
         }
-        let collate = isStringType(Element.Output.self) ? " COLLATE \"C\"" : ""
+        // A column between captured bounds compares in the column's collation (its index serves it); anything
+        // else in code-point order, as Swift compares.
+        let inColumnCollation = capturedBounds && writer.isColumn(self.element)
+        let collate = isStringType(Element.Output.self) && !inColumnCollation ? " COLLATE \"C\"" : ""
         let element = try writer.render(self.element) + collate
         writer.append(
             "(\(element) >= \(bounds.lower)\(collate) AND \(element) \(bounds.closed ? "<=" : "<") \(bounds.upper)\(collate))")

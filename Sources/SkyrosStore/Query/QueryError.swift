@@ -1,5 +1,5 @@
 /// A fetch that cannot be run as asked: an unsupported predicate construct, an unsupported sort, a key path
-/// that is not a mapped column, or an invalid limit/offset.
+/// that is not a mapped column, an invalid limit/offset, or a page cursor that does not fit the fetch.
 ///
 /// Thrown both when a descriptor is translated to SQL and when it is evaluated in memory, so the PostgreSQL
 /// and in-memory stores accept exactly the same queries. Captured values never appear in the message.
@@ -15,7 +15,7 @@ public struct QueryError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The kind of failure. Extensible: more codes may be added.
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Base: String, Sendable, Hashable {
-            case unsupportedPredicate, unsupportedSort, unmappedKeyPath, missingPrimaryKey, invalidDescriptor
+            case unsupportedPredicate, unsupportedSort, unmappedKeyPath, missingPrimaryKey, invalidDescriptor, invalidCursor
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -28,8 +28,12 @@ public struct QueryError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let unmappedKeyPath = Code(.unmappedKeyPath)
         /// The entity's `columns` has no entry for `\.id`.
         public static let missingPrimaryKey = Code(.missingPrimaryKey)
-        /// A negative `fetchLimit` or `fetchOffset`.
+        /// A negative `fetchLimit` or `fetchOffset`, or a page fetch without a positive `fetchLimit` or with an
+        /// offset.
         public static let invalidDescriptor = Code(.invalidDescriptor)
+        /// A ``PageCursor`` that does not fit the fetch: another entity, another sort, or values its columns
+        /// cannot hold.
+        public static let invalidCursor = Code(.invalidCursor)
 
         public var description: String { self.base.rawValue }
     }

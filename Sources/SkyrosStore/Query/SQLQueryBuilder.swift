@@ -36,8 +36,9 @@ import SkyrosPostgres
     }
 
     /// `" ORDER BY …"` for `sort`, or for `T.defaultSort` when `sort` is empty, always ending with the primary
-    /// key so the order is total. Strings sort as `text` with `COLLATE "C"`; `nil` sorts first ascending, last
-    /// descending.
+    /// key so the order is total. Every column sorts as stored, so that an index on it serves the order: strings
+    /// as `text` in the column's collation (code-point order on a `COLLATE "C"` column, as Swift sorts), enums in
+    /// their declared order; `nil` sorts first ascending, last descending.
     /// - Throws: ``QueryError`` (`unsupportedSort`, `unmappedKeyPath`) for a sort that SQL cannot reproduce.
     package static func orderBy<T: Entity>(_ sort: [SortDescriptor<T>]) throws -> String {
         let metadata = try EntityQueryMetadata.of(T.self)
@@ -47,8 +48,9 @@ import SkyrosPostgres
             if !first { sql += ", " }
             first = false
             sql += column.quoted
-            // As text (an enum column has no collation; see the predicate's column references).
-            if column.isString { sql += "::text COLLATE \"C\"" }
+            // As text, like the predicate's column references (a no-op on `text`, served by an index on
+            // `varchar`; `citext` sorts case-sensitively, as Swift does).
+            if column.isString { sql += "::text" }
             sql += forward ? " ASC" : " DESC"
             if column.isOptional { sql += forward ? " NULLS FIRST" : " NULLS LAST" }
         }
@@ -74,7 +76,7 @@ import SkyrosPostgres
         }
         writer.append(" FROM ")
         writer.append(self.table(T.self, schema))
-        try self.writeWhere(descriptor.predicate, into: &writer)
+        try self.writeWhere(descriptor, into: &writer)
         writer.append(try self.orderBy(descriptor.sortBy))
         try self.writeWindow(descriptor, into: &writer)
         return PGQuery(unsafeSQL: writer.sql, binds: writer.binds)
@@ -87,7 +89,7 @@ import SkyrosPostgres
         let windowed = descriptor.fetchLimit != nil || (descriptor.fetchOffset ?? 0) != 0
         writer.append(windowed ? "SELECT count(*) FROM (SELECT 1 FROM " : "SELECT count(*) FROM ")
         writer.append(self.table(T.self, schema))
-        try self.writeWhere(descriptor.predicate, into: &writer)
+        try self.writeWhere(descriptor, into: &writer)
         if windowed {
             writer.append(try self.orderBy(descriptor.sortBy))
             try self.writeWindow(descriptor, into: &writer)
@@ -117,13 +119,21 @@ import SkyrosPostgres
         return quoteIdentifier(T.tableName)
     }
 
-    private static func writeWhere<T: Entity>(_ predicate: Predicate<T>?, into writer: inout SQLWriter) throws {
+    static func writeWhere<T: Entity>(_ predicate: Predicate<T>?, into writer: inout SQLWriter) throws {
         guard let predicate else { return }
         writer.append(" WHERE ")
         try writer.writeCondition(predicate)
     }
 
-    private static func writeWindow<T: Entity>(_ descriptor: FetchDescriptor<T>, into writer: inout SQLWriter) throws {
+    /// `WHERE` for the descriptor's predicate and, for a keyset page, the rows after its cursor.
+    private static func writeWhere<T: Entity>(_ descriptor: FetchDescriptor<T>, into writer: inout SQLWriter) throws {
+        try self.writeWhere(descriptor.predicate, into: &writer)
+        guard let cursor = descriptor.pageAfter else { return }
+        writer.append(descriptor.predicate == nil ? " WHERE " : " AND ")
+        try Keyset.writeCondition(after: cursor, sort: descriptor.sortBy, into: &writer)
+    }
+
+    static func writeWindow<T: Entity>(_ descriptor: FetchDescriptor<T>, into writer: inout SQLWriter) throws {
         try self.validateWindow(descriptor, T.self)
         if let limit = descriptor.fetchLimit {
             writer.append(" LIMIT ")

@@ -17,8 +17,8 @@ public struct ChangeSet: Sendable {
         /// What an operation does.
         public enum Kind: String, Sendable, Hashable {
             /// `insert`, `update`, `delete` and `upsert` write one row; `bulkInsert` many rows of one entity in one
-            /// statement; `deleteWhere` the rows a predicate selects.
-            case insert, update, delete, upsert, bulkInsert, deleteWhere
+            /// statement; `deleteWhere` and `updateWhere` the rows a predicate selects.
+            case insert, update, delete, upsert, bulkInsert, deleteWhere, updateWhere
         }
 
         /// The kind of write.
@@ -126,6 +126,20 @@ public struct ChangeSet: Sendable {
     @discardableResult
     public mutating func delete<T: Entity>(where predicate: Predicate<T>?) -> Int {
         self.add(.deleteWhere, EntityChange<T>.Payload.deleteWhere(predicate))
+    }
+
+    /// Sets columns of every row matching `predicate` (`nil`: every row of the table) in one statement, each
+    /// to a constant or to an expression over the row's columns evaluated against the row as it stands when
+    /// the statement runs (`views = views + 1`): no version is read or compared, so concurrent updates neither
+    /// conflict nor lose one another's changes. Each row's version goes up by one.
+    ///
+    /// ```swift
+    /// var changes = ChangeSet()
+    /// changes.update(where: #Predicate<Post> { $0.id == 7 }, set: [.set(\.views, to: \.views + 1)])
+    /// ```
+    @discardableResult
+    public mutating func update<T: Entity>(where predicate: Predicate<T>?, set assignments: [ColumnAssignment<T>]) -> Int {
+        self.add(.updateWhere, EntityChange<T>.Payload.updateWhere(predicate, assignments))
     }
 
     /// Appends another set's operations after these.
@@ -237,6 +251,7 @@ struct EntityChange<T: Entity>: Sendable {
         case upsert(T)
         case bulkInsert([T])
         case deleteWhere(Predicate<T>?)
+        case updateWhere(Predicate<T>?, [ColumnAssignment<T>])
     }
 
     let payload: Payload

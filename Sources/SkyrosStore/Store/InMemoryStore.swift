@@ -19,6 +19,12 @@ import Synchronization
 /// `varchar(n)` lengths, `numeric(p, s)`, NOT NULL, enum labels), with the same ``ColumnValueError`` a stack
 /// throws at its door; a `numeric(p, s)` value is rounded to its scale and a `char(n)` value padded, as stored.
 ///
+/// Strings compare and sort by Unicode code point (as Swift's `String` does), which is PostgreSQL's order on a
+/// `COLLATE "C"` column. PostgreSQL compares and sorts a column in its own collation: on another one
+/// (`en_US.utf8`, `"en-US-x-icu"`) equality, `contains` and prefix matches still agree with this store, while
+/// `<`, ranges, sorts and keyset pages by that column do not. Declare `COLLATE "C"` on text columns whose order
+/// tests rely on. A raw-value enum compares with its Swift `<`, PostgreSQL's enum column by its labels' order.
+///
 /// Only the primary key is unique; other constraints (foreign keys, checks) are not modelled. Columns
 /// are matched by name, as on PostgreSQL, so two entity types mapped to one table read and write each other's
 /// rows (a column a row never got reads as NULL).
@@ -367,6 +373,37 @@ extension EntityChange: InMemoryOperation {
                 deleted.append(change(key, .deleted, nil))
             }
             return deleted
+
+        case .updateWhere(let predicate, let assignments):
+            let columns = try SQLQueryBuilder.checked(assignments, plan: plan)
+            guard let rows = database.tables[table]?.rows.values.sorted(by: { $0.sequence < $1.sequence }) else { return [] }
+            let decoder = RowDecoder(plan: plan)
+            let matches = try InMemoryQuery.evaluator(predicate)
+            var updated: [RowChange] = []
+            for var row in rows {
+                let values = row.values(for: plan)
+                guard try matches(try decoder.decode(values: values)) else { continue }
+                // Every expression sees the row as it was before this statement, as in SQL.
+                func column(_ name: String) throws -> PGValue {
+                    guard let index = plan.columnIndex[name] else { throw StoreError.unknownColumn(entity: plan.entityName, column: name) }
+                    return values[index]
+                }
+                var written = values
+                for assignment in columns { written[assignment.index] = try assignment.assignment.evaluate(column) }
+                do {
+                    try database.door.check(plan, &written)
+                } catch let error as ColumnValueError where error.reason == .outOfRange {
+                    throw PGError.outOfRange("\(error)")
+                }
+                var indices = columns.map(\.index)
+                if plan.hasReadBack { indices += setByDatabase(&written, inserting: false) }
+                row.set(written, at: indices, plan: plan)
+                row.version += 1
+                let key = values[plan.idIndex]
+                database.setRow(table, key, row)
+                updated.append(withReadBack(change(key, .updated, row.version), row.values(for: plan)))
+            }
+            return updated
         }
     }
 }

@@ -355,6 +355,14 @@ extension EntityChange: PostgresOperation {
                 let id = try row.decode(T.ID.self, at: 0)
                 return change(try plan.idValue(id), .deleted, nil)
             }
+
+        case .updateWhere(let predicate, let assignments):
+            let query = try SQLQueryBuilder.update(where: predicate, set: assignments, schema: context.schema)
+            let rows = try await connection.query(query)
+            return try rows.map { row in
+                let id = try row.decode(T.ID.self, at: 0)
+                return change(try plan.idValue(id), .updated, try row.decode(Int64.self, at: 1))
+            }
         }
     }
 

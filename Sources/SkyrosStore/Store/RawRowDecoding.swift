@@ -59,13 +59,7 @@ package enum RawRowDecoding {
             }
             return try (0..<rows.count).map { row in try Self.decode(native, rows[row]) as! T }
         }
-        let names = rows.columns.map(\.name)
-        var index: [String: Int] = [:]
-        for (position, name) in names.enumerated() where index[name] == nil { index[name] = position }
-        let state = RowDecodingState(
-            name: "\(T.self)", columnNames: names, columnIndex: index, keyStrategy: keyStrategy,
-            resultIndex: Array(names.indices), rows: rows, resultTypes: rows.columns.map(\.type), valueRows: [])
-        state.requiresEveryColumn = false
+        let state = RowDecodingState(name: "\(T.self)", rows: rows, keyStrategy: keyStrategy)
         var result: [T] = []
         result.reserveCapacity(rows.count)
         for row in 0..<rows.count {

@@ -116,20 +116,42 @@ final class RowDecodingState {
         self.init(plan: plan, resultIndex: Array(plan.columnNames.indices), rows: nil, resultTypes: [], valueRows: valueRows)
     }
 
+    /// A pass over encoded values of some columns (a projection into any `Decodable`, which may read only some
+    /// of them).
+    convenience init(entityName: String, columnNames: [String], keyStrategy: ColumnKeyStrategy, valueRows: [[PGValue]]) {
+        self.init(
+            entityName: entityName, columnNames: columnNames,
+            columnIndex: Dictionary(columnNames.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a }),
+            keyStrategy: keyStrategy, resultIndex: Array(columnNames.indices), rows: nil, resultTypes: [],
+            valueRows: valueRows)
+        self.learning = false
+    }
+
+    /// A pass over a raw statement's result (``RawRowDecoding``): every column by its name, none required, since
+    /// a `Decodable` may read only some of them.
+    convenience init(name: String, rows: PGRows, keyStrategy: ColumnKeyStrategy) {
+        let names = rows.columns.map(\.name)
+        self.init(
+            entityName: name, columnNames: names,
+            columnIndex: Dictionary(names.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first }),
+            keyStrategy: keyStrategy, resultIndex: Array(names.indices), rows: rows, resultTypes: rows.columns.map(\.type),
+            valueRows: [])
+        self.learning = false
+    }
+
     private convenience init<T>(
         plan: EntityPlan<T>, resultIndex: [Int], rows: PGRows?, resultTypes: [PGType], valueRows: [[PGValue]]
     ) {
         self.init(
-            name: plan.entityName, columnNames: plan.columnNames, columnIndex: plan.columnIndex, keyStrategy: plan.keyStrategy,
-            resultIndex: resultIndex, rows: rows, resultTypes: resultTypes, valueRows: valueRows)
+            entityName: plan.entityName, columnNames: plan.columnNames, columnIndex: plan.columnIndex,
+            keyStrategy: plan.keyStrategy, resultIndex: resultIndex, rows: rows, resultTypes: resultTypes, valueRows: valueRows)
     }
 
-    /// A pass over columns named `columnNames` (`name`: what errors call the type decoded).
-    init(
-        name: String, columnNames: [String], columnIndex: [String: Int], keyStrategy: ColumnKeyStrategy,
+    private init(
+        entityName: String, columnNames: [String], columnIndex: [String: Int], keyStrategy: ColumnKeyStrategy,
         resultIndex: [Int], rows: PGRows?, resultTypes: [PGType], valueRows: [[PGValue]]
     ) {
-        self.entityName = name
+        self.entityName = entityName
         self.columnNames = columnNames
         self.columnIndex = columnIndex
         self.keyStrategy = keyStrategy
@@ -140,9 +162,6 @@ final class RowDecodingState {
         self.valueRows = valueRows
     }
 
-    /// Whether every column must be read by some key (an entity's columns); a raw query's result may hold more.
-    var requiresEveryColumn = true
-
     @inline(__always)
     func begin() {
         self.cursor = 0
@@ -152,7 +171,7 @@ final class RowDecodingState {
     func end() throws {
         guard self.learning else { return }
         self.learning = false
-        if self.requiresEveryColumn, let missing = self.seen.firstIndex(of: false) {
+        if let missing = self.seen.firstIndex(of: false) {
             throw EntityMappingError(
                 entity: self.entityName, column: self.columnNames[missing],
                 message: "no Codable key reads this column (keys map to columns with \(self.keyStrategy))")

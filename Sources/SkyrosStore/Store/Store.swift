@@ -22,7 +22,13 @@ public enum DestroyConfirmation: Sendable {
 ///
 /// ## Topics
 /// - ``fetch(_:)``
+/// - ``fetchPage(_:after:)``
 /// - ``count(_:)``
+/// - ``aggregate(_:_:)``
+/// - ``aggregate(_:groupBy:_:)->[(K,(V))]``
+/// - ``aggregate(_:groupBy:_:)->[((K1,K2),(V))]``
+/// - ``fetch(_:as:propertiesToFetch:)``
+/// - ``evaluate(_:)``
 /// - ``object(_:id:)``
 /// - ``findOrCreate(_:)``
 /// - ``apply(_:)``
@@ -37,6 +43,12 @@ public protocol Store: Sendable {
 
     /// The number of rows matching the descriptor's predicate (and window, when it has one).
     func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int
+
+    /// Evaluates an aggregate or a projection (the typed `aggregate` and `fetch(_:as:)` methods build the
+    /// request). The default implementation fetches the descriptor's rows and computes the result in memory;
+    /// ``PostgresStore`` runs it as one SQL statement.
+    /// - Throws: ``QueryError`` for an untranslatable descriptor or a key path that is not a column, `PGError`.
+    func evaluate<T: Entity>(_ request: AggregateRequest<T>) async throws -> AggregateRows
 
     /// The row with a primary key, or `nil`.
     func object<T: Entity>(_ type: T.Type, id: T.ID) async throws -> Versioned<T>?
@@ -122,6 +134,22 @@ extension Store {
     public func delete<T: Entity>(where predicate: Predicate<T>?) async throws -> [T.ID] {
         var changes = ChangeSet()
         changes.delete(where: predicate)
+        return try await self.apply(changes).operations[0].map { change in
+            guard let text = change.id.text else { throw PGError(kind: .decoding, message: "NULL primary key") }
+            return try T.ID(postgresText: ArraySlice(text.utf8), type: change.id.type)
+        }
+    }
+
+    /// Sets columns of every row matching `predicate` in one statement (see
+    /// ``ChangeSet/update(where:set:)``) and returns the primary keys of the rows it updated.
+    ///
+    /// ```swift
+    /// try await store.update(where: #Predicate<Post> { $0.id == 7 }, set: [.set(\.views, to: \.views + 1)])
+    /// ```
+    @discardableResult
+    public func update<T: Entity>(where predicate: Predicate<T>?, set assignments: [ColumnAssignment<T>]) async throws -> [T.ID] {
+        var changes = ChangeSet()
+        changes.update(where: predicate, set: assignments)
         return try await self.apply(changes).operations[0].map { change in
             guard let text = change.id.text else { throw PGError(kind: .decoding, message: "NULL primary key") }
             return try T.ID(postgresText: ArraySlice(text.utf8), type: change.id.type)

@@ -29,7 +29,22 @@ enum ManyProcessHarness {
             store: .postgres(try TestServer.configuration, schema: schema), entities: [MPItem.self, MPDone.self])
         configuration.pool.leaseTimeout = .seconds(30)
         changeFeed(&configuration.changeFeed)
-        return try await DataStack.start(configuration)
+        let (logger, handler) = RecordingLogHandler.logger(label: "skyros.mp")
+        var recorded = logger
+        recorded.logLevel = .info
+        let stack = try await DataStack.start(configuration, logger: recorded)
+        self.logs.withLock { $0[ObjectIdentifier(stack)] = handler }
+        return stack
+    }
+
+    /// What each stack made by ``stack(schema:changeFeed:)`` logged at `info` and above, for a test's
+    /// diagnostics (its relay's and its feed's failures, which a failing wait needs to say where it stuck).
+    private static let logs = Locked<[ObjectIdentifier: RecordingLogHandler]>([:])
+
+    /// The last `count` records of `stack`'s log (see ``logs``).
+    static func log(of stack: DataStack, last count: Int = 40) -> [String] {
+        guard let handler = self.logs.withLock({ $0[ObjectIdentifier(stack)] }) else { return [] }
+        return handler.entries.suffix(count).map { "\($0.level) \($0.text)" }
     }
 
     /// Starts `skyros-test-node <arguments>` with its stdout in a temporary file.

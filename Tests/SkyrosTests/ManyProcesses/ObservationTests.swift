@@ -178,7 +178,7 @@ struct ObservationTests {
         }
     }
 
-    /// `findOrCreate` writes the row at once, outside the commit queue: a row it creates is announced like a
+    /// `DataStack.findOrCreate` writes the row at once, outside the commit queue: a row it creates is announced like a
     /// commit's (change-log entry and hint in its transaction), so observers in this stack and in others see it;
     /// a row it finds announces nothing.
     @Test func aRowFindOrCreateCreatesReachesObserversHereAndInOtherStacks() async throws {
@@ -198,14 +198,14 @@ struct ObservationTests {
             await expectEventually { seenByA.withLock { $0 } == [] && seenByB.withLock { $0 } == [] }
 
             let entriesBefore = b.changeFeedStatistics.remoteEntries
-            let (_, created) = try await a.mainContext.findOrCreate(MPItem(id: 1, owner: 0, value: 1, title: "made"))
+            let (_, created) = try await a.findOrCreate(MPItem(id: 1, owner: 0, value: 1, title: "made"))
             #expect(created)
             await expectEventually { seenByA.withLock { $0 } == [1] }
             await expectEventually { seenByB.withLock { $0 } == [1] }
             #expect(b.changeFeedStatistics.remoteEntries == entriesBefore + 1)
 
             // Found, not created: nothing announced.
-            let (found, createdAgain) = try await b.mainContext.findOrCreate(MPItem(id: 1, owner: 0, value: 9, title: "other"))
+            let (found, createdAgain) = try await b.findOrCreate(MPItem(id: 1, owner: 0, value: 9, title: "other"))
             #expect(!createdAgain && found.title == "made")
             try await a.write(durability: .committed) { try $0.insert(MPItem(id: 2, owner: 0, value: 2, title: "fence")) }
             await expectEventually { seenByB.withLock { $0 } == [1, 2] }
@@ -215,7 +215,7 @@ struct ObservationTests {
         }
     }
 
-    /// `findOrCreate` sends the insert in one pipeline, after the read that found nothing. When another session
+    /// `DataStack.findOrCreate` sends the insert in one pipeline, after the read that found nothing. When another session
     /// inserts the row in between, the insert inserts nothing and fails the pipeline, so nothing of it is
     /// captured (only the other session's insert is), and the row is read and returned as found. The other session's insert is held open
     /// until `findOrCreate`'s insert waits for it.
@@ -232,7 +232,7 @@ struct ObservationTests {
             _ = try await other.execute(script: "BEGIN")
             try await other.query(
                 "INSERT INTO \(unsafeRaw: quoteIdentifier(schema)).mp_items (id, owner, value, title) VALUES (5, 0, 1, 'theirs')")
-            let finding = Task { try await a.mainContext.findOrCreate(MPItem(id: 5, owner: 0, value: 2, title: "ours")) }
+            let finding = Task { try await a.findOrCreate(MPItem(id: 5, owner: 0, value: 2, title: "ours")) }
             // Until a session waits for this one's insert (not for another test's: the suite runs in parallel).
             let waits = try await expectEventually(within: .seconds(20)) {
                 try await other.query("SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))")[0]
@@ -244,7 +244,7 @@ struct ObservationTests {
             #expect(!created && found.title == "theirs")
             #expect(try await logEntries() == entriesBefore + 1)
             // The pipeline's path creates, and the capture announces, when nothing is in the way.
-            let (made, madeNow) = try await a.mainContext.findOrCreate(MPItem(id: 6, owner: 0, value: 3, title: "ours"))
+            let (made, madeNow) = try await a.findOrCreate(MPItem(id: 6, owner: 0, value: 3, title: "ours"))
             #expect(madeNow && made.title == "ours")
             #expect(try await logEntries() == entriesBefore + 2)
             await other.close()

@@ -74,6 +74,7 @@ struct ObservationUpdateTests {
             var lines = ["an observation waited 20 s; its last element: \(last)"]
             lines.append("a fetch now: \((try? await Self.fetch(stack, descriptor).map { "\($0.id)/\($0.owner)" }) ?? ["failed"])")
             lines.append("feed: \(stack.changeFeedStatistics)")
+            lines.append("the stack's log:\n  " + ManyProcessHarness.log(of: stack).joined(separator: "\n  "))
             guard let schema else { Issue.record(Comment(rawValue: lines.joined(separator: "\n"))); return }
             let slot = CaptureSources.slotName(schema: schema)
             let queries: [(String, PGQuery)] = [
@@ -81,6 +82,7 @@ struct ObservationUpdateTests {
                 ("log", "SELECT string_agg(position || ':' || xid::text || ':' || changes::text, ' | ' ORDER BY position) FROM \(unsafeRaw: quoteIdentifier(schema)).skyros_change_log"),
                 ("slot", "SELECT string_agg(slot_name || ' active=' || active || ' confirmed=' || confirmed_flush_lsn::text || ' now=' || pg_current_wal_lsn()::text, ' ') FROM pg_replication_slots WHERE slot_name = \(slot)"),
                 ("walsenders", "SELECT string_agg(application_name || ' ' || state || ' sent=' || sent_lsn::text, ' ') FROM pg_stat_replication"),
+                ("relay lock", "SELECT string_agg(pid::text || ' granted=' || granted, ' ') FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
             ]
             for (name, query) in queries {
                 do {

@@ -42,7 +42,7 @@ struct ContextSuiteTests {
             #expect(deleted == 2)
             #expect(Set(try await stack.store.fetch(StackNote.self).map(\.value.id)) == [1, 3, 6, 7])
 
-            let created = try await stack.write { try await $0.findOrCreate(note(8)) }
+            let created = try await stack.write(durability: .committed) { try await $0.findOrCreate(note(8)) }
             let found = try await stack.write { try await $0.findOrCreate(StackNote(id: 8, title: "other", rank: 0)) }
             #expect(created.created && !found.created)
             #expect(found.value == note(8))
@@ -113,9 +113,10 @@ struct ContextSuiteTests {
     @Test("A row findOrCreate gave a context is guarded like a row it read: updating it after another write changed it conflicts", arguments: StackKind.allCases)
     func findOrCreateThenUpdateIsGuarded(kind: StackKind) async throws {
         try await StackTestServer.withStack(kind) { stack in
+            try await stack.write(durability: .committed) { try $0.insert(note(5)) }
             let context = stack.newBackgroundContext()
-            var (row, created) = try await context.findOrCreate(note(5))
-            #expect(created)
+            var (row, created) = try await context.findOrCreate(StackNote(id: 5, title: "unused", rank: 0))
+            #expect(!created && row == note(5))
             try await stack.editNote(5, durability: .committed) { $0.title = "other" }
             row.rank = 99
             try await context.update(row)

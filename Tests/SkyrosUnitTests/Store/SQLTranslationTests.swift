@@ -27,8 +27,13 @@ struct SQLTranslationTests {
         #expect(q.binds == [PGValue(type: .text, text: "x")])
         q = try sql(#Predicate { $0.name != s })
         #expect(q.sql == #"("name"::text <> $1)"#)
+        // An optional column against a captured value: in a form the column's index serves.
         q = try sql(#Predicate { $0.nick == optional })
-        #expect(q.sql == #"("nick"::text IS NOT DISTINCT FROM $1)"#)
+        #expect(q.sql == #"("nick"::text = $1 AND "nick"::text IS NOT NULL)"#)
+        let none: String? = nil
+        q = try sql(#Predicate { $0.nick == none })
+        #expect(q.sql == #"("nick"::text IS NULL)"#)
+        #expect(q.binds.isEmpty)
         q = try sql(#Predicate { $0.nick != optional })
         #expect(q.sql == #"("nick"::text IS DISTINCT FROM $1)"#)
         q = try sql(#Predicate { $0.nick == nil })
@@ -42,11 +47,18 @@ struct SQLTranslationTests {
         #expect(q.sql == #""flag""#)
     }
 
-    @Test func comparisonsUseCodePointCollationForStrings() throws {
+    /// A column against a captured value compares in the column's collation (so its index serves it); any
+    /// other string comparison in code-point order, as Swift compares.
+    @Test func comparisonsUseTheColumnsCollationAgainstValuesAndCodePointsOtherwise() throws {
         let s = "é"
         let i = 3
-        #expect(try sql(#Predicate { $0.name < s }).sql == #"("name"::text COLLATE "C" < $1 COLLATE "C")"#)
-        #expect(try sql(#Predicate { $0.name >= s }).sql == #"("name"::text COLLATE "C" >= $1 COLLATE "C")"#)
+        #expect(try sql(#Predicate { $0.name < s }).sql == #"("name"::text < $1)"#)
+        #expect(try sql(#Predicate { s <= $0.name }).sql == #"($1 <= "name"::text)"#)
+        #expect(try sql(#Predicate { $0.name >= s }).sql == #"("name"::text >= $1)"#)
+        #expect(try sql(#Predicate { $0.name < ($0.nick ?? s) }).sql
+            == #"("name"::text COLLATE "C" < COALESCE("nick"::text, $1) COLLATE "C")"#)
+        #expect(try sql(#Predicate { $0.name.localizedUppercase < s }).sql
+            == #"((upper("name"::text COLLATE "und-x-icu") COLLATE "C") COLLATE "C" < $1 COLLATE "C")"#)
         #expect(try sql(#Predicate { $0.n <= i }).sql == #"("n" <= $1)"#)
         #expect(try sql(#Predicate { $0.n > i }).sql == #"("n" > $1)"#)
         #expect(texts(try sql(#Predicate { $0.n > i })) == ["3"])
@@ -55,7 +67,7 @@ struct SQLTranslationTests {
     @Test func logic() throws {
         let a = 1, b = 2
         let q = try sql(#Predicate { ($0.n == a && !$0.flag) || $0.m == b })
-        #expect(q.sql == #"((("n" = $1) AND (NOT "flag")) OR ("m" IS NOT DISTINCT FROM $2))"#)
+        #expect(q.sql == #"((("n" = $1) AND (NOT "flag")) OR ("m" = $2 AND "m" IS NOT NULL))"#)
         #expect(texts(q) == ["1", "2"])
     }
 
@@ -128,8 +140,12 @@ struct SQLTranslationTests {
         let inNames = try sql(#Predicate { names.contains($0.name) })
         #expect(inNames.sql == #"("name"::text = ANY($1))"#)
         #expect(inNames.binds.first?.type == .textArray)
-        #expect(try sql(#Predicate { nicks.contains($0.nick) }).sql
-            == #"(EXISTS (SELECT 1 FROM unnest($1) AS "__skyros_element"("value") WHERE "__skyros_element"."value" IS NOT DISTINCT FROM "nick"::text))"#)
+        // Only the non-nil elements are bound; nil is asked with IS NULL.
+        let inNicks = try sql(#Predicate { nicks.contains($0.nick) })
+        #expect(inNicks.sql == #"(("nick"::text = ANY($1) AND "nick"::text IS NOT NULL) OR "nick"::text IS NULL)"#)
+        #expect(inNicks.binds == [PGValue(type: .textArray, text: #"{"a"}"#)])
+        let someNicks: [String?] = ["b"]
+        #expect(try sql(#Predicate { someNicks.contains($0.nick) }).sql == #"("nick"::text = ANY($1) AND "nick"::text IS NOT NULL)"#)
         let inSet = try sql(#Predicate { ids.contains($0.n) })
         #expect(inSet.sql == #"("n" = ANY($1))"#)
         #expect(inSet.binds.map(\.type) == [.int8Array])
@@ -139,8 +155,9 @@ struct SQLTranslationTests {
         let captured = try sql(#Predicate { closed.contains($0.n) })
         #expect(captured.sql == #"("n" >= $1 AND "n" <= $2)"#)
         #expect(texts(captured) == ["1", "5"])
-        #expect(try sql(#Predicate { (a...z).contains($0.name) }).sql
-            == #"("name"::text COLLATE "C" >= $1 COLLATE "C" AND "name"::text COLLATE "C" <= $2 COLLATE "C")"#)
+        #expect(try sql(#Predicate { (a...z).contains($0.name) }).sql == #"("name"::text >= $1 AND "name"::text <= $2)"#)
+        #expect(try sql(#Predicate { (a...($0.nick ?? z)).contains($0.name) }).sql
+            == #"("name"::text COLLATE "C" >= $1 COLLATE "C" AND "name"::text COLLATE "C" <= COALESCE("nick"::text, $2) COLLATE "C")"#)
     }
 
     @Test func sqlMetacharactersInEveryValuePositionAreBound() throws {
@@ -198,13 +215,13 @@ struct SQLTranslationTests {
     @Test func orderByFallsBackToDefaultSortThenPrimaryKey() throws {
         #expect(try SQLQueryBuilder.orderBy([SortDescriptor<Row>]()) == #" ORDER BY "id" ASC"#)
         #expect(try SQLQueryBuilder.orderBy([SortDescriptor(\Row.name), SortDescriptor(\Row.m, order: .reverse)])
-            == #" ORDER BY "name"::text COLLATE "C" ASC, "m" DESC NULLS LAST, "id" ASC"#)
+            == #" ORDER BY "name"::text ASC, "m" DESC NULLS LAST, "id" ASC"#)
         #expect(try SQLQueryBuilder.orderBy([SortDescriptor(\Row.nick, comparator: .lexical)])
-            == #" ORDER BY "nick"::text COLLATE "C" ASC NULLS FIRST, "id" ASC"#)
+            == #" ORDER BY "nick"::text ASC NULLS FIRST, "id" ASC"#)
         #expect(try SQLQueryBuilder.orderBy([SortDescriptor(\Row.id, order: .reverse), SortDescriptor(\Row.n)])
             == #" ORDER BY "id" DESC, "n" ASC"#)
         #expect(try SQLQueryBuilder.orderBy([SortDescriptor<QueryTestUnmapped>]())
-            == #" ORDER BY "title"::text COLLATE "C" DESC, "id" ASC"#)
+            == #" ORDER BY "title"::text DESC, "id" ASC"#)
         let error = try #require(throws: QueryError.self) {
             try SQLQueryBuilder.orderBy([SortDescriptor(\QueryTestUnmapped.note)])
         }
