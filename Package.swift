@@ -158,6 +158,16 @@ let package = Package(
             dependencies: ["Skyros"],
             swiftSettings: swiftSettings
         ),
+        // The job-queue example (Examples/JobQueue/README.md): worker processes claiming jobs with SKIP LOCKED in
+        // interactive transactions, the same loop on raw libpq, and the benchmark comparing them. Built with the
+        // package (its test spawns it); not a product.
+        .executableTarget(
+            name: "skyros-job-queue",
+            dependencies: ["Skyros", "SkyrosPostgres", "SkyrosTesting"],
+            path: "Examples/JobQueue",
+            exclude: ["README.md"],
+            swiftSettings: swiftSettings
+        ),
         // Used only by the multi-process tests; not products.
         .target(
             name: "SkyrosTestFixtures",

@@ -224,7 +224,7 @@ public final class DataStack: DataStackProtocol, Service {
     /// queued); reads by id are served from its bounded cache.
     public var mainContext: DataContext { self.current.withLock { $0.main } }
 
-    private var core: StackCore { self.current.withLock { $0.core } }
+    var core: StackCore { self.current.withLock { $0.core } }
 
     /// A new context whose `DataContext/save()` goes straight to the commit queue (a sibling of the main
     /// context, like Core Data's `newBackgroundContext()`).

@@ -3,7 +3,8 @@ import Logging
 import Metrics
 import Tracing
 
-/// Transaction isolation levels for ``PGConnection/withTransaction(isolation:_:)`` and the pool.
+/// Transaction isolation levels for `PGConnection.withTransaction(isolation:_:)`, the pool's transactions and a
+/// stack's interactive transactions (`DataStack.transaction(isolation:maxAttempts:_:)`).
 public enum IsolationLevel: String, Sendable, Hashable {
     /// PostgreSQL's default: each statement sees what was committed before it began.
     case readCommitted = "READ COMMITTED"

@@ -26,6 +26,7 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
             case noIdentityAvailable = "no identity available"
             case deadlineExceeded = "deadline exceeded"
             case writeCancelled = "write cancelled"
+            case unsupportedByStore = "unsupported by the store"
             case rowHasUnsavedChanges = "row has unsaved changes"
         }
 
@@ -72,6 +73,9 @@ public struct DataStackError: Error, Sendable, CustomStringConvertible {
         /// The task running a write was cancelled before the write finished. ``DataStackError/mayStillCommit``
         /// says whether its changes had been queued, as for ``deadlineExceeded``.
         public static let writeCancelled = Code(.writeCancelled)
+        /// The stack's store cannot do what was asked: interactive transactions and raw SQL need PostgreSQL
+        /// (the in-memory store has no SQL and no row locks). Nothing was run.
+        public static let unsupportedByStore = Code(.unsupportedByStore)
         /// A change guarded by a stored row version (`DataContext/update(_:ifVersion:)`) was asked for a row this
         /// context holds an unsaved change of, whose version is not a stored one: save first. Nothing was
         /// recorded.

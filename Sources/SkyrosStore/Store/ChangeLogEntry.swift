@@ -44,7 +44,7 @@ package struct LoggedRowChange: Codable, Sendable, Hashable {
         (self.b, self.h, self.r) = (base, layout, row)
     }
 
-    init(_ change: RowChange) {
+    package init(_ change: RowChange) {
         self.t = change.table
         self.o = change.id.type.rawValue
         self.i = change.id.text ?? ""

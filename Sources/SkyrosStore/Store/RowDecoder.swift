@@ -127,6 +127,18 @@ final class RowDecodingState {
         self.learning = false
     }
 
+    /// A pass over a raw statement's result (``RawRowDecoding``): every column by its name, none required, since
+    /// a `Decodable` may read only some of them.
+    convenience init(name: String, rows: PGRows, keyStrategy: ColumnKeyStrategy) {
+        let names = rows.columns.map(\.name)
+        self.init(
+            entityName: name, columnNames: names,
+            columnIndex: Dictionary(names.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first }),
+            keyStrategy: keyStrategy, resultIndex: Array(names.indices), rows: rows, resultTypes: rows.columns.map(\.type),
+            valueRows: [])
+        self.learning = false
+    }
+
     private convenience init<T>(
         plan: EntityPlan<T>, resultIndex: [Int], rows: PGRows?, resultTypes: [PGType], valueRows: [[PGValue]]
     ) {
