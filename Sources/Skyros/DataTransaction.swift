@@ -225,7 +225,7 @@ public final class DataTransaction: Sendable {
     /// ```
     /// - Throws: `body`'s error (after rolling back to the savepoint), `PGError`.
     @discardableResult
-    public func savepoint<R>(_ body: (DataTransaction) async throws -> R) async throws -> R {
+    public nonisolated(nonsending) func savepoint<R>(_ body: (DataTransaction) async throws -> R) async throws -> R {
         try self.checkOpen()
         let (name, marks) = self.state.withLock { state in
             state.savepoints += 1
