@@ -43,7 +43,7 @@ extension EntityChange {
             return nil
         case .bulkInsert(let values) where values.count < copyThreshold:
             return .insert(try MergeableInsert(plan: plan, values: values, encoded: self.encodedRows, schema: schema))
-        case .bulkInsert, .deleteWhere, .updateWhere:
+        case .bulkInsert, .deleteWhere, .updateWhere, .upsertOn:
             return nil
 
         case .update(let value, let columns, let expected):
