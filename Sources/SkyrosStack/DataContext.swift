@@ -43,6 +43,7 @@ import SkyrosStore
 /// - ``update(_:ifVersion:)``
 /// - ``version(of:id:)``
 /// - ``upsert(_:)``
+/// - ``upsert(_:onConflict:)``
 /// - ``bulkInsert(_:)``
 /// - ``findOrCreate(_:)``
 /// - ``save()``
