@@ -31,7 +31,9 @@ extension DataContext {
         try self.checkValid()
         try conflict.checkColumns()
         let (admitted, _) = try self.core.door.admit(self.core.assigningIdentity(value))
-        let operation = PendingSetWrite(table: T.tableName, updates: true, emit: { $0.upsert(admitted, onConflict: conflict) })
+        let operation = PendingSetWrite(
+            table: T.tableName, updates: true, emit: { $0.upsert(admitted, onConflict: conflict) },
+            label: "upsert on \(conflict) of \(T.tableName)")
         self.tracker.withLock { $0.record(setWrite: operation) }
     }
 }
