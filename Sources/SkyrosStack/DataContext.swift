@@ -43,6 +43,7 @@ import SkyrosStore
 /// - ``update(_:ifVersion:)``
 /// - ``version(of:id:)``
 /// - ``upsert(_:)``
+/// - ``upsert(_:onConflict:)``
 /// - ``bulkInsert(_:)``
 /// - ``findOrCreate(_:)``
 /// - ``save()``
@@ -61,7 +62,7 @@ public final class DataContext: Sendable {
     let parent: Parent
     /// The main context does not remember what it reads (the cache does).
     let isMain: Bool
-    private let tracker = Locked(ChangeTracker())
+    let tracker = Locked(ChangeTracker())
     /// Names this context in the bases of rows its children read from its changes.
     let id = DataContext.nextID.withLock { next in
         defer { next += 1 }

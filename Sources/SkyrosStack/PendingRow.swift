@@ -124,12 +124,15 @@ package struct PendingRow: Sendable {
 }
 
 /// A `delete(where:)` or `update(where:set:)` recorded by a context: one statement over the rows a predicate
-/// selects, emitted at its place in the change set.
+/// selects, emitted at its place in the change set. An upsert on another key than the primary key is recorded
+/// as one too (`updates`): which row it writes is known only when it runs.
 package struct PendingSetWrite: Sendable {
     package let table: String
     /// Whether it updates rows (else it deletes them).
     let updates: Bool
     let emit: @Sendable (inout ChangeSet) -> Void
+    /// What it is, for reports (`upsert on users`); `nil`: `update where on users` or `delete where on users`.
+    var label: String? = nil
 }
 
 /// The typed operations on one entity type, behind a type-erased ``PendingRow``.

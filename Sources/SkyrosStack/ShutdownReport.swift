@@ -39,7 +39,7 @@ public struct UncommittedWrite: Sendable, Hashable, CustomStringConvertible {
         self.rows = commit.slots.map { slot in
             switch slot {
             case .row(let row): "\(row.key.table) \(row.key.id.text ?? "NULL")"
-            case .setWrite(let operation): "\(operation.updates ? "update" : "delete") where on \(operation.table)"
+            case .setWrite(let operation): operation.label ?? "\(operation.updates ? "update" : "delete") where on \(operation.table)"
             }
         }
     }

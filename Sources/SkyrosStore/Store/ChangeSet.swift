@@ -106,6 +106,22 @@ public struct ChangeSet: Sendable {
     @discardableResult
     public mutating func upsert<T: Entity>(_ value: T) -> Int { self.add(.upsert, EntityChange<T>.Payload.upsert(value)) }
 
+    /// Inserts the row, or, when it conflicts with a stored row on `conflict` (see ``UpsertConflict``),
+    /// overwrites every column the app sets of that row except its primary key
+    /// (`INSERT … ON CONFLICT ("email") DO UPDATE`). The operation's ``RowChange`` carries the primary key of
+    /// the row written, which is the stored row's, not the value's, when it was updated.
+    ///
+    /// ```swift
+    /// var changes = ChangeSet()
+    /// changes.upsert(User(id: 9, email: "ada@example.com", name: "Ada"), onConflict: .columns(\.email))
+    /// let writtenID = try await store.apply(changes).operations[0][0].id
+    /// ```
+    @discardableResult
+    public mutating func upsert<T: Entity>(_ value: T, onConflict conflict: UpsertConflict<T>) -> Int {
+        if conflict.isPrimaryKey { return self.upsert(value) }
+        return self.add(.upsert, EntityChange<T>.Payload.upsertOn(value, conflict))
+    }
+
     /// Inserts many rows (COPY for large batches on PostgreSQL, multi-row INSERT otherwise).
     @discardableResult
     public mutating func bulkInsert<T: Entity>(_ values: [T]) -> Int { self.add(.bulkInsert, EntityChange<T>.Payload.bulkInsert(values)) }
@@ -249,6 +265,8 @@ struct EntityChange<T: Entity>: Sendable {
         case update(T, [String], Int64?)
         case delete(T.ID, Int64?)
         case upsert(T)
+        /// An upsert on a conflict target other than the primary key.
+        case upsertOn(T, UpsertConflict<T>)
         case bulkInsert([T])
         case deleteWhere(Predicate<T>?)
         case updateWhere(Predicate<T>?, [ColumnAssignment<T>])

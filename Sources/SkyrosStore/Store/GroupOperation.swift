@@ -43,7 +43,7 @@ extension EntityChange {
             return nil
         case .bulkInsert(let values) where values.count < copyThreshold:
             return .insert(try MergeableInsert(plan: plan, values: values, encoded: self.encodedRows, schema: schema))
-        case .bulkInsert, .deleteWhere:
+        case .bulkInsert, .deleteWhere, .upsertOn:
             return nil
         case .updateWhere(let predicate, let assignments):
             // Its rows are known only once it ran, so it announces none: the transaction's captured rows then

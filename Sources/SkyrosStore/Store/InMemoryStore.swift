@@ -359,6 +359,9 @@ extension EntityChange: InMemoryOperation {
             database.setRow(table, key, row)
             return [withReadBack(change(key, .updated, row.version), row.values(for: plan))]
 
+        case .upsertOn(let value, let conflict):
+            return try self.upsert(value, onConflict: conflict, in: &database)
+
         case .deleteWhere(let predicate):
             guard let rows = database.tables[table]?.rows.values.sorted(by: { $0.sequence < $1.sequence }) else { return [] }
             let decoder = RowDecoder(plan: plan)

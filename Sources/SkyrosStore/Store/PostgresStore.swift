@@ -348,6 +348,9 @@ extension EntityChange: PostgresOperation {
             if plan.hasReadBack { upserted.readBack = plan.readBack(row, from: 2) }
             return [upserted]
 
+        case .upsertOn(let value, let conflict):
+            return try await self.upsert(value, onConflict: conflict, context: context)
+
         case .deleteWhere(let predicate):
             let query = try SQLQueryBuilder.delete(where: predicate, schema: context.schema)
             let rows = try await connection.query(query)
