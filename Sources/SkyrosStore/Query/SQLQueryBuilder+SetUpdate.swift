@@ -18,7 +18,7 @@ extension SQLQueryBuilder {
         for (position, assignment) in try self.checked(assignments, plan: plan).enumerated() {
             if position > 0 { writer.append(", ") }
             writer.append(quoteIdentifier(assignment.column) + " = ")
-            try self.write(assignment.expression, plan: plan, into: &writer)
+            try self.write(assignment.assignment.expression, plan: plan, into: &writer)
         }
         if let versionColumn = plan.versionColumn {
             writer.append(", \(quoteIdentifier(versionColumn)) = \(quoteIdentifier(versionColumn)) + 1")
@@ -32,8 +32,8 @@ extension SQLQueryBuilder {
     /// would in memory), and only columns an update may write.
     static func checked<T: Entity>(
         _ assignments: [ColumnAssignment<T>], plan: EntityPlan<T>
-    ) throws -> [(column: String, index: Int, expression: ColumnExpressionNode, assignment: ColumnAssignment<T>)] {
-        var result: [(column: String, index: Int, expression: ColumnExpressionNode, assignment: ColumnAssignment<T>)] = []
+    ) throws -> [(column: String, index: Int, assignment: ColumnAssignment<T>)] {
+        var result: [(column: String, index: Int, assignment: ColumnAssignment<T>)] = []
         for assignment in assignments {
             guard let column = assignment.column, let index = plan.columnIndex[column], column != plan.idColumn,
                 !(plan.hasReadBack && plan.readBackIndices.contains(index))
@@ -43,7 +43,7 @@ extension SQLQueryBuilder {
                     column: (assignment.column ?? "a key path that is not a column") + " (a set-based update writes the columns the app sets, not the primary key)")
             }
             result.removeAll { $0.column == column }
-            result.append((column, index, assignment.expression, assignment))
+            result.append((column, index, assignment))
         }
         if result.isEmpty { throw StoreError.unknownColumn(entity: plan.entityName, column: "none (a set-based update needs a column to set)") }
         return result
