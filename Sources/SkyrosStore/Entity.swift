@@ -29,6 +29,8 @@ public protocol Entity: Codable, Sendable, Identifiable where ID: PGCodable & Ha
     static var defaultSort: [SortDescriptor<Self>] { get }
     /// A column holding the row version for optimistic locking; `nil` (default) uses PostgreSQL's `xmin`.
     static var versionColumn: String? { get }
+    /// The relationships (see ``Relationship``); reference columns not listed are to-one with ``DeleteRule/noAction``.
+    static var relationships: [Relationship<Self>] { get }
 }
 
 extension Entity {
