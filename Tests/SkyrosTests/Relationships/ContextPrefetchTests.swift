@@ -76,4 +76,60 @@ struct ContextPrefetchTests {
             #expect(books.map(\.id) == sample.books.filter { $0.author.id == 1 }.map(\.id) + [500])
         }
     }
+
+    @Test("An author deleted by SQL with ON DELETE CASCADE: its books leave the stack's fetches and cache")
+    func cascadeFromSQL() async throws {
+        try await self.withStack(.postgres) { stack, _ in
+            let sample = RelationshipSchema.sample()
+            try await stack.write(durability: .committed) { context in
+                try context.bulkInsert(sample.publishers)
+                try context.bulkInsert(sample.authors)
+                try context.bulkInsert(sample.books)
+            }
+            // Cache the author's books (10, 20, …, 100) in the main context.
+            let authors = try await stack.mainContext.fetchWithRelationships(
+                FetchDescriptor<RelAuthor>(predicate: #Predicate { $0.id == 1 }, relationshipKeyPathsForPrefetching: [\.books]))
+            let books = try authors.related(\.books, of: authors[0])
+            #expect(books.map(\.id) == Array(stride(from: 10, through: 100, by: 10)))
+            #expect(try await stack.mainContext.object(RelBook.self, id: 10) != nil)
+
+            try await StackTestServer.execute(stack, "DELETE FROM rel_authors WHERE id = 1")
+
+            let gone = try await eventually {
+                let book = try await stack.mainContext.object(RelBook.self, id: 10)
+                let author = try await stack.mainContext.object(RelAuthor.self, id: 1)
+                return book == nil && author == nil
+            }
+            #expect(gone)
+            let remaining = try await stack.mainContext.fetch(FetchDescriptor<RelBook>())
+            #expect(remaining.count == 90 && !remaining.contains { $0.author.id == 1 })
+            let again = try await stack.mainContext.fetchWithRelationships(
+                FetchDescriptor<RelAuthor>(relationshipKeyPathsForPrefetching: [\.books]))
+            #expect(again.map(\.id) == Array(2...10))
+            #expect(try again.flatMap { try again.related(\.books, of: $0) }.count == 90)
+        }
+    }
+
+    @Test("An in-memory stack's cache drops the rows a cascade deleted")
+    func inMemoryCascadeEvictsCache() async throws {
+        try await self.withStack(.inMemory) { stack, _ in
+            let sample = RelationshipSchema.sample()
+            try await stack.write(durability: .committed) { context in
+                try context.bulkInsert(sample.publishers)
+                try context.bulkInsert(sample.authors)
+                try context.bulkInsert(sample.books)
+            }
+            #expect(try await stack.mainContext.object(RelBook.self, id: 10) != nil)
+            #expect(try await stack.mainContext.object(RelAuthor.self, id: 3)?.publisher == nil)
+            #expect(try await stack.mainContext.object(RelAuthor.self, id: 1)?.publisher?.id == 2)
+            try await stack.write(durability: .committed) { context in
+                try await context.delete(RelAuthor.self, id: 1)
+                try await context.delete(RelPublisher.self, id: 3)
+            }
+            #expect(try await stack.mainContext.object(RelBook.self, id: 10) == nil)
+            #expect(try await stack.mainContext.fetch(FetchDescriptor<RelBook>()).count == 90)
+            // Author 2's publisher was 3: set to NULL by the rule, and read again.
+            #expect(try await stack.mainContext.object(RelAuthor.self, id: 2)?.publisher == nil)
+        }
+    }
 }
