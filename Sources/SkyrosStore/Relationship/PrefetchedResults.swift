@@ -14,14 +14,17 @@ import SkyrosPostgres
 ///
 /// A to-one answers `nil` when no row has the referenced id (a nullable reference that is `nil`, or a row
 /// deleted since). Asking for a relationship the fetch did not prefetch throws
-/// ``RelationshipError/Code-swift.enum/notPrefetched``: nothing is loaded behind the app's back.
+/// ``RelationshipError`` (`.notPrefetched`): nothing is loaded behind the app's back.
 public struct PrefetchedResults<T: Entity>: Sendable, RandomAccessCollection {
     /// The fetched rows, in the descriptor's order.
     public let rows: [T]
     let related: RelatedRows
 
+    /// The index of the first row (0).
     public var startIndex: Int { self.rows.startIndex }
+    /// The index after the last row (the number of rows).
     public var endIndex: Int { self.rows.endIndex }
+    /// The row at `position`, in the descriptor's order.
     public subscript(position: Int) -> T { self.rows[position] }
 
     /// The row `row`'s reference at `keyPath` refers to, or `nil` when there is none.

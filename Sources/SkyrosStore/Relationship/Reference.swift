@@ -14,6 +14,8 @@ import SkyrosPostgres
 ///     var title: String
 ///     var author: Reference<Author>            // column author_id REFERENCES authors (id)
 ///
+///     enum CodingKeys: String, CodingKey { case id, title, author = "author_id" }   // key → column
+///
 ///     static let tableName = "books"
 ///     static let columns: [EntityColumn<Book>] = [
 ///         EntityColumn(\.id, "id"), EntityColumn(\.title, "title"), EntityColumn(\.author, "author_id"),
@@ -56,17 +58,21 @@ extension Reference: Codable where Target.ID: Codable {
 }
 
 extension Reference: PGEncodable {
+    /// The id's type: a reference is bound as the id it holds.
     public static var postgresType: PGType { Target.ID.postgresType }
+    /// The id's text.
     public func postgresText() throws -> String? { try self.id.postgresText() }
 }
 
 extension Reference: PGDecodable {
+    /// Decodes the id.
     public init(postgresText bytes: ArraySlice<UInt8>, type: PGType) throws {
         self.id = try Target.ID(postgresText: bytes, type: type)
     }
 }
 
 extension Reference: PGArrayElement where Target.ID: PGArrayElement {
+    /// The id's array type (a prefetch binds the references it looks up as one array).
     public static var postgresArrayType: PGType { Target.ID.postgresArrayType }
 }
 

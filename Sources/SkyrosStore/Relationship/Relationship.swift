@@ -65,7 +65,7 @@ public struct ForeignKey: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// The marker type of a to-many relationship: a computed property of this type names the relationship (for
-/// ``FetchDescriptor/relationshipKeyPathsForPrefetching`` and ``PrefetchedResults/related(_:of:)-(KeyPath<Source,ToMany<Target>>,_)``), and
+/// ``FetchDescriptor/relationshipKeyPathsForPrefetching`` and ``PrefetchedResults``), and
 /// ``Entity/relationships`` declares which to-one of `Target` it is the inverse of.
 ///
 /// ```swift
@@ -104,6 +104,8 @@ public struct ToMany<Target: Entity>: Sendable, Hashable {
 ///     var id: Int64
 ///     var title: String
 ///     var author: Reference<Author>
+///
+///     enum CodingKeys: String, CodingKey { case id, title, author = "author_id" }
 ///
 ///     static let tableName = "books"
 ///     static let columns: [EntityColumn<Book>] = [
@@ -260,7 +262,7 @@ package enum RelationshipCatalog {
     }
 
     /// The relationship of `T` named by `keyPath`.
-    /// - Throws: ``RelationshipError/Code-swift.enum/notARelationship``.
+    /// - Throws: ``RelationshipError`` (`.notARelationship`).
     package static func relationship<T: Entity>(_ keyPath: AnyKeyPath, of type: T.Type) throws -> Relationship<T> {
         guard let found = self.relationships(of: type).first(where: { $0.keyPath == keyPath }) else {
             throw RelationshipError(
