@@ -55,6 +55,26 @@ struct ContextPrefetchTests {
         }
     }
 
+    @Test("A plain fetch naming relationships prefetches them into the main context's cache", arguments: StackKind.allCases)
+    func plainFetchWarmsTheCache(kind: StackKind) async throws {
+        try await self.withStack(kind) { stack, handler in
+            let sample = RelationshipSchema.sample()
+            try await stack.write(durability: .committed) { context in
+                try context.bulkInsert(sample.publishers)
+                try context.bulkInsert(sample.authors)
+                try context.bulkInsert(sample.books)
+            }
+            let start = handler.entries.count
+            let books = try await stack.mainContext.fetch(
+                FetchDescriptor<RelBook>(fetchLimit: 100, relationshipKeyPathsForPrefetching: [\.author]))
+            #expect(books == sample.books)
+            for book in books {
+                #expect(try await stack.mainContext.object(RelAuthor.self, id: book.author.id)?.id == book.author.id)
+            }
+            if kind == .postgres { #expect(self.reads(handler, since: start).count == 2, "\(self.reads(handler, since: start))") }
+        }
+    }
+
     @Test("A context's unsaved changes are seen by the prefetch", arguments: StackKind.allCases)
     func unsavedChanges(kind: StackKind) async throws {
         try await self.withStack(kind) { stack, _ in
