@@ -84,8 +84,10 @@ public final class InMemoryStore: Store, ColumnDoorKeeping {
         var values = try RowEncoder(plan: plan).encode(value)
         try self.columnDoor.check(plan, &values)
         let key = values[plan.idIndex]
-        let (row, created) = self.database.withLock { database -> (InMemoryRow, Bool) in
+        let (row, created) = try self.database.withLock { database -> (InMemoryRow, Bool) in
             if let existing = database.tables[plan.tableName]?.rows[key] { return (existing, false) }
+            try database.register(T.self)
+            try database.checkReferences(plan, values)
             return (database.insert(values, columns: plan.columnNames, key: key, table: plan.tableName), true)
         }
         return (Versioned(value: try RowDecoder(plan: plan).decode(values: row.values(for: plan)), version: row.version), created)

@@ -105,6 +105,11 @@ struct DeleteRuleTests {
         let updated = try await self.same(update)
         #expect(updated.error?.contains("rel_books_author_id_fkey") == true, "\(updated)")
 
+        var upsert = ChangeSet()
+        upsert.upsert(RelBook(id: 6, title: "book 6", author: 77))
+        let upserted = try await self.same(upsert)
+        #expect(upserted.error?.contains("Key (author_id)=(77) is not present") == true, "\(upserted)")
+
         var valid = ChangeSet()
         valid.update(RelBook(id: 5, title: "book 5", author: 7), changedColumns: ["author_id"])
         let moved = try await self.same(valid)
@@ -128,5 +133,25 @@ struct DeleteRuleTests {
         let nulled = sample.authors.filter { $0.id != 1 && $0.publisher?.id == 3 }
         #expect(result.cascaded.filter { $0.kind == .updated }.count == nulled.count)
         #expect(result.operations.map(\.count) == [1, 1])
+    }
+
+    @Test("findOrCreate of a row referring to a missing row fails alike")
+    func findOrCreateMissingTarget() async throws {
+        var errors: [String] = []
+        for kind in StoreKind.allCases {
+            try await RelationshipHarness.with(kind) { harness in
+                try await harness.seed(RelationshipSchema.sample())
+                do {
+                    _ = try await harness.store.findOrCreate(RelBook(id: 900, title: "x", author: 55))
+                    errors.append("none")
+                } catch {
+                    errors.append(Self.describe(error))
+                }
+                // An existing row is found whatever it refers to.
+                #expect(try await harness.store.findOrCreate(RelBook(id: 1, title: "x", author: 55)).created == false)
+            }
+        }
+        #expect(errors.count == 2 && errors[0] == errors[1], "\(errors)")
+        #expect(errors.first?.contains("rel_books_author_id_fkey") == true)
     }
 }
