@@ -14,9 +14,9 @@ extension DataContext {
     ///     print(book.title, try books.related(\.author, of: book)?.name ?? "?")    // no query
     /// }
     /// ```
-    /// - Parameter descriptor: the rows, and in ``FetchDescriptor/prefetchPaths`` the relationships.
+    /// - Parameter descriptor: the rows, and in `FetchDescriptor.prefetchPaths` the relationships.
     /// - Returns: the rows and their related rows.
-    /// - Throws: ``RelationshipError`` when a key path names no relationship (before any query), `QueryError`,
+    /// - Throws: `RelationshipError` when a key path names no relationship (before any query), `QueryError`,
     ///   `PGError`, ``DataStackError``.
     public func fetchWithRelationships<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> PrefetchedResults<T> {
         try await PrefetchLoader.results(descriptor, source: ContextRowSource(context: self))
