@@ -83,7 +83,7 @@ public final class InMemoryStore: Store, ColumnDoorKeeping {
         let plan = try EntityPlan<T>.shared
         var values = try RowEncoder(plan: plan).encode(value)
         try self.columnDoor.check(plan, &values)
-        let key = values[plan.idIndex]
+        let key = plan.key(of: values)
         let (row, created) = self.database.withLock { database -> (InMemoryRow, Bool) in
             if let existing = database.tables[plan.tableName]?.rows[key] { return (existing, false) }
             return (database.insert(values, columns: plan.columnNames, key: key, table: plan.tableName), true)
@@ -269,7 +269,7 @@ extension EntityChange: InMemoryOperation {
             var values = try RowEncoder(plan: plan).encode(value)
             try database.door.check(plan, &values)
             if plan.hasReadBack { setByDatabase(&values, inserting: true) }
-            let key = values[plan.idIndex]
+            let key = plan.key(of: values)
             if database.row(table, key) != nil {
                 throw PGError(
                     kind: .uniqueViolation, sqlState: .uniqueViolation, severity: "ERROR",
@@ -347,7 +347,7 @@ extension EntityChange: InMemoryOperation {
         case .upsert(let value):
             var values = try RowEncoder(plan: plan).encode(value)
             try database.door.check(plan, &values)
-            let key = values[plan.idIndex]
+            let key = plan.key(of: values)
             guard var row = database.row(table, key) else {
                 if plan.hasReadBack { setByDatabase(&values, inserting: true) }
                 return [withReadBack(change(key, .inserted, database.insert(values, columns: plan.columnNames, key: key, table: table).version), values)]
@@ -371,7 +371,7 @@ extension EntityChange: InMemoryOperation {
                 let values = row.values(for: plan)
                 let value = try decoder.decode(values: values)
                 guard try matches(value) else { continue }
-                let key = values[plan.idIndex]
+                let key = plan.key(of: values)
                 database.setRow(table, key, nil)
                 deleted.append(change(key, .deleted, nil))
             }
@@ -402,7 +402,7 @@ extension EntityChange: InMemoryOperation {
                 if plan.hasReadBack { indices += setByDatabase(&written, inserting: false) }
                 row.set(written, at: indices, plan: plan)
                 row.version += 1
-                let key = values[plan.idIndex]
+                let key = plan.key(of: values)
                 database.setRow(table, key, row)
                 updated.append(withReadBack(change(key, .updated, row.version), row.values(for: plan)))
             }
