@@ -20,6 +20,7 @@ import SkyrosPostgres
 ///     static let primaryKey = PrimaryKey<Enrollment>(\.courseID, \.studentID)
 /// }
 ///
+/// let studentID = UUID()
 /// let enrollment = try await context.object(Enrollment.self, id: CompositeKey(7, studentID))
 /// ```
 ///

@@ -79,6 +79,13 @@ private struct Undeclared: Entity {
         #expect(plan.key(of: try RowEncoder(plan: plan).encode(Line(order: 7, line: 3, sku: "x"))) == key)
     }
 
+    @Test func aDraftedTableDeclaresTheWholeKey() throws {
+        let draft = try EntitySchema.draft(Line.self, live: nil)
+        let create = try #require(draft.up.first)
+        #expect(create.contains(#"PRIMARY KEY ("order", "line")"#), "\(create)")
+        #expect(create.contains(#""order" bigint NOT NULL"#) && create.contains(#""line" integer NOT NULL"#), "\(create)")
+    }
+
     @Test func aKeyOutOfTheIdsOrderOrUndeclaredIsRefused() {
         #expect { try EntityQueryMetadata.of(Swapped.self) } throws: { error in
             "\(error)".contains("list the key in the id's order")
