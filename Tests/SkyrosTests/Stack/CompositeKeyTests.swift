@@ -219,6 +219,28 @@ struct CompositeKeyTests {
         }
     }
 
+    @Test("A transaction locks, updates and deletes rows by their composite keys; the cache follows")
+    func transactionsByCompositeKey() async throws {
+        try await CompositeKeyServer.withStack(.postgres) { stack in
+            try await stack.write(durability: .committed) { context in
+                for student in hostileStudents.prefix(4) { try context.insert(enrollment(5, student)) }
+            }
+            _ = try await stack.read { try await $0.fetch(FetchDescriptor<Enrollment>()) }   // cached
+            let locked = try await stack.transaction { tx -> Enrollment? in
+                guard var row = try await tx.object(Enrollment.self, id: CompositeKey(5, "x y"), lock: .forUpdate(.noWait)) else { return nil }
+                row.grade = 42
+                try await tx.update(row)
+                #expect(try await tx.delete(Enrollment.self, id: CompositeKey(5, "a,b")))
+                _ = try await tx.insert(enrollment(6, "(p)", grade: 6))
+                return row
+            }
+            #expect(locked == enrollment(5, "x y", grade: 42))
+            #expect(try await stack.read { try await $0.object(Enrollment.self, id: CompositeKey(5, "x y")) }?.grade == 42)
+            #expect(try await stack.read { try await $0.object(Enrollment.self, id: CompositeKey(5, "a,b")) } == nil)
+            #expect(try await stack.read { try await $0.object(Enrollment.self, id: CompositeKey(6, "(p)")) }?.grade == 6)
+        }
+    }
+
     @Test("Start refuses a key declared in another order than the table's columns, or other columns than its key")
     func startChecksTheKey() async throws {
         let database = TestDatabase(configuration: try TestServer.configuration)
