@@ -65,6 +65,18 @@ import SkyrosSync
 ///     func readSnapshot<R>(from source: SnapshotSource, _ body: (SnapshotReader) async throws -> R) async throws -> R {
 ///         try await wrapped.readSnapshot(from: source, body)
 ///     }
+///     func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
+///         throw DataStackError(code: .storeUnreachable, message: "simulated outage")
+///     }
+///     func transaction<R>(
+///         isolation: IsolationLevel, maxAttempts: Int, _ body: (DataTransaction) async throws -> R
+///     ) async throws -> R {
+///         try await wrapped.transaction(isolation: isolation, maxAttempts: maxAttempts, body)
+///     }
+///     func fetch<T: Entity>(_ type: T.Type, sql: PGQuery) async throws -> [T] { try await wrapped.fetch(type, sql: sql) }
+///     func fetch<T: Decodable>(_ type: T.Type, sql: PGQuery, keyStrategy: ColumnKeyStrategy) async throws -> [T] {
+///         try await wrapped.fetch(type, sql: sql, keyStrategy: keyStrategy)
+///     }
 ///     var errors: AsyncStream<DataStackError> { wrapped.errors }
 ///     func shutdown() async { await wrapped.shutdown() }
 /// }
@@ -271,6 +283,70 @@ public protocol DataStackProtocol: Sendable {
     /// - Throws: the body's error, `PGError`.
     func readSnapshot<R>(from source: SnapshotSource, _ body: (SnapshotReader) async throws -> R) async throws -> R
 
+    /// Returns the row with `value`'s primary key, creating it with `value` when there is none, at once and
+    /// race-free across processes (see ``DataStack/findOrCreate(_:)``).
+    ///
+    /// ```swift
+    /// func author(named name: String, in stack: some DataStackProtocol) async throws -> Author {
+    ///     try await stack.findOrCreate(Author(id: UUID(), name: name)).value
+    /// }
+    /// ```
+    /// - Parameter value: the row to create when none has its primary key.
+    /// - Returns: the stored row and whether this call created it.
+    /// - Throws: `PGError`, `DataStackError`.
+    func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool)
+
+    /// Runs `body` in one interactive PostgreSQL transaction, with row locks (see
+    /// ``DataStack/transaction(isolation:maxAttempts:_:)``).
+    ///
+    /// ```swift
+    /// func claim(_ stack: some DataStackProtocol) async throws -> Ticket? {
+    ///     try await stack.transaction(isolation: .readCommitted, maxAttempts: 1) { tx in
+    ///         try await tx.fetch(FetchDescriptor<Ticket>(fetchLimit: 1), lock: .forUpdate(skipLocked: true)).first
+    ///     }
+    /// }
+    /// ```
+    /// - Parameters:
+    ///   - isolation: the transaction's isolation level.
+    ///   - maxAttempts: how many times to run `body` in all after serialization failures and deadlocks.
+    ///   - body: the transaction's work.
+    /// - Returns: `body`'s value, after `COMMIT`.
+    /// - Throws: `body`'s error, `PGError`, `DataStackError` `.unsupportedByStore` on the in-memory store.
+    func transaction<R>(
+        isolation: IsolationLevel, maxAttempts: Int, _ body: (DataTransaction) async throws -> R
+    ) async throws -> R
+
+    /// Runs a statement written by hand and decodes its rows into entities, caching the rows that carry a
+    /// version (see ``DataStack/fetch(_:sql:)-(T.Type,_)``).
+    ///
+    /// ```swift
+    /// func latest(_ stack: some DataStackProtocol) async throws -> [Ticket] {
+    ///     try await stack.fetch(Ticket.self, sql: "SELECT * FROM tickets ORDER BY title DESC LIMIT 10")
+    /// }
+    /// ```
+    /// - Parameters:
+    ///   - type: the entity each row decodes into.
+    ///   - sql: the statement; interpolated values are bound as parameters.
+    /// - Returns: the rows.
+    /// - Throws: `EntityMappingError`, `PGError`, `DataStackError` `.unsupportedByStore` on the in-memory store.
+    func fetch<T: Entity>(_ type: T.Type, sql: PGQuery) async throws -> [T]
+
+    /// Runs a statement written by hand and decodes its rows into any `Decodable` (see
+    /// ``DataStack/fetch(_:sql:keyStrategy:)``).
+    ///
+    /// ```swift
+    /// func ticketCount(_ stack: some DataStackProtocol) async throws -> Int {
+    ///     try await stack.fetch(Int.self, sql: "SELECT count(*) FROM tickets", keyStrategy: .useCodingKeys).first ?? 0
+    /// }
+    /// ```
+    /// - Parameters:
+    ///   - type: the type each row decodes into.
+    ///   - sql: the statement; interpolated values are bound as parameters.
+    ///   - keyStrategy: how a key names its column.
+    /// - Returns: the rows.
+    /// - Throws: `EntityMappingError`, `PGError`, `DataStackError` `.unsupportedByStore` on the in-memory store.
+    func fetch<T: Decodable>(_ type: T.Type, sql: PGQuery, keyStrategy: ColumnKeyStrategy) async throws -> [T]
+
     /// Commit failures of queued (non-durable) writes, as they happen (see ``DataStack/errors``).
     ///
     /// ```swift
@@ -292,6 +368,33 @@ public protocol DataStackProtocol: Sendable {
 }
 
 extension DataStackProtocol {
+    /// ``transaction(isolation:maxAttempts:_:)`` at `READ COMMITTED`, run once.
+    ///
+    /// ```swift
+    /// func close(_ id: UUID, in stack: some DataStackProtocol) async throws {
+    ///     try await stack.transaction { tx in
+    ///         guard var ticket = try await tx.object(Ticket.self, id: id, lock: .forUpdate) else { return }
+    ///         ticket.title += " (closed)"
+    ///         try await tx.update(ticket)
+    ///     }
+    /// }
+    /// ```
+    @discardableResult
+    public func transaction<R>(_ body: (DataTransaction) async throws -> R) async throws -> R {
+        try await self.transaction(isolation: .readCommitted, maxAttempts: 1, body)
+    }
+
+    /// ``fetch(_:sql:keyStrategy:)`` with keys naming their columns as they are.
+    ///
+    /// ```swift
+    /// func total(_ stack: some DataStackProtocol) async throws -> Int {
+    ///     try await stack.fetch(Int.self, sql: "SELECT count(*) FROM tickets").first ?? 0
+    /// }
+    /// ```
+    public func fetch<T: Decodable>(_ type: T.Type, sql: PGQuery) async throws -> [T] {
+        try await self.fetch(type, sql: sql, keyStrategy: .useCodingKeys)
+    }
+
     /// Runs `body` on a new context and returns once every reader in the process sees its changes (the default
     /// for a conformance without a default durability of its own).
     ///

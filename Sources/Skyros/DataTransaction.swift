@@ -145,7 +145,7 @@ public final class DataTransaction: Sendable {
         let key = try RowKey(value)
         let expected = self.state.withLock { $0.versions[key] }
         var changes = ChangeSet()
-        changes.update(value, changedColumns: plan.columnNames.filter { $0 != plan.idColumn }, expectedVersion: expected)
+        changes.update(value, changedColumns: plan.columnNames.indices.filter { !plan.isKeyColumn($0) }.map { plan.columnNames[$0] }, expectedVersion: expected)
         try await self.apply(changes, table: T.tableName)
     }
 

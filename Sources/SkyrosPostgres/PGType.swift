@@ -51,6 +51,8 @@ public struct PGType: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let uuid = PGType(rawValue: 2950)
     /// `jsonb`: binary JSON (``PGJSONB``).
     public static let jsonb = PGType(rawValue: 3802)
+    /// `record`: an anonymous row, such as `ROW(a, b)` (a composite primary key's text form).
+    public static let record = PGType(rawValue: 2249)
 
     /// `boolean[]`.
     public static let boolArray = PGType(rawValue: 1000)
@@ -92,7 +94,7 @@ public struct PGType: RawRepresentable, Hashable, Sendable, CustomStringConverti
         2950: "uuid", 3802: "jsonb", 1000: "bool[]", 1001: "bytea[]", 1005: "int2[]", 1007: "int4[]",
         1009: "text[]", 1015: "varchar[]", 1016: "int8[]", 1021: "float4[]", 1022: "float8[]",
         1115: "timestamp[]", 1182: "date[]", 1185: "timestamptz[]", 1231: "numeric[]", 2951: "uuid[]",
-        199: "json[]", 3807: "jsonb[]",
+        199: "json[]", 3807: "jsonb[]", 2249: "record",
     ]
 
     /// The type's SQL name when it is a built-in type this client knows, else `oid <n>`.

@@ -29,6 +29,9 @@ public protocol Entity: Codable, Sendable, Identifiable where ID: PGCodable & Ha
     static var defaultSort: [SortDescriptor<Self>] { get }
     /// A column holding the row version for optimistic locking; `nil` (default) uses PostgreSQL's `xmin`.
     static var versionColumn: String? { get }
+    /// The columns of a primary key that has several, in the order of the ``CompositeKey`` that is the entity's
+    /// `ID`. By default the key is one column, the one for `\.id`.
+    static var primaryKey: PrimaryKey<Self> { get }
     /// The relationships (see ``Relationship``); reference columns not listed are to-one with ``DeleteRule/noAction``.
     static var relationships: [Relationship<Self>] { get }
 }
@@ -36,6 +39,7 @@ public protocol Entity: Codable, Sendable, Identifiable where ID: PGCodable & Ha
 extension Entity {
     public static var defaultSort: [SortDescriptor<Self>] { [] }
     public static var versionColumn: String? { nil }
+    public static var primaryKey: PrimaryKey<Self> { PrimaryKey() }
 }
 
 /// One stored property of an ``Entity``: its key path and its column name.
@@ -104,6 +108,11 @@ public struct DatabaseGenerated: Sendable, Hashable, CustomStringConvertible {
         case onInsert
         case onInsertAndUpdate
         case computed
+
+        var isIdentity: Bool {
+            if case .identity = self { return true }
+            return false
+        }
     }
 
     let kind: Kind

@@ -32,7 +32,7 @@ import SkyrosStore
 /// `n`, `o` or `prefix` is captured like any other (see ``functionsTemplate``).
 package struct ChangeCapture: Sendable {
     /// The version of the capture's definition (the functions' comment is `skyros capture <version>`).
-    package static let version = 3
+    package static let version = 4
 
     /// The origin of entries other writers made (no Skyros stack set one).
     package static let foreignOrigin = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
@@ -40,11 +40,29 @@ package struct ChangeCapture: Sendable {
     /// Bytes of buffered changes past which a transaction's buffer is written out as a log row of its own.
     static let spillBytes = 8192
 
-    /// A mapped table as the capture's triggers name it: its primary-key column and that column's type.
+    /// A mapped table as the capture's triggers name it: its primary key's columns (in column order) and the
+    /// key's type (``PGType/record`` for a composite key, named by its row text, see `CompositeKey`).
     package struct Table: Sendable, Hashable {
         package var name: String
-        package var keyColumn: String
+        package var keyColumns: [String]
         package var keyType: UInt32
+
+        /// Whether the key has several columns.
+        var isComposite: Bool { self.keyColumns.count > 1 }
+
+        /// The triggers' first argument: the key column, or a composite key's columns as a `text[]` literal.
+        var keyArgument: String {
+            guard self.isComposite else { return self.keyColumns[0] }
+            let quoted = self.keyColumns.map { column in
+                "\"" + column.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+            }
+            return "{" + quoted.joined(separator: ",") + "}"
+        }
+
+        /// The triggers' arguments: the key, its type's OID, and `row` for a composite key.
+        var triggerArguments: [String] {
+            [self.keyArgument, String(self.keyType)] + (self.isComposite ? ["row"] : [])
+        }
     }
 
     /// What ``inspect(tables:on:)`` found.
@@ -81,7 +99,7 @@ package struct ChangeCapture: Sendable {
 
     /// Reads the installed capture's version, each table's primary key and capture triggers, and the tables
     /// whose rows a `BEFORE` trigger may rewrite. Reads only.
-    /// - Throws: ``CaptureError`` when a table has no single-column primary key.
+    /// - Throws: ``CaptureError`` when a table has no primary key.
     package func inspect(tables names: [String], on connection: PGConnection) async throws -> Inspection {
         let version = try await connection.query(
             "SELECT obj_description(to_regprocedure(\(self.captureFunction + "()")), 'pg_proc')"
@@ -106,13 +124,14 @@ package struct ChangeCapture: Sendable {
             let keys = try await connection.query("""
                 SELECT a.attname::text, a.atttypid::int8 FROM pg_index AS i
                 JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
-                WHERE i.indrelid = to_regclass(\(self.qualified(name))) AND i.indisprimary
+                WHERE i.indrelid = to_regclass(\(self.qualified(name))) AND i.indisprimary ORDER BY a.attnum
                 """)
-            guard keys.count == 1, let key = keys.first else {
-                throw CaptureError(
-                    message: "table \(self.qualified(name)) has no single-column primary key: capture names each changed row by it")
+            guard let key = keys.first else {
+                throw CaptureError(message: "table \(self.qualified(name)) has no primary key: capture names each changed row by it")
             }
-            let table = Table(name: name, keyColumn: try key.decode(String.self, at: 0), keyType: UInt32(try key.decode(Int64.self, at: 1)))
+            let table = Table(
+                name: name, keyColumns: try keys.map { try $0.decode(String.self, at: 0) },
+                keyType: keys.count > 1 ? PGType.record.rawValue : UInt32(try key.decode(Int64.self, at: 1)))
             tables.append(table)
             // tgtype bits: 1 row, 2 before, 4 insert, 8 delete, 16 update, 32 truncate.
             let triggers = try await connection.query("""
@@ -142,7 +161,7 @@ package struct ChangeCapture: Sendable {
 
     /// The triggers' arguments as `pg_trigger.tgargs` stores them (each NUL-terminated), in hex.
     static func triggerArgumentsHex(_ table: Table) -> String {
-        let bytes = Array(table.keyColumn.utf8) + [0] + Array(String(table.keyType).utf8) + [0]
+        let bytes: [UInt8] = table.triggerArguments.flatMap { Array($0.utf8) + [0] }
         return bytes.map { String(format: "%02x", $0) }.joined()
     }
 
@@ -174,7 +193,7 @@ package struct ChangeCapture: Sendable {
                 if !script.isEmpty { _ = try await connection.execute(script: try await self.render(script, on: connection)) }
                 for table in current.needsFunctions ? current.tables : current.tablesToInstall {
                     failedTable = table.name
-                    _ = try await connection.execute(script: try await self.render(Self.triggersTemplate, table: table, on: connection))
+                    _ = try await connection.execute(script: try await self.render(Self.triggersTemplate(for: table), table: table, on: connection))
                 }
                 failedTable = nil
                 installed = current
@@ -266,7 +285,7 @@ package struct ChangeCapture: Sendable {
     package func installSQL(_ tables: [Table], on connection: PGConnection) async throws -> String {
         var script = "BEGIN;\n" + self.log.createSQL + ";\n"
             + (try await self.render(Self.functionsTemplate + ";\n" + Self.flushTriggerTemplate + ";\n", on: connection))
-        for table in tables { script += try await self.render(Self.triggersTemplate, table: table, on: connection) + ";\n" }
+        for table in tables { script += try await self.render(Self.triggersTemplate(for: table), table: table, on: connection) + ";\n" }
         return script + "COMMIT;\n"
     }
 
@@ -277,13 +296,14 @@ package struct ChangeCapture: Sendable {
     /// - `%1$I`: the schema of the functions and the log's tables: the log's, else the connection's current
     ///   schema (the functions are `SECURITY DEFINER` with a fixed `search_path`, so they name it);
     /// - `%2$L`: the NOTIFY channel (stacks without a schema listen on the default one);
-    /// - for ``triggersTemplate``: `%3$I` the table, `%4$L` its key column, `%5$L` the key's type OID.
+    /// - for ``triggersTemplate(for:)``: `%3$I` the table, `%4$L` its key (``Table/keyArgument``), `%5$L` the
+    ///   key's type OID.
     /// - Throws: ``CaptureError`` when the log has no schema and the connection has no current schema.
     func render(_ template: String, table: Table? = nil, on connection: PGConnection) async throws -> String {
         var binds = [PGValue(type: .text, text: template), PGValue(type: .text, text: self.log.schema), PGValue(type: .text, text: self.log.channel)]
         if let table {
             binds += [
-                PGValue(type: .text, text: table.name), PGValue(type: .text, text: table.keyColumn),
+                PGValue(type: .text, text: table.name), PGValue(type: .text, text: table.keyArgument),
                 PGValue(type: .text, text: String(table.keyType)),
             ]
         }
@@ -302,7 +322,9 @@ package struct ChangeCapture: Sendable {
     /// No name a user's table can hold shadows anything: `#variable_conflict use_variable` makes the functions'
     /// variables win over columns of the same name (`prefix`, `part`), and rows are taken whole as `alias.*`,
     /// which names a relation only (`to_jsonb(n)` would read a column named `n`). The transition tables are the
-    /// only user relations read, and only through `to_jsonb(<alias>.*)`.
+    /// only user relations read: through `to_jsonb(<alias>.*)`, or for a composite key (a third trigger argument)
+    /// as `ROW(skyros_x."a", skyros_x."b")::text`, PostgreSQL's row text that names such a key, in a statement
+    /// `EXECUTE` runs with every column quoted by `format('%I')` and every value bound (`USING`).
     static let functionsTemplate: String = {
         let foreign = ChangeCapture.foreignOrigin.uuidString.lowercased()
         let log = "%1$I.\(ChangeLog.logTableName)"
@@ -316,8 +338,25 @@ package struct ChangeCapture: Sendable {
               changed int8;
               buffered text;
               prefix text := '{"t":' || to_json(TG_TABLE_NAME::text)::text || ',"o":' || TG_ARGV[1] || ',"i":';
+              keyed text;
             BEGIN
-              IF TG_OP = 'INSERT' THEN
+              IF TG_NARGS > 2 AND TG_OP <> 'TRUNCATE' THEN
+                keyed := 'ROW(' || (SELECT string_agg(format('skyros_x.%%I', skyros_c.col), ', ' ORDER BY skyros_c.ord)
+                  FROM unnest(TG_ARGV[0]::text[]) WITH ORDINALITY AS skyros_c(col, ord)) || ')::text';
+                IF TG_OP = 'INSERT' THEN
+                  EXECUTE format('SELECT string_agg($1 || to_json(%%s)::text || $2, '','') , count(*) FROM skyros_new AS skyros_x', keyed)
+                    INTO part, changed USING prefix, ',"k":"i"}';
+                ELSIF TG_OP = 'UPDATE' THEN
+                  EXECUTE format('SELECT string_agg($1 || to_json(skyros_k.id)::text || skyros_k.kind, '','') , count(*) FROM ('
+                    || 'SELECT %%1$s AS id, $2 AS kind FROM skyros_new AS skyros_x UNION ALL '
+                    || 'SELECT skyros_o.id, $3 FROM (SELECT %%1$s AS id FROM skyros_old AS skyros_x) AS skyros_o '
+                    || 'WHERE skyros_o.id NOT IN (SELECT %%1$s FROM skyros_new AS skyros_x)) AS skyros_k', keyed)
+                    INTO part, changed USING prefix, ',"k":"u"}', ',"k":"d"}';
+                ELSE
+                  EXECUTE format('SELECT string_agg($1 || to_json(%%s)::text || $2, '','') , count(*) FROM skyros_old AS skyros_x', keyed)
+                    INTO part, changed USING prefix, ',"k":"d"}';
+                END IF;
+              ELSIF TG_OP = 'INSERT' THEN
                 SELECT string_agg(prefix || to_json(to_jsonb(skyros_n.*) ->> TG_ARGV[0])::text || ',"k":"i"}', ','), count(*)
                   INTO part, changed FROM skyros_new AS skyros_n;
               ELSIF TG_OP = 'UPDATE' THEN
@@ -409,7 +448,12 @@ package struct ChangeCapture: Sendable {
 
     /// One table's four triggers (dropped first: `CREATE OR REPLACE TRIGGER` needs PostgreSQL 14), enabled
     /// `ALWAYS`: a session in `session_replication_role = replica` (a logical-replication apply, a restore) is
-    /// captured too. The arguments are the key column and the key's type OID (see ``render(_:table:on:)``).
+    /// captured too. The arguments are the key and the key's type OID (see ``render(_:table:on:)``), and `row`
+    /// for a composite key.
+    static func triggersTemplate(for table: Table) -> String {
+        table.isComposite ? Self.triggersTemplate.replacingOccurrences(of: "(%4$L, %5$L)", with: "(%4$L, %5$L, 'row')") : Self.triggersTemplate
+    }
+
     static let triggersTemplate = """
         DROP TRIGGER IF EXISTS skyros_capture_insert ON %1$I.%3$I;
         CREATE TRIGGER skyros_capture_insert AFTER INSERT ON %1$I.%3$I REFERENCING NEW TABLE AS skyros_new

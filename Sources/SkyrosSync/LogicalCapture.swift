@@ -94,7 +94,7 @@ package struct LogicalCapture: Sendable {
     ///   - replication: the session a replication connection opens with (a direct one, as the listener's).
     /// - Returns: the slot's name and the schema it captures.
     /// - Throws: ``CaptureError`` when the trigger source is installed on the schema, or a table has no
-    ///   single-column primary key; the server's error otherwise.
+    ///   primary key; the server's error otherwise.
     @discardableResult
     package func install(
         tables: [String], lock: (schema: String, table: String), replication: PGConfiguration, on connection: PGConnection,
@@ -126,7 +126,7 @@ package struct LogicalCapture: Sendable {
                 let present = try await connection.query("""
                     SELECT count(*)::int8 FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indrelid
                     JOIN pg_namespace AS n ON n.oid = c.relnamespace
-                    WHERE n.nspname = \(schema) AND c.relname = \(table) AND i.indisprimary AND i.indnatts = 1
+                    WHERE n.nspname = \(schema) AND c.relname = \(table) AND i.indisprimary
                     """)[0].decode(Int64.self, at: 0)
                 let tableExists = try await connection.query("""
                     SELECT count(*)::int8 FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
@@ -135,7 +135,7 @@ package struct LogicalCapture: Sendable {
                 if !tableExists { continue }
                 guard present == 1 else {
                     throw CaptureError(
-                        message: "table \(quoteIdentifier(schema)).\(quoteIdentifier(table)) has no single-column primary key: capture names each changed row by it")
+                        message: "table \(quoteIdentifier(schema)).\(quoteIdentifier(table)) has no primary key: capture names each changed row by it")
                 }
                 _ = try await connection.execute(
                     script: try await self.render("ALTER PUBLICATION %1$I ADD TABLE %2$I.%3$I", slot: name, schema: schema, table: table, on: connection))

@@ -67,8 +67,10 @@ package struct RelayAssembler: Sendable {
             return nil
         case .relation(let relation):
             _ = try self.relations.apply(message)
-            let key = relation.columns.first(where: \.isKey)
-            self.keyTypes[PgOutputTable(schema: relation.schema, name: relation.name)] = key?.typeOID ?? PGType.text.rawValue
+            let keys = relation.columns.filter(\.isKey)
+            // A composite key is named by its text as a row, `(a,b)` (see `CompositeKey`).
+            self.keyTypes[PgOutputTable(schema: relation.schema, name: relation.name)] =
+                keys.count > 1 ? PGType.record.rawValue : keys.first?.typeOID ?? PGType.text.rawValue
             return nil
         case .message(let logical):
             guard logical.isTransactional, logical.prefix == Self.messagePrefix, self.open != nil,
@@ -100,7 +102,7 @@ package struct RelayAssembler: Sendable {
     private mutating func record(_ change: PgOutputChange) {
         switch change {
         case .row(let row):
-            guard row.table.schema == self.schema, let key = row.key.first, row.key.count == 1 else { return }
+            guard row.table.schema == self.schema, let key = Self.key(row.key) else { return }
             let type = self.keyTypes[row.table] ?? PGType.text.rawValue
             let kind: String
             switch row.operation {
@@ -109,7 +111,7 @@ package struct RelayAssembler: Sendable {
             case .delete: kind = "d"
             }
             self.append(LoggedRowChange(table: row.table.name, type: type, id: key ?? "", kind: kind, version: nil))
-            if let newKey = row.newKey, let new = newKey.first {
+            if let newKey = row.newKey, let new = Self.key(newKey) {
                 self.append(LoggedRowChange(table: row.table.name, type: type, id: new ?? "", kind: "u", version: nil))
             }
         case .truncate(let tables):
@@ -118,6 +120,14 @@ package struct RelayAssembler: Sendable {
                 self.append(LoggedRowChange(table: table.name, type: type, id: "", kind: "t", version: nil))
             }
         }
+    }
+
+    /// The text naming a row by its key's values (in column order): the one value, or a composite key's row
+    /// text; `nil` without a key.
+    private static func key(_ values: [String?]) -> String?? {
+        if values.count == 1 { return values[0] }
+        if values.isEmpty { return nil }
+        return RecordText.format(values)
     }
 
     /// Adds a change to the open transaction (a change outside Begin/Commit cannot happen in protocol 1; it is

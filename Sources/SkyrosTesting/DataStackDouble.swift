@@ -46,6 +46,12 @@ public final class DataStackDouble: DataStackProtocol {
         case write
         /// ``DataStackDouble/readSnapshot(from:_:)``.
         case readSnapshot
+        /// ``DataStackDouble/findOrCreate(_:)``.
+        case findOrCreate
+        /// ``DataStackDouble/transaction(isolation:maxAttempts:_:)``.
+        case transaction
+        /// Both `fetch(_:sql:)` forms: a statement written by hand.
+        case sql
     }
 
     private struct State {
@@ -255,6 +261,34 @@ public final class DataStackDouble: DataStackProtocol {
     public func readSnapshot<R>(from source: SnapshotSource, _ body: (SnapshotReader) async throws -> R) async throws -> R {
         try await self.enter(.readSnapshot)
         return try await self.wrapped.readSnapshot(from: source, body)
+    }
+
+    /// The wrapped stack's `findOrCreate`, after the ``Operation/findOrCreate`` delay and failure.
+    public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
+        try await self.enter(.findOrCreate)
+        return try await self.wrapped.findOrCreate(value)
+    }
+
+    /// The wrapped stack's transaction, after the ``Operation/transaction`` delay and failure (an in-memory
+    /// stack refuses it with `DataStackError` `.unsupportedByStore`).
+    @discardableResult
+    public func transaction<R>(
+        isolation: IsolationLevel, maxAttempts: Int, _ body: (DataTransaction) async throws -> R
+    ) async throws -> R {
+        try await self.enter(.transaction)
+        return try await self.wrapped.transaction(isolation: isolation, maxAttempts: maxAttempts, body)
+    }
+
+    /// The wrapped stack's raw SQL fetch into entities, after the ``Operation/sql`` delay and failure.
+    public func fetch<T: Entity>(_ type: T.Type, sql: PGQuery) async throws -> [T] {
+        try await self.enter(.sql)
+        return try await self.wrapped.fetch(type, sql: sql)
+    }
+
+    /// The wrapped stack's raw SQL fetch into any `Decodable`, after the ``Operation/sql`` delay and failure.
+    public func fetch<T: Decodable>(_ type: T.Type, sql: PGQuery, keyStrategy: ColumnKeyStrategy) async throws -> [T] {
+        try await self.enter(.sql)
+        return try await self.wrapped.fetch(type, sql: sql, keyStrategy: keyStrategy)
     }
 
     /// Shuts the wrapped stack down and finishes ``errors``.

@@ -25,10 +25,15 @@ package struct EntityQueryMetadata: @unchecked Sendable {
     package let columnsByKeyPath: [AnyKeyPath: Column]
     /// All columns, in declaration order.
     package let columns: [Column]
-    /// The primary key column.
-    package let primaryKey: Column
+    /// The primary key's columns, in key order (one unless the key is a ``CompositeKey``).
+    package let primaryKey: [Column]
     /// `"a", "b", …` for every column, in declaration order.
     package let selectList: String
+    /// The primary key as one SQL value: its column, or `ROW("a", "b")` for a composite key, whose text is the
+    /// key's (``CompositeKey``).
+    package var keyExpression: String {
+        self.primaryKey.count == 1 ? self.primaryKey[0].quoted : "ROW(\(self.primaryKey.map(\.quoted).joined(separator: ", ")))"
+    }
 
     private static let cache = Locked<[ObjectIdentifier: EntityQueryMetadata]>([:])
 
@@ -71,7 +76,16 @@ package struct EntityQueryMetadata: @unchecked Sendable {
         }
         if primaryKey == nil, idCandidates.count == 1 { primaryKey = idCandidates[0] }
         if primaryKey == nil, idCandidates.isEmpty, idNamedColumns.count == 1 { primaryKey = idNamedColumns[0] }
-        guard let primaryKey else {
+        let keyColumns: [Column]
+        if !T.primaryKey.keyPaths.isEmpty {
+            keyColumns = try Self.compositeKey(T.primaryKey, of: T.self, byKeyPath)
+        } else if T.ID.self is any CompositeKeyProtocol.Type {
+            throw QueryError(
+                code: .missingPrimaryKey, entity: String(describing: T.self), construct: "\\\(T.self).id",
+                message: "\(T.self)'s id is a CompositeKey: name its columns with static let primaryKey = PrimaryKey<\(T.self)>(…)")
+        } else if let primaryKey {
+            keyColumns = [primaryKey]
+        } else {
             throw QueryError(
                 code: .missingPrimaryKey, entity: String(describing: T.self), construct: "\\\(T.self).id",
                 message: "\(T.self).columns has no column for the primary key \\.id (of type \(T.ID.self))"
@@ -79,8 +93,44 @@ package struct EntityQueryMetadata: @unchecked Sendable {
         }
         self.columnsByKeyPath = byKeyPath
         self.columns = columns
-        self.primaryKey = primaryKey
+        self.primaryKey = keyColumns
         self.selectList = columns.map(\.quoted).joined(separator: ", ")
+    }
+}
+
+extension EntityQueryMetadata {
+    /// The columns of a ``PrimaryKey``, checked against the entity's `ID`: a ``CompositeKey`` of as many
+    /// values, of the key properties' types in the same order.
+    private static func compositeKey<T: Entity>(
+        _ key: PrimaryKey<T>, of type: T.Type, _ byKeyPath: [AnyKeyPath: Column]
+    ) throws -> [Column] {
+        func invalid(_ message: String) -> QueryError {
+            QueryError(code: .missingPrimaryKey, entity: String(describing: T.self), construct: "\(T.self).primaryKey", message: message)
+        }
+        guard let id = T.ID.self as? any CompositeKeyProtocol.Type else {
+            throw invalid("\(T.self).primaryKey names several columns, so its id must be a CompositeKey of their values, not \(T.ID.self)")
+        }
+        guard key.keyPaths.count >= 2 else {
+            throw invalid("\(T.self).primaryKey names \(key.keyPaths.count) column; a key of one column is the one for \\.id")
+        }
+        let types = id.componentTypes
+        guard types.count == key.keyPaths.count else {
+            throw invalid("\(T.self).primaryKey names \(key.keyPaths.count) columns but its id, \(T.ID.self), has \(types.count) values")
+        }
+        var columns: [Column] = []
+        for (index, keyPath) in key.keyPaths.enumerated() {
+            guard let column = byKeyPath[keyPath], let declared = T.columns.first(where: { $0.keyPath == keyPath }) else {
+                throw invalid("\(T.self).primaryKey names a property (\(keyPath)) that columns does not map")
+            }
+            guard declared.valueType == types[index] else {
+                throw invalid(
+                    "\(T.self).primaryKey's column \"\(column.name)\" is a \(declared.valueType), but value \(index + 1) of \(T.ID.self) is a \(types[index]): list the key in the id's order")
+            }
+            guard !column.isOptional else { throw invalid("the primary key column \"\(column.name)\" cannot be optional") }
+            if columns.contains(where: { $0.name == column.name }) { throw invalid("\(T.self).primaryKey names \"\(column.name)\" twice") }
+            columns.append(column)
+        }
+        return columns
     }
 }
 

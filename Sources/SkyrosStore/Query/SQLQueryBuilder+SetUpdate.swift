@@ -24,7 +24,7 @@ extension SQLQueryBuilder {
             writer.append(", \(quoteIdentifier(versionColumn)) = \(quoteIdentifier(versionColumn)) + 1")
         }
         try self.writeWhere(predicate, into: &writer)
-        writer.append(" RETURNING \(quoteIdentifier(plan.idColumn)), \(plan.versionExpression)")
+        writer.append(" RETURNING \(plan.keyExpression), \(plan.versionExpression)")
         return PGQuery(unsafeSQL: writer.sql, binds: writer.binds)
     }
 
@@ -35,7 +35,7 @@ extension SQLQueryBuilder {
     ) throws -> [(column: String, index: Int, assignment: ColumnAssignment<T>)] {
         var result: [(column: String, index: Int, assignment: ColumnAssignment<T>)] = []
         for assignment in assignments {
-            guard let column = assignment.column, let index = plan.columnIndex[column], column != plan.idColumn,
+            guard let column = assignment.column, let index = plan.columnIndex[column], !plan.isKeyColumn(index),
                 !(plan.hasReadBack && plan.readBackIndices.contains(index))
             else {
                 throw StoreError.unknownColumn(

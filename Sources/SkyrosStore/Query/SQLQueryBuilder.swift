@@ -108,7 +108,7 @@ import SkyrosPostgres
         writer.append("DELETE FROM ")
         writer.append(self.table(T.self, schema))
         try self.writeWhere(predicate, into: &writer)
-        writer.append(" RETURNING \(metadata.primaryKey.quoted)")
+        writer.append(" RETURNING \(metadata.keyExpression)")
         return PGQuery(unsafeSQL: writer.sql, binds: writer.binds)
     }
 
@@ -167,7 +167,7 @@ import SkyrosPostgres
             let column = try self.sortColumn(descriptor, metadata)
             if seen.insert(column.name).inserted { result.append((column, descriptor.order == .forward)) }
         }
-        if seen.insert(metadata.primaryKey.name).inserted { result.append((metadata.primaryKey, true)) }
+        for key in metadata.primaryKey where seen.insert(key.name).inserted { result.append((key, true)) }
         return result
     }
 

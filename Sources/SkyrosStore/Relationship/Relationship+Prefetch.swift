@@ -22,7 +22,7 @@ extension Relationship {
             }
             return ForeignKey(
                 table: Root.tableName, column: column.name, referencedTable: Target.tableName,
-                referencedColumn: try EntityQueryMetadata.of(Target.self).primaryKey.name, deleteRule: deleteRule)
+                referencedColumn: try RelationshipQuery.primaryKeyColumn(Target.self), deleteRule: deleteRule)
         }
         return Relationship(
             kind: .toOne, keyPath: keyPath, target: Target.self, declaredRule: deleteRule, resolveForeignKey: resolve,
@@ -117,10 +117,23 @@ enum RelationshipQuery {
         })
     }
 
+    /// The column of `T`'s primary key.
+    /// - Throws: ``RelationshipError`` when the key has several columns (a ``CompositeKey``): a reference holds
+    ///   one id.
+    static func primaryKeyColumn<T: Entity>(_ type: T.Type) throws -> String {
+        let key = try EntityQueryMetadata.of(T.self).primaryKey
+        guard key.count == 1 else {
+            throw RelationshipError(
+                code: .unsupportedTarget, entity: String(describing: T.self), keyPath: "\\\(T.self).id",
+                message: "\(T.self)'s primary key has \(key.count) columns: a Reference refers to an entity by a key of one column")
+        }
+        return key[0].name
+    }
+
     /// The stored property of `T`'s primary key, as listed in its columns (the `\T.id` written generically
     /// is the protocol requirement's key path, which the column list does not hold).
     static func primaryKeyPath<T: Entity>(_ type: T.Type) throws -> KeyPath<T, T.ID> {
-        let name = try EntityQueryMetadata.of(T.self).primaryKey.name
+        let name = try self.primaryKeyColumn(T.self)
         guard let keyPath = T.columns.first(where: { $0.name == name })?.keyPath as? KeyPath<T, T.ID> else {
             throw RelationshipError(
                 code: .notAColumn, entity: String(describing: T.self), keyPath: "\\\(T.self).id",

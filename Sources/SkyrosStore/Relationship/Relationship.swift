@@ -221,6 +221,8 @@ public struct RelationshipError: Error, Sendable, Hashable, CustomStringConverti
         case notARelationship
         /// ``PrefetchedResults`` was asked for a relationship the fetch did not prefetch.
         case notPrefetched
+        /// The target's primary key has several columns (a ``CompositeKey``); a reference holds one id.
+        case unsupportedTarget
     }
 
     /// The kind of problem.

@@ -21,9 +21,9 @@ extension EntityChange {
         let key = try plan.idValue(value.id)
         let values = try encoded ?? RowEncoder(plan: plan).encode(value)
         var binds: [PGValue] = []
-        binds.reserveCapacity(indices.count + 2)
+        binds.reserveCapacity(indices.count + plan.keyIndices.count + 1)
         for index in indices { binds.append(values[index]) }
-        binds.append(key)
+        for index in plan.keyIndices { binds.append(values[index]) }
         var sql: String
         switch resolution {
         case .compareColumns(let originals):
@@ -46,7 +46,7 @@ extension EntityChange {
         }
         var unchanged: [String] = []
         // The columns the database sets are returned as stored, not compared.
-        for index in plan.insertedIndices where index != plan.idIndex && !indices.contains(index) {
+        for index in plan.insertedIndices where !plan.isKeyColumn(index) && !indices.contains(index) {
             binds.append(values[index])
             unchanged.append("\(quoteIdentifier(plan.columnNames[index]))::text IS NOT DISTINCT FROM $\(binds.count)::text")
         }
@@ -62,15 +62,15 @@ extension EntityChange {
         return (PGQuery(unsafeSQL: sql, binds: binds), key, values, mustAffectRow ? 2 : 1)
     }
 
-    /// `DELETE FROM … WHERE id = $1 [AND <version> = $2]`, and the row's key.
+    /// `DELETE FROM … WHERE <key> = $1… [AND <version> = $n]`, and the row's key.
     static func deleteQuery(_ id: T.ID, expected: Int64?, schema: String?) throws -> (query: PGQuery, key: PGValue) {
         let plan = try EntityPlan<T>.shared
         let key = try plan.idValue(id)
-        var binds = [key]
-        var sql = "DELETE FROM \(plan.quotedTable(schema: schema)) WHERE \(quoteIdentifier(plan.idColumn)) = $1"
+        var binds = try plan.keyBinds(key)
+        var sql = "DELETE FROM \(plan.quotedTable(schema: schema)) WHERE \(plan.keyCondition(first: 1))"
         if let expected {
             binds.append(PGValue(type: .int8, text: String(expected)))
-            sql += " AND \(plan.versionExpression) = $2"
+            sql += " AND \(plan.versionExpression) = $\(binds.count)"
         }
         return (PGQuery(unsafeSQL: sql, binds: binds), key)
     }
@@ -79,20 +79,22 @@ extension EntityChange {
     static func upsertQuery(_ value: T, schema: String?) throws -> (query: PGQuery, key: PGValue) {
         let plan = try EntityPlan<T>.shared
         let table = plan.quotedTable(schema: schema)
-        let idColumn = quoteIdentifier(plan.idColumn)
         let values = try RowEncoder(plan: plan).encode(value)
-        var assignments = plan.insertedIndices.filter { $0 != plan.idIndex }.map { index in
+        var assignments = plan.insertedIndices.filter { !plan.isKeyColumn($0) }.map { index in
             "\(quoteIdentifier(plan.columnNames[index])) = EXCLUDED.\(quoteIdentifier(plan.columnNames[index]))"
         }
         if let versionColumn = plan.versionColumn {
             assignments.append("\(quoteIdentifier(versionColumn)) = \(table).\(quoteIdentifier(versionColumn)) + 1")
         }
-        if assignments.isEmpty { assignments = ["\(idColumn) = EXCLUDED.\(idColumn)"] }
+        if assignments.isEmpty {
+            let first = quoteIdentifier(plan.columnNames[plan.idIndex])
+            assignments = ["\(first) = EXCLUDED.\(first)"]
+        }
         var query = PostgresWriteContext.insertStatement(plan, schema: schema, rows: [values])
         query.append(
             PGQuery(
-                unsafeSQL: " ON CONFLICT (\(idColumn)) DO UPDATE SET \(assignments.joined(separator: ", ")) "
+                unsafeSQL: " ON CONFLICT (\(plan.quotedKeyColumns)) DO UPDATE SET \(assignments.joined(separator: ", ")) "
                     + "RETURNING \(plan.versionExpression), (xmax::text = '0')\(plan.returningReadBack)"))
-        return (query, values[plan.idIndex])
+        return (query, plan.key(of: values))
     }
 }

@@ -17,11 +17,10 @@ extension EntityChange {
     static func upsertQuery(_ value: T, onConflict conflict: UpsertConflict<T>, schema: String?) throws -> PGQuery {
         let plan = try EntityPlan<T>.shared
         let table = plan.quotedTable(schema: schema)
-        let idColumn = quoteIdentifier(plan.idColumn)
         let target: String
         switch conflict.target {
         case .primaryKey:
-            target = "(\(idColumn))"
+            target = "(\(plan.quotedKeyColumns))"
         case .columns(let names):
             let indices = try Self.conflictIndices(names, plan: plan)
             target = "(" + indices.map { quoteIdentifier(plan.columnNames[$0]) }.joined(separator: ", ") + ")"
@@ -29,19 +28,22 @@ extension EntityChange {
             target = "ON CONSTRAINT \(quoteIdentifier(name))"
         }
         let values = try RowEncoder(plan: plan).encode(value)
-        var assignments = plan.insertedIndices.filter { $0 != plan.idIndex }.map { index in
+        var assignments = plan.insertedIndices.filter { !plan.isKeyColumn($0) }.map { index in
             "\(quoteIdentifier(plan.columnNames[index])) = EXCLUDED.\(quoteIdentifier(plan.columnNames[index]))"
         }
         if let versionColumn = plan.versionColumn {
             assignments.append("\(quoteIdentifier(versionColumn)) = \(table).\(quoteIdentifier(versionColumn)) + 1")
         }
         // Only a primary key: the row is rewritten as it is, so that it is returned (DO NOTHING returns nothing).
-        if assignments.isEmpty { assignments = ["\(idColumn) = \(table).\(idColumn)"] }
+        if assignments.isEmpty {
+            let first = quoteIdentifier(plan.columnNames[plan.idIndex])
+            assignments = ["\(first) = \(table).\(first)"]
+        }
         var query = PostgresWriteContext.insertStatement(plan, schema: schema, rows: [values])
         query.append(
             PGQuery(
                 unsafeSQL: " ON CONFLICT \(target) DO UPDATE SET \(assignments.joined(separator: ", ")) "
-                    + "RETURNING \(idColumn), \(plan.versionExpression), (xmax::text = '0')\(plan.returningReadBack)"))
+                    + "RETURNING \(plan.keyExpression), \(plan.versionExpression), (xmax::text = '0')\(plan.returningReadBack)"))
         return query
     }
 
@@ -104,7 +106,8 @@ extension EntityChange {
             return try EntityChange(payload: .insert(value)).run(in: &database)
         }
         // The stored row keeps its primary key: the value is written under it, as a primary key upsert.
-        values[plan.idIndex] = stored.values(for: plan)[plan.idIndex]
+        let storedValues = stored.values(for: plan)
+        for index in plan.keyIndices { values[index] = storedValues[index] }
         let rewritten = try RowDecoder(plan: plan).decode(values: values)
         return try EntityChange(payload: .upsert(rewritten)).run(in: &database)
     }

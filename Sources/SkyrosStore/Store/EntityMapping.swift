@@ -83,7 +83,12 @@ package final class EntityPlan<T: Entity>: Sendable {
     /// Column names in ``Entity/columns`` order: the order of encoded values and of selected columns.
     package let columnNames: [String]
     package let columnIndex: [String: Int]
+    /// The primary key's column (the first of a composite key's: use ``keyIndices`` and ``key(of:)``).
     package let idIndex: Int
+    /// The primary key's columns, in key order: one, or a ``CompositeKey``'s.
+    package let keyIndices: [Int]
+    /// The parameter types of a composite key's values, in key order (empty for a key of one column).
+    package let compositeKeyTypes: [PGType]
     /// The columns of `Date` properties (optional or not): the door rounds their values to microseconds.
     package let dateColumns: [(index: Int, column: EntityColumn<T>)]
     package let keyStrategy: ColumnKeyStrategy
@@ -165,12 +170,22 @@ package final class EntityPlan<T: Entity>: Sendable {
                 entity: name, column: version,
                 message: "is the version column, which the store manages; remove it from columns and read Versioned.version")
         }
-        // The primary key is the query layer's (one rule for both: the column for \.id).
-        let primaryKey = try EntityQueryMetadata.of(T.self).primaryKey.name
-        guard let idIndex = index[primaryKey] else {
-            throw EntityMappingError(entity: name, column: primaryKey, message: "the primary key is not a declared column")
+        // The primary key is the query layer's (one rule for both: the column for \.id, or T.primaryKey's).
+        var keyIndices: [Int] = []
+        for key in try EntityQueryMetadata.of(T.self).primaryKey {
+            guard let keyIndex = index[key.name] else {
+                throw EntityMappingError(entity: name, column: key.name, message: "the primary key is not a declared column")
+            }
+            keyIndices.append(keyIndex)
         }
+        let idIndex = keyIndices[0]
         self.idIndex = idIndex
+        self.keyIndices = keyIndices
+        self.compositeKeyTypes = keyIndices.count > 1 ? (T.ID.self as? any CompositeKeyProtocol.Type)?.componentPostgresTypes ?? [] : []
+        if keyIndices.count > 1, let identity = columns.first(where: { $0.generated?.kind.isIdentity == true }) {
+            throw EntityMappingError(
+                entity: name, column: identity.name, message: "a composite primary key cannot be .identity: the app sets its values")
+        }
         var identity: (index: Int, blockSize: Int)?
         for (index, column) in columns.enumerated() {
             guard case .identity(let blockSize)? = column.generated?.kind else { continue }
@@ -181,9 +196,9 @@ package final class EntityPlan<T: Entity>: Sendable {
             }
             identity = (index, blockSize)
         }
-        if readBack.contains(idIndex) {
+        if let readKey = keyIndices.first(where: readBack.contains) {
             throw EntityMappingError(
-                entity: name, column: names[idIndex],
+                entity: name, column: names[readKey],
                 message: "the primary key must be known when a row is inserted: declare it .identity, or let the app set it")
         }
         self.identityIndex = identity?.index
@@ -254,7 +269,49 @@ package final class EntityPlan<T: Entity>: Sendable {
         return values
     }
 
-    package var idColumn: String { self.columnNames[self.idIndex] }
+    /// The primary key's column, or a composite key's columns joined by `, ` (for messages).
+    package var idColumn: String { self.keyIndices.map { self.columnNames[$0] }.joined(separator: ", ") }
+
+    /// Whether the key has several columns (its id a ``CompositeKey``).
+    package var hasCompositeKey: Bool { self.keyIndices.count > 1 }
+
+    /// The key's columns quoted and joined by `, ` (`ON CONFLICT (…)`'s target).
+    package var quotedKeyColumns: String { self.keyIndices.map { quoteIdentifier(self.columnNames[$0]) }.joined(separator: ", ") }
+
+    /// The key as one SQL value: its column, or `ROW("a", "b")`, whose text is a ``CompositeKey``'s.
+    package var keyExpression: String {
+        self.hasCompositeKey ? "ROW(\(self.quotedKeyColumns))" : quoteIdentifier(self.columnNames[self.idIndex])
+    }
+
+    /// `"id" = $n`, or `"a" = $n AND "b" = $n+1` for a composite key: the key's condition binding
+    /// ``keyBinds(_:)`` from parameter `first` on. `qualifier`: a table or alias prefixed to each column.
+    package func keyCondition(first: Int, qualifier: String? = nil) -> String {
+        let prefix = qualifier.map { $0 + "." } ?? ""
+        return self.keyIndices.enumerated().map { "\(prefix)\(quoteIdentifier(self.columnNames[$1])) = $\(first + $0)" }
+            .joined(separator: " AND ")
+    }
+
+    /// The key of a row's encoded values (``RowEncoder``): its column's value, or a composite key's text.
+    package func key(of values: [PGValue]) -> PGValue {
+        guard self.hasCompositeKey else { return values[self.idIndex] }
+        return PGValue(type: .record, text: RecordText.format(self.keyIndices.map { values[$0].text }))
+    }
+
+    /// Whether column `index` is part of the primary key.
+    package func isKeyColumn(_ index: Int) -> Bool { self.keyIndices.contains(index) }
+
+    /// A key (``idValue(_:)``, ``key(of:)``) as the parameters ``keyCondition(first:qualifier:)`` binds: itself,
+    /// or a composite key's values one by one.
+    package func keyBinds(_ key: PGValue) throws -> [PGValue] {
+        guard self.hasCompositeKey else { return [key] }
+        let fields = try RecordText.parse(ArraySlice((key.text ?? "").utf8))
+        guard fields.count == self.compositeKeyTypes.count else {
+            throw EntityMappingError(
+                entity: self.entityName, column: self.idColumn,
+                message: "a key of \(fields.count) values for a primary key of \(self.compositeKeyTypes.count) columns")
+        }
+        return zip(self.compositeKeyTypes, fields).map { PGValue(type: $0, text: $1) }
+    }
 
     /// The qualified table name parts for a schema.
     package func table(schema: String?) -> [String] {
@@ -278,7 +335,7 @@ package final class EntityPlan<T: Entity>: Sendable {
         let key = StatementKey.update(schema: schema, columns: columns, guardedByVersion: guardedByVersion, mustAffectRow: mustAffectRow)
         return self.statement(key) {
             var sql = self.updateHead(schema: schema, columns: columns)
-            if guardedByVersion { sql += " AND \(self.versionExpression) = $\(columns.count + 2)" }
+            if guardedByVersion { sql += " AND \(self.versionExpression) = $\(columns.count + self.keyIndices.count + 1)" }
             sql += " RETURNING \(self.versionExpression)"
             guard mustAffectRow else { return sql + self.returningReadBack }
             if self.hasReadBack { return Self.mustAffectRowKeepingColumns(sql + " AS v" + self.returningReadBack) }
@@ -300,12 +357,12 @@ package final class EntityPlan<T: Entity>: Sendable {
             + "FROM (SELECT) AS skyros_one LEFT JOIN skyros_write ON true"
     }
 
-    /// `SELECT <columns>, <version> AS <alias> FROM <table> WHERE <id> = $1`, built once per schema.
+    /// `SELECT <columns>, <version> AS <alias> FROM <table> WHERE <key> = $1…`, built once per schema.
     func selectByIDSQL(schema: String?) -> String {
         self.statement(.selectByID(schema: schema)) {
             "SELECT \(self.quotedColumns), \(SQLQueryBuilder.versionSelection(self.versionColumn)) AS "
                 + "\(quoteIdentifier(SQLQueryBuilder.versionAlias)) FROM \(self.quotedTable(schema: schema)) "
-                + "WHERE \(quoteIdentifier(self.idColumn)) = $1"
+                + "WHERE \(self.keyCondition(first: 1))"
         }
     }
 
@@ -320,15 +377,15 @@ package final class EntityPlan<T: Entity>: Sendable {
         return sql
     }
 
-    /// `UPDATE <table> SET <columns> = $1…[, version + 1] WHERE <id> = $n`: binds the changed columns' values,
-    /// then the id.
+    /// `UPDATE <table> SET <columns> = $1…[, version + 1] WHERE <key> = $n…`: binds the changed columns' values,
+    /// then the key (``keyBinds(_:)``).
     package func updateHead(schema: String?, columns: [Int]) -> String {
         var assignments = columns.enumerated().map { "\(quoteIdentifier(self.columnNames[$1])) = $\($0 + 1)" }
         if let versionColumn = self.versionColumn {
             assignments.append("\(quoteIdentifier(versionColumn)) = \(quoteIdentifier(versionColumn)) + 1")
         }
         return "UPDATE \(self.quotedTable(schema: schema)) SET \(assignments.joined(separator: ", ")) "
-            + "WHERE \(quoteIdentifier(self.idColumn)) = $\(columns.count + 1)"
+            + "WHERE \(self.keyCondition(first: columns.count + 1))"
     }
 
 
@@ -338,7 +395,12 @@ package final class EntityPlan<T: Entity>: Sendable {
     }
 
     /// A printable id for error messages.
-    package func describe(id: PGValue) -> String { id.text ?? "NULL" }
+    package func describe(id: PGValue) -> String {
+        guard self.hasCompositeKey, let text = id.text, let fields = try? RecordText.parse(ArraySlice(text.utf8)) else {
+            return id.text ?? "NULL"
+        }
+        return fields.map { $0 ?? "NULL" }.joined(separator: ", ")
+    }
 
     /// The cached plan of `T`.
     package static var shared: EntityPlan<T> {

@@ -158,10 +158,21 @@ public enum EntitySchema {
                     entity: entity, column: declared.name, swiftType: swiftName, postgresType: column.displayType,
                     message: "Swift type \(swiftName) is not optional but the column allows NULL (add NOT NULL or make the property optional)"))
             }
-            if index == plan.idIndex, !column.unique {
+            if index == plan.idIndex, !plan.hasCompositeKey, !column.unique {
                 issues.append(SchemaIssue(
                     entity: entity, column: declared.name,
                     message: "the primary key column has no primary key or unique index that is not deferrable (upsert and findOrCreate need one: ON CONFLICT does not accept a deferrable one)"))
+            }
+        }
+        if plan.hasCompositeKey {
+            let declared = plan.keyIndices.map { plan.columnNames[$0] }
+            let shown = { (names: [String]) in "(" + names.joined(separator: ", ") + ")" }
+            if table.primaryKey != declared {
+                let message =
+                    Set(table.primaryKey) == Set(declared)
+                    ? "the primary key is declared \(shown(declared)); declare it in the table's column order, \(shown(table.primaryKey)), the order in which change capture names a row's key"
+                    : "the primary key is declared \(shown(declared)), but the table's primary key is \(table.primaryKey.isEmpty ? "missing" : shown(table.primaryKey))"
+                issues.append(SchemaIssue(entity: entity, message: message))
             }
         }
         if let version = plan.versionColumn {
@@ -234,7 +245,18 @@ public enum EntitySchema {
                 refusesNull: try row.decode(Bool.self, at: 9), identity: try row.decode(String.self, at: 10),
                 isGenerated: try row.decode(Bool.self, at: 11), hasSequence: try row.decode(Bool.self, at: 12)))
         }
-        return LiveTable(columns: columns, setBeforeInsert: try rows[0].decode(Bool.self, at: 13))
+        let key = try await connection.query(
+            """
+            SELECT a.attname::text FROM pg_catalog.pg_index i
+            JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+            WHERE i.indisprimary AND i.indrelid = (
+                SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                WHERE c.relname = \(table) AND n.nspname = coalesce(\(schemaName)::text, current_schema()))
+            ORDER BY a.attnum
+            """)
+        return LiveTable(
+            columns: columns, setBeforeInsert: try rows[0].decode(Bool.self, at: 13),
+            primaryKey: try key.map { try $0.decode(String.self, at: 0) })
     }
 }
 
@@ -244,10 +266,14 @@ package struct LiveTable: Sendable, Hashable {
     package var columns: [LiveColumn]
     /// The table has an enabled `BEFORE INSERT` row trigger (it may set columns no `DEFAULT` sets).
     package var setBeforeInsert: Bool
+    /// The primary key's columns in `attnum` order (the order change capture names a changed row's key in);
+    /// empty without one.
+    package var primaryKey: [String]
 
-    package init(columns: [LiveColumn], setBeforeInsert: Bool = false) {
+    package init(columns: [LiveColumn], setBeforeInsert: Bool = false, primaryKey: [String] = []) {
         self.columns = columns
         self.setBeforeInsert = setBeforeInsert
+        self.primaryKey = primaryKey
     }
 }
 

@@ -83,7 +83,7 @@ public final class InMemoryStore: Store, ColumnDoorKeeping {
         let plan = try EntityPlan<T>.shared
         var values = try RowEncoder(plan: plan).encode(value)
         try self.columnDoor.check(plan, &values)
-        let key = values[plan.idIndex]
+        let key = plan.key(of: values)
         let (row, created) = try self.database.withLock { database -> (InMemoryRow, Bool) in
             if let existing = database.tables[plan.tableName]?.rows[key] { return (existing, false) }
             try database.register(T.self)
@@ -277,7 +277,7 @@ extension EntityChange: InMemoryOperation {
             var values = try RowEncoder(plan: plan).encode(value)
             try database.door.check(plan, &values)
             if plan.hasReadBack { setByDatabase(&values, inserting: true) }
-            let key = values[plan.idIndex]
+            let key = plan.key(of: values)
             try database.checkReferences(plan, values)
             if database.row(table, key) != nil {
                 throw PGError(
@@ -358,7 +358,7 @@ extension EntityChange: InMemoryOperation {
             var values = try RowEncoder(plan: plan).encode(value)
             try database.door.check(plan, &values)
             try database.checkReferences(plan, values)
-            let key = values[plan.idIndex]
+            let key = plan.key(of: values)
             guard var row = database.row(table, key) else {
                 if plan.hasReadBack { setByDatabase(&values, inserting: true) }
                 return [withReadBack(change(key, .inserted, database.insert(values, columns: plan.columnNames, key: key, table: table).version), values)]
@@ -382,7 +382,7 @@ extension EntityChange: InMemoryOperation {
                 let values = row.values(for: plan)
                 let value = try decoder.decode(values: values)
                 guard try matches(value) else { continue }
-                let key = values[plan.idIndex]
+                let key = plan.key(of: values)
                 // A cascade from an earlier row may have removed it (a table referring to itself).
                 guard try database.deleteRow(table, key) else { continue }
                 deleted.append(change(key, .deleted, nil))
@@ -415,7 +415,7 @@ extension EntityChange: InMemoryOperation {
                 if plan.hasReadBack { indices += setByDatabase(&written, inserting: false) }
                 row.set(written, at: indices, plan: plan)
                 row.version += 1
-                let key = values[plan.idIndex]
+                let key = plan.key(of: values)
                 database.setRow(table, key, row)
                 updated.append(withReadBack(change(key, .updated, row.version), row.values(for: plan)))
             }

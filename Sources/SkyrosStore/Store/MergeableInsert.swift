@@ -40,7 +40,7 @@ extension MergeableInsert {
         let rows = try encoded ?? values.map { try encoder.encode($0) }
         self.init(
             target: plan, schema: schema, rowSuffix: plan.versionColumn == nil ? "" : ", 1",
-            entity: plan.entityName, table: plan.tableName, rows: rows, ids: rows.map { $0[plan.idIndex] },
+            entity: plan.entityName, table: plan.tableName, rows: rows, ids: rows.map(plan.key(of:)),
             fixedVersion: plan.versionColumn == nil ? nil : 1)
     }
 }

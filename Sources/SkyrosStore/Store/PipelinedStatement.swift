@@ -19,7 +19,7 @@ extension EntityChange {
         let values = try self.encodedRows?.first ?? RowEncoder(plan: plan).encode(value)
         var query = PostgresWriteContext.insertStatement(plan, schema: schema, rows: [values])
         query.append(PGQuery(unsafeSQL: " RETURNING \(plan.versionExpression)\(plan.returningReadBack)"))
-        let id = values[plan.idIndex]
+        let id = plan.key(of: values)
         let statement = PipelinedStatement(query: query) { rows in
             var inserted = RowChange(
                 entity: plan.entityName, table: plan.tableName, id: id, kind: .inserted, version: try rows.first?.decode(Int64.self, at: 0))

@@ -20,7 +20,7 @@ extension PostgresStore {
         _ type: T.Type, id: T.ID, lock: RowLock?, on connection: PGConnection
     ) async throws -> Versioned<T>? {
         let plan = try EntityPlan<T>.shared
-        var query = self.selectByID(plan, id: try plan.idValue(id))
+        var query = try self.selectByID(plan, id: try plan.idValue(id))
         if let lock { query.sql += lock.description }
         return try RowDecoder(plan: plan).decode(try await connection.query(query)).first
     }

@@ -119,11 +119,11 @@ public final class PostgresStore: Store, ColumnDoorKeeping {
         var insert = PostgresWriteContext.insertStatement(plan, schema: self.schema, rows: [values])
         insert.append(
             PGQuery(
-                unsafeSQL: " ON CONFLICT (\(quoteIdentifier(plan.idColumn))) DO NOTHING RETURNING \(self.selectList(plan))"))
-        let select = self.selectByID(plan, id: values[plan.idIndex])
+                unsafeSQL: " ON CONFLICT (\(plan.quotedKeyColumns)) DO NOTHING RETURNING \(self.selectList(plan))"))
+        let select = try self.selectByID(plan, id: plan.key(of: values))
         let decoder = RowDecoder(plan: plan)
         // The announcement, sent in one pipeline after an insert that must insert.
-        let creation = RowChange(entity: plan.entityName, table: plan.tableName, id: values[plan.idIndex], kind: .inserted, version: nil)
+        let creation = RowChange(entity: plan.entityName, table: plan.tableName, id: plan.key(of: values), kind: .inserted, version: nil)
         let announcement = try? hook?.pipelinedStatement(announcing: [creation])
         // The row can vanish between the two statements (deleted concurrently): then insert again.
         for _ in 0..<3 {
@@ -156,7 +156,7 @@ public final class PostgresStore: Store, ColumnDoorKeeping {
                         return (false, try decoder.decode(try await connection.query(select)).first)
                     }
                     let change = RowChange(
-                        entity: plan.entityName, table: plan.tableName, id: values[plan.idIndex], kind: .inserted,
+                        entity: plan.entityName, table: plan.tableName, id: plan.key(of: values), kind: .inserted,
                         version: inserted.version)
                     try await hook.willCommit(batch: [ChangeSetResult(operations: [[change]])], on: connection)
                     return (true, inserted)
@@ -235,8 +235,8 @@ public final class PostgresStore: Store, ColumnDoorKeeping {
 
     /// The query reading row `id` with its version (``object(_:id:)``; a change feed's listener reads observed
     /// rows again with it).
-    package func selectByID<T>(_ plan: EntityPlan<T>, id: PGValue) -> PGQuery {
-        PGQuery(unsafeSQL: plan.selectByIDSQL(schema: self.schema), binds: [id])
+    package func selectByID<T>(_ plan: EntityPlan<T>, id: PGValue) throws -> PGQuery {
+        PGQuery(unsafeSQL: plan.selectByIDSQL(schema: self.schema), binds: try plan.keyBinds(id))
     }
 }
 
@@ -283,7 +283,6 @@ extension EntityChange: PostgresOperation {
     func run(on context: PostgresWriteContext) async throws -> [RowChange] {
         let plan = try EntityPlan<T>.shared
         let table = plan.quotedTable(schema: context.schema)
-        let idColumn = quoteIdentifier(plan.idColumn)
         let version = plan.versionExpression
         let connection = context.connection
         func change(_ key: PGValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
@@ -292,7 +291,7 @@ extension EntityChange: PostgresOperation {
         /// The current version of a row, or nil when it does not exist (after a guarded write matched nothing).
         func currentVersion(_ key: PGValue) async throws -> Int64? {
             let rows = try await connection.query(
-                PGQuery(unsafeSQL: "SELECT \(version) FROM \(table) WHERE \(idColumn) = $1", binds: [key]))
+                PGQuery(unsafeSQL: "SELECT \(version) FROM \(table) WHERE \(plan.keyCondition(first: 1))", binds: try plan.keyBinds(key)))
             return try rows.first?.decode(Int64.self, at: 0)
         }
 
@@ -374,7 +373,7 @@ extension EntityChange: PostgresOperation {
     ) async throws -> [RowChange] {
         let connection = context.connection
         let version = plan.versionExpression
-        let ids = encoded.map { $0[plan.idIndex] }
+        let ids = encoded.map(plan.key(of:))
         func changes(_ versions: [Int64]) -> [RowChange] {
             zip(ids, versions).map {
                 RowChange(entity: plan.entityName, table: plan.tableName, id: $0, kind: .inserted, version: $1)
@@ -392,8 +391,8 @@ extension EntityChange: PostgresOperation {
             if plan.versionColumn != nil { return changes(Array(repeating: 1, count: ids.count)) }
             // Every row copied by one (sub)transaction has the same xmin.
             let query = PGQuery(
-                unsafeSQL: "SELECT \(version) FROM \(plan.quotedTable(schema: context.schema)) WHERE \(quoteIdentifier(plan.idColumn)) = $1",
-                binds: [ids[0]])
+                unsafeSQL: "SELECT \(version) FROM \(plan.quotedTable(schema: context.schema)) WHERE \(plan.keyCondition(first: 1))",
+                binds: try plan.keyBinds(ids[0]))
             let xmin = try await connection.query(query).first?.decode(Int64.self, at: 0) ?? 0
             return changes(Array(repeating: xmin, count: ids.count))
         }
@@ -406,7 +405,7 @@ extension EntityChange: PostgresOperation {
         while start < encoded.count {
             let end = min(start + chunkSize, encoded.count)
             var query = PostgresWriteContext.insertStatement(plan, schema: context.schema, rows: Array(encoded[start..<end]))
-            query.append(PGQuery(unsafeSQL: " RETURNING \(quoteIdentifier(plan.idColumn)), \(version)\(plan.returningReadBack)"))
+            query.append(PGQuery(unsafeSQL: " RETURNING \(plan.keyExpression), \(version)\(plan.returningReadBack)"))
             for row in try await connection.query(query) {
                 let id = try plan.idValue(try row.decode(T.ID.self, at: 0))
                 versionByID[id] = try row.decode(Int64.self, at: 1)

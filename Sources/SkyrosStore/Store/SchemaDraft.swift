@@ -233,7 +233,7 @@ extension EntitySchema {
         guard let live else {
             for caveat in columns.flatMap(\.caveats) { draft.warn(caveat) }
             var lines = columns.map { "    " + $0.definition }
-            lines.append("    PRIMARY KEY (\(quoteIdentifier(key)))")
+            lines.append("    PRIMARY KEY (\(plan.quotedKeyColumns))")
             draft.up.append("CREATE TABLE \(table) (\n" + lines.joined(separator: ",\n") + "\n);")
             draft.down.append("DROP TABLE \(table);")
             return draft
@@ -287,7 +287,7 @@ extension EntitySchema {
             }
         }
 
-        if let existing = liveColumns[key], !existing.unique {
+        if !plan.hasCompositeKey, let existing = liveColumns[key], !existing.unique {
             let index = quoteIdentifier(truncatedIdentifier("\(T.tableName)_\(key)_key"))
             draft.warn("the key column \(key) has no unique index: the draft creates one, which fails if the column holds duplicates")
             draft.up.append("CREATE UNIQUE INDEX \(index) ON \(table) (\(quoteIdentifier(key)));")

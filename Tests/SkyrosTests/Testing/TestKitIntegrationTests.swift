@@ -33,6 +33,47 @@ import Testing
         }
     }
 
+    /// Code written against `DataStackProtocol` claims a task in a transaction with a row lock, counts with
+    /// raw SQL and finds-or-creates, through the double: each call reaches the wrapped PostgreSQL stack, is
+    /// counted, and fails when the test says so. An in-memory stack refuses the transaction and the SQL.
+    @Test func transactionsRawSQLAndFindOrCreateGoThroughTheProtocol() async throws {
+        func claim(_ stack: some DataStackProtocol) async throws -> KitTask? {
+            try await stack.transaction { tx in
+                let descriptor = FetchDescriptor<KitTask>(predicate: #Predicate { !$0.done }, fetchLimit: 1)
+                guard var task = try await tx.fetch(descriptor, lock: .forUpdate(.skipLocked)).first else { return nil }
+                task.done = true
+                try await tx.update(task)
+                return task
+            }
+        }
+        func openCount(_ stack: some DataStackProtocol, schema: String) async throws -> Int {
+            try await stack.fetch(Int.self, sql: "SELECT count(*)::int8 FROM \(qualified: [schema, "kit_tasks"]) WHERE NOT done").first ?? -1
+        }
+        try await TestServer.database.withStack(try Self.app, prefix: "kit_proto") { wrapped in
+            let schema = try #require((wrapped.store as? PostgresStore)?.schema)
+            let stack = DataStackDouble(wrapping: wrapped)
+            #expect(try await stack.findOrCreate(KitTask(id: 1, title: "one", done: false)).created)
+            #expect(try await !stack.findOrCreate(KitTask(id: 1, title: "other", done: false)).created)
+            #expect(try await openCount(stack, schema: schema) == 1)
+            #expect(try await claim(stack) == KitTask(id: 1, title: "one", done: true))
+            #expect(try await claim(stack) == nil)
+            #expect(try await openCount(stack, schema: schema) == 0)
+            #expect(try await stack.fetch(KitTask.self, sql: "SELECT * FROM \(qualified: [schema, "kit_tasks"])") == [KitTask(id: 1, title: "one", done: true)])
+            #expect(stack.calls(.transaction) == 2 && stack.calls(.sql) == 3 && stack.calls(.findOrCreate) == 2)
+
+            stack.fail(.transaction, with: DataStackError(code: .storeUnreachable, message: "simulated"))
+            stack.fail(.sql, with: DataStackError(code: .storeUnreachable, message: "simulated"))
+            await #expect(throws: DataStackError.self) { try await claim(stack) }
+            await #expect(throws: DataStackError.self) { try await openCount(stack, schema: schema) }
+        }
+        let memory = try await DataStackDouble.inMemory(try Self.app)
+        let refused = await #expect(throws: DataStackError.self) { try await claim(memory) }
+        #expect(refused?.code == .unsupportedByStore)
+        await #expect(throws: DataStackError.self) { try await openCount(memory, schema: "public") }
+        #expect(try await memory.findOrCreate(KitTask(id: 2, title: "two", done: false)).created)
+        await memory.shutdown()
+    }
+
     /// Twenty of these run at once: each stack gets a schema of its own (it sees only its own row), and the
     /// schema is gone afterwards, with its capture's slot and publication, also when the test threw.
     @Test(arguments: 0..<20)

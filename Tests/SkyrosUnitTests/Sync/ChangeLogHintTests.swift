@@ -96,9 +96,12 @@ import Testing
         let triggers = ChangeCapture.triggersTemplate
         #expect(triggers.contains("ON %1$I.%3$I"))
         #expect(triggers.contains("skyros_capture(%4$L, %5$L)"))
-        // Every `%` is a placeholder: `format()` would read any other as one and fail or mangle the text.
-        for template in [functions, triggers, ChangeCapture.flushTriggerTemplate] {
-            #expect(!template.contains(/%(?![1-5]\$[IL])/))
+        let composite = ChangeCapture.triggersTemplate(for: ChangeCapture.Table(name: "t", keyColumns: ["a", "b"], keyType: PGType.record.rawValue))
+        #expect(composite.contains("skyros_capture(%4$L, %5$L, 'row')") && !composite.contains("skyros_capture(%4$L, %5$L)"))
+        // Every `%` is a placeholder or `%%` (a `%` the composite key's `EXECUTE format(…)` reads): `format()`
+        // would read any other as one and fail or mangle the text.
+        for template in [functions, triggers, composite, ChangeCapture.flushTriggerTemplate] {
+            #expect(!template.replacingOccurrences(of: "%%", with: "").contains(/%(?![1-5]\$[IL])/))
         }
     }
 

@@ -129,6 +129,39 @@ public struct SkyrosRequest: DataStackProtocol {
         try await self.logged("read") { try await self.stack.readSnapshot(from: source, body) }
     }
 
+    /// ``DataStack/findOrCreate(_:)``.
+    ///
+    /// ```swift
+    /// let (ticket, created) = try await req.skyros.findOrCreate(Ticket(id: id, title: "New"))
+    /// ```
+    public func findOrCreate<T: Entity>(_ value: T) async throws -> (value: T, created: Bool) {
+        try await self.logged("write") { try await self.stack.findOrCreate(value) }
+    }
+
+    /// ``DataStack/transaction(isolation:maxAttempts:_:)``.
+    ///
+    /// ```swift
+    /// let open = try await req.skyros.transaction(isolation: .repeatableRead, maxAttempts: 3) { tx in
+    ///     try await tx.fetch(FetchDescriptor<Ticket>()).count
+    /// }
+    /// ```
+    @discardableResult
+    public func transaction<R>(
+        isolation: IsolationLevel, maxAttempts: Int, _ body: (DataTransaction) async throws -> R
+    ) async throws -> R {
+        try await self.logged("transaction") { try await self.stack.transaction(isolation: isolation, maxAttempts: maxAttempts, body) }
+    }
+
+    /// ``DataStack/fetch(_:sql:)-(T.Type,_)``: a statement written by hand, into entities.
+    public func fetch<T: Entity>(_ type: T.Type, sql: PGQuery) async throws -> [T] {
+        try await self.logged("read") { try await self.stack.fetch(type, sql: sql) }
+    }
+
+    /// ``DataStack/fetch(_:sql:keyStrategy:)``: a statement written by hand, into any `Decodable`.
+    public func fetch<T: Decodable>(_ type: T.Type, sql: PGQuery, keyStrategy: ColumnKeyStrategy) async throws -> [T] {
+        try await self.logged("read") { try await self.stack.fetch(type, sql: sql, keyStrategy: keyStrategy) }
+    }
+
     /// ``DataStack/errors``: the application's stack's failed commits.
     public var errors: AsyncStream<DataStackError> { self.stack.errors }
 
