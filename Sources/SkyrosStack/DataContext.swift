@@ -79,14 +79,16 @@ public final class DataContext: Sendable {
     // MARK: Reads
 
     /// The rows matching a descriptor (predicate, sort, limit, offset), with this context's unsaved changes
-    /// and the stack's queued changes applied.
+    /// and the stack's queued changes applied. Relationships the descriptor names for prefetching are fetched too
+    /// (one query each; on the main context they enter the cache): ``fetchWithRelationships(_:)`` returns them.
     ///
     /// ```swift
     /// let recent = try await context.fetch(FetchDescriptor<Book>(sortBy: [SortDescriptor(\.year, order: .reverse)], fetchLimit: 10))
     /// ```
     /// - Throws: `QueryError` for an untranslatable predicate, `PGError`, ``DataStackError``.
     public func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [T] {
-        try await self.layeredFetch(descriptor).map(\.value)
+        if !descriptor.prefetchPaths.isEmpty { return try await self.fetchWithRelationships(descriptor).rows }
+        return try await self.layeredFetch(descriptor).map(\.value)
     }
 
     /// Every row of `T` in its default order.

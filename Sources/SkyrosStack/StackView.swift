@@ -114,6 +114,7 @@ struct StackView: Sendable {
         for change in changes where change.kind == .deleted {
             self.cache.remove(RowKey(table: change.table, id: change.id))
         }
+        for change in result.cascaded { self.cache.remove(RowKey(table: change.table, id: change.id)) }
         // A set-based update changed rows in ways only the database knows (`views + 1`): the cached rows of its
         // table go, and observers (shown the rows as they were while it was queued) look again. A set committed
         // unseen (its reply lost): which rows its deletes by predicate removed is not known either.

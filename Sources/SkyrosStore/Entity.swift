@@ -32,6 +32,8 @@ public protocol Entity: Codable, Sendable, Identifiable where ID: PGCodable & Ha
     /// The columns of a primary key that has several, in the order of the ``CompositeKey`` that is the entity's
     /// `ID`. By default the key is one column, the one for `\.id`.
     static var primaryKey: PrimaryKey<Self> { get }
+    /// The relationships (see ``Relationship``); reference columns not listed are to-one with ``DeleteRule/noAction``.
+    static var relationships: [Relationship<Self>] { get }
 }
 
 extension Entity {

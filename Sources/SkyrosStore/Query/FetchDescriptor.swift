@@ -24,6 +24,8 @@ public struct FetchDescriptor<T: Entity>: Sendable {
     public var fetchOffset: Int?
     /// Only the rows after this cursor's key in the descriptor's order (a keyset page; set by `fetchPage`).
     package var pageAfter: PageCursor?
+    /// The relationships to load with the rows, to any depth (see ``PrefetchPath``).
+    public var prefetchPaths: [PrefetchPath<T>] = []
 
     /// Creates a fetch descriptor.
     /// - Parameters:

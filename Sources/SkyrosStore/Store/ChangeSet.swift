@@ -238,6 +238,10 @@ public struct ChangeSetResult: Sendable, Hashable {
     /// See ``committedUnseen``: the rows a delete by predicate removed are not known either.
     package private(set) var isUnseen = false
 
+    /// Rows the foreign keys' delete rules changed: deleted by a cascade, or set to `NULL` (reported by the
+    /// in-memory store; PostgreSQL's change capture announces them).
+    public var cascaded: [RowChange] = []
+
     /// Every written row, in order.
     public var changes: [RowChange] { self.operations.count == 1 ? self.operations[0] : self.operations.flatMap { $0 } }
 }

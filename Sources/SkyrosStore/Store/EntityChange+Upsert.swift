@@ -95,6 +95,7 @@ extension EntityChange {
         }
         var values = try RowEncoder(plan: plan).encode(value)
         try database.door.check(plan, &values)
+        try database.checkReferences(plan, values)
         let probe = indices.map { values[$0] }
         guard !probe.contains(where: \.isNull),
             let stored = database.tables[plan.tableName]?.rows.values.filter({ row in

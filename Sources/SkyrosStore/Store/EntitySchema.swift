@@ -13,6 +13,8 @@ public struct SchemaIssue: Sendable, Hashable, CustomStringConvertible {
     public var postgresType: String?
     /// The explanation.
     public var message: String
+    /// The relationship's foreign key (both sides), when the issue is about one (see ``Relationship``).
+    public var foreignKey: ForeignKey? = nil
 
     /// The entity, the column when there is one, and the explanation.
     public var description: String {
@@ -194,6 +196,7 @@ public enum EntitySchema {
                     message: "the column is NOT NULL without a default and no property maps to it, so every insert would fail"))
             }
         }
+        issues += try await ForeignKeyCheck.issues(T.self, on: connection, schema: schema)
         return (issues, live.mapValues(\.definition))
     }
 
@@ -383,6 +386,7 @@ package enum ColumnTypeRule {
     /// raw value's type; an array of those → an array column; anything else Codable → `jsonb`.
     package static func naturalType(_ type: Any.Type) -> (typeName: String, elementType: String?, nullable: Bool) {
         let (wrapped, optional) = unwrapOptional(type)
+        if let (reference, _) = referenceType(wrapped) { return (self.naturalType(reference.idType).typeName, nil, optional) }
         if let scalar = self.scalarTypes(wrapped)?.first { return (scalar, nil, optional) }
         if let raw = rawValueType(wrapped), let scalar = self.scalarTypes(raw)?.first { return (scalar, nil, optional) }
         if let element = arrayElementType(wrapped) {
@@ -395,6 +399,7 @@ package enum ColumnTypeRule {
     }
 
     package static func accepts(_ type: Any.Type, _ column: LiveColumn) -> Bool {
+        if let (reference, _) = referenceType(type) { return self.accepts(reference.idType, column) }
         if let scalars = self.scalarTypes(type) {
             // Not a String on an enum column: a String is bound as `text`, which PostgreSQL does not assign to an
             // enum column (every write would fail); a String raw-value enum type is bound untyped and fits.

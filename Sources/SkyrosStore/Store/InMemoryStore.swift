@@ -84,8 +84,10 @@ public final class InMemoryStore: Store, ColumnDoorKeeping {
         var values = try RowEncoder(plan: plan).encode(value)
         try self.columnDoor.check(plan, &values)
         let key = plan.key(of: values)
-        let (row, created) = self.database.withLock { database -> (InMemoryRow, Bool) in
+        let (row, created) = try self.database.withLock { database -> (InMemoryRow, Bool) in
             if let existing = database.tables[plan.tableName]?.rows[key] { return (existing, false) }
+            try database.register(T.self)
+            try database.checkReferences(plan, values)
             return (database.insert(values, columns: plan.columnNames, key: key, table: plan.tableName), true)
         }
         return (Versioned(value: try RowDecoder(plan: plan).decode(values: row.values(for: plan)), version: row.version), created)
@@ -188,6 +190,8 @@ struct InMemoryDatabase: Sendable {
     let door: ColumnDoor
     var generation = 0
     var nextSequence = 0
+    /// The foreign keys of the entity types written so far, and the rows their delete rules changed.
+    var relations = InMemoryRelations()
     private var journal: [Undo]?
 
     init(door: ColumnDoor) { self.door = door }
@@ -198,6 +202,7 @@ struct InMemoryDatabase: Sendable {
             throw StoreError.storeDestroyed(generation: self.generation)
         }
         self.journal = []
+        self.relations.cascaded = []
         defer { self.journal = nil }
         do {
             var results: [[RowChange]] = []
@@ -205,7 +210,9 @@ struct InMemoryDatabase: Sendable {
             for operation in changes.operations {
                 results.append(try operation.change.run(in: &self))
             }
-            return ChangeSetResult(operations: results)
+            var result = ChangeSetResult(operations: results)
+            result.cascaded = self.relations.cascaded
+            return result
         } catch {
             for undo in (self.journal ?? []).reversed() {
                 self.tables[undo.table, default: InMemoryTable()].rows[undo.key] = undo.previous
@@ -240,6 +247,7 @@ protocol InMemoryOperation: Sendable {
 extension EntityChange: InMemoryOperation {
     func run(in database: inout InMemoryDatabase) throws -> [RowChange] {
         let plan = try EntityPlan<T>.shared
+        try database.register(T.self)
         let table = plan.tableName
         func change(_ key: PGValue, _ kind: RowChange.Kind, _ version: Int64?) -> RowChange {
             RowChange(entity: plan.entityName, table: table, id: key, kind: kind, version: version)
@@ -270,6 +278,7 @@ extension EntityChange: InMemoryOperation {
             try database.door.check(plan, &values)
             if plan.hasReadBack { setByDatabase(&values, inserting: true) }
             let key = plan.key(of: values)
+            try database.checkReferences(plan, values)
             if database.row(table, key) != nil {
                 throw PGError(
                     kind: .uniqueViolation, sqlState: .uniqueViolation, severity: "ERROR",
@@ -312,6 +321,7 @@ extension EntityChange: InMemoryOperation {
             }
             var written = try RowEncoder(plan: plan).encode(value)
             try database.door.check(plan, &written)
+            try database.checkReferences(plan, written, at: indices)
             var writtenIndices = indices
             if plan.hasReadBack { writtenIndices += setByDatabase(&written, inserting: false) }
             row.set(written, at: writtenIndices, plan: plan)
@@ -341,12 +351,13 @@ extension EntityChange: InMemoryOperation {
                 if case .skip = self.resolution { return [] }
                 throw StoreError.versionConflict(entity: plan.entityName, id: plan.describe(id: key), expected: expected, actual: row.version)
             }
-            database.setRow(table, key, nil)
+            try database.deleteRow(table, key)
             return [change(key, .deleted, nil)]
 
         case .upsert(let value):
             var values = try RowEncoder(plan: plan).encode(value)
             try database.door.check(plan, &values)
+            try database.checkReferences(plan, values)
             let key = plan.key(of: values)
             guard var row = database.row(table, key) else {
                 if plan.hasReadBack { setByDatabase(&values, inserting: true) }
@@ -372,7 +383,8 @@ extension EntityChange: InMemoryOperation {
                 let value = try decoder.decode(values: values)
                 guard try matches(value) else { continue }
                 let key = plan.key(of: values)
-                database.setRow(table, key, nil)
+                // A cascade from an earlier row may have removed it (a table referring to itself).
+                guard try database.deleteRow(table, key) else { continue }
                 deleted.append(change(key, .deleted, nil))
             }
             return deleted
@@ -399,6 +411,7 @@ extension EntityChange: InMemoryOperation {
                     throw PGError.outOfRange("\(error)")
                 }
                 var indices = columns.map(\.index)
+                try database.checkReferences(plan, written, at: indices)
                 if plan.hasReadBack { indices += setByDatabase(&written, inserting: false) }
                 row.set(written, at: indices, plan: plan)
                 row.version += 1

@@ -1,0 +1,185 @@
+import Foundation
+import SkyrosPostgres
+
+/// The rows of a fetch and the related rows it prefetched, answered from memory with no further round trip.
+///
+/// ```swift
+/// let books = try await context.fetchWithRelationships(
+///     FetchDescriptor<Book>(relationshipKeyPathsForPrefetching: [\.author]))     // 2 queries
+/// for book in books {
+///     let author = try books.related(\.author, of: book)                          // no query
+///     print(book.title, author?.name ?? "?")
+/// }
+/// ```
+///
+/// A to-one answers `nil` when no row has the referenced id (a nullable reference that is `nil`, or a row
+/// deleted since). Asking for a relationship the fetch did not prefetch throws
+/// ``RelationshipError`` (`.notPrefetched`): nothing is loaded behind the app's back.
+public struct PrefetchedResults<T: Entity>: Sendable, RandomAccessCollection {
+    /// The fetched rows, in the descriptor's order.
+    public let rows: [T]
+    let related: RelatedRows
+
+    /// The index of the first row (0).
+    public var startIndex: Int { self.rows.startIndex }
+    /// The index after the last row (the number of rows).
+    public var endIndex: Int { self.rows.endIndex }
+    /// The row at `position`, in the descriptor's order.
+    public subscript(position: Int) -> T { self.rows[position] }
+
+    /// The row `row`'s reference at `keyPath` refers to, or `nil` when there is none.
+    ///
+    /// ```swift
+    /// let author = try books.related(\.author, of: book)
+    /// ```
+    /// - Parameters:
+    ///   - keyPath: a prefetched reference property (of the fetched entity or, for a nested path, of a related one).
+    ///   - row: a fetched or prefetched row.
+    /// - Throws: ``RelationshipError`` when the relationship was not prefetched.
+    public func related<Source: Entity, Target: Entity>(_ keyPath: KeyPath<Source, Reference<Target>>, of row: Source) throws -> Target? {
+        try self.related.checkPrefetched(keyPath)
+        return self.related.row(Target.self, id: row[keyPath: keyPath].id)
+    }
+
+    /// The row `row`'s optional reference at `keyPath` refers to, or `nil` when it is `nil` or refers to no row.
+    /// - Parameters:
+    ///   - keyPath: a prefetched optional reference property.
+    ///   - row: a fetched or prefetched row.
+    /// - Throws: ``RelationshipError`` when the relationship was not prefetched.
+    public func related<Source: Entity, Target: Entity>(_ keyPath: KeyPath<Source, Reference<Target>?>, of row: Source) throws -> Target? {
+        try self.related.checkPrefetched(keyPath)
+        guard let id = row[keyPath: keyPath]?.id else { return nil }
+        return self.related.row(Target.self, id: id)
+    }
+
+    /// The rows of the to-many at `keyPath` of `row`, in `Target`'s default order (then by primary key).
+    ///
+    /// ```swift
+    /// let books = try authors.related(\.books, of: author)
+    /// ```
+    /// - Parameters:
+    ///   - keyPath: a prefetched ``ToMany`` property.
+    ///   - row: a fetched or prefetched row.
+    /// - Throws: ``RelationshipError`` when the relationship was not prefetched.
+    public func related<Source: Entity, Target: Entity>(_ keyPath: KeyPath<Source, ToMany<Target>>, of row: Source) throws -> [Target] {
+        try self.related.checkPrefetched(keyPath)
+        return self.related.children(keyPath, of: AnyHashable(row.id)).compactMap { $0 as? Target }
+    }
+}
+
+/// What fetches the related rows: a store, or a context (which also caches them).
+package protocol RelatedRowSource: Sendable {
+    /// The rows matching `descriptor`.
+    func fetchRelated<R: Entity>(_ descriptor: FetchDescriptor<R>) async throws -> [R]
+}
+
+/// The related rows a fetch prefetched: by entity type and id, and a to-many's rows by owner.
+final class RelatedRows: Sendable {
+    private struct State: @unchecked Sendable {
+        // @unchecked Sendable: the key paths are immutable values; the rows are Sendable entities.
+        var byType: [ObjectIdentifier: [AnyHashable: any Entity]] = [:]
+        var children: [AnyKeyPath: [AnyHashable: [any Entity]]] = [:]
+        var prefetched: Set<AnyKeyPath> = []
+    }
+
+    private let state = Locked(State())
+
+    func markPrefetched(_ keyPath: AnyKeyPath) {
+        self.state.withLock { _ = $0.prefetched.insert(keyPath) }
+    }
+
+    func add<R: Entity>(_ rows: [R]) {
+        self.state.withLock { state in
+            for row in rows { state.byType[ObjectIdentifier(R.self), default: [:]][AnyHashable(row.id)] = row }
+        }
+    }
+
+    func setChildren(_ grouped: [AnyHashable: [any Entity]], for keyPath: AnyKeyPath) {
+        self.state.withLock { $0.children[keyPath] = grouped }
+    }
+
+    func checkPrefetched<Source>(_ keyPath: PartialKeyPath<Source>) throws {
+        guard self.state.withLock({ $0.prefetched.contains(keyPath) }) else {
+            throw RelationshipError(
+                code: .notPrefetched, entity: String(describing: Source.self), keyPath: "\(keyPath)",
+                message: "the fetch did not prefetch this relationship: add it to relationshipKeyPathsForPrefetching")
+        }
+    }
+
+    func row<R: Entity>(_ type: R.Type, id: R.ID) -> R? {
+        self.state.withLock { $0.byType[ObjectIdentifier(R.self)]?[AnyHashable(id)] } as? R
+    }
+
+    func children(_ keyPath: AnyKeyPath, of owner: AnyHashable) -> [any Entity] {
+        self.state.withLock { $0.children[keyPath]?[owner] ?? [] }
+    }
+}
+
+/// Runs a descriptor's prefetching: the rows, then one fetch per relationship, level by level.
+package enum PrefetchLoader {
+    /// The rows of `descriptor` and every relationship it names, through `source`.
+    /// - Throws: ``RelationshipError``, and what `source` throws.
+    package static func results<T: Entity>(_ descriptor: FetchDescriptor<T>, source: any RelatedRowSource) async throws -> PrefetchedResults<T> {
+        let paths = descriptor.prefetchPaths
+        // Check every named relationship before the first query.
+        try self.check(paths)
+        var plain = descriptor
+        plain.prefetchPaths = []
+        let rows = try await source.fetchRelated(plain)
+        let related = RelatedRows()
+        try await self.load(paths, owners: rows, source: source, into: related)
+        return PrefetchedResults(rows: rows, related: related)
+    }
+
+    /// Loads `paths` from `owners`: one fetch per path (none when no owner refers to anything).
+    static func load<Root: Entity>(_ paths: [PrefetchPath<Root>], owners: [Root], source: any RelatedRowSource, into rows: RelatedRows) async throws {
+        for path in paths {
+            let relationship = try RelationshipCatalog.relationship(path.keyPath, of: Root.self)
+            try await relationship.prefetch(owners, path.nested, source, rows)
+        }
+    }
+
+    /// `nested` as paths from `Target`.
+    static func paths<Target: Entity>(_ nested: [any Sendable], of type: Target.Type) throws -> [PrefetchPath<Target>] {
+        try nested.map { path in
+            guard let typed = path as? PrefetchPath<Target> else {
+                throw RelationshipError(
+                    code: .notARelationship, entity: String(describing: Target.self), keyPath: "\(path)",
+                    message: "a nested prefetch path does not start at \(Target.self)")
+            }
+            return typed
+        }
+    }
+
+    /// Throws when a path names no relationship (checked before any query runs).
+    static func check<Root: Entity>(_ paths: [PrefetchPath<Root>]) throws {
+        for path in paths { _ = try RelationshipCatalog.relationship(path.keyPath, of: Root.self) }
+    }
+}
+
+/// A store as the source of related rows.
+struct StoreRowSource: RelatedRowSource {
+    let store: any Store
+
+    func fetchRelated<R: Entity>(_ descriptor: FetchDescriptor<R>) async throws -> [R] {
+        try await self.store.fetch(descriptor).map(\.value)
+    }
+}
+
+extension Store {
+    /// The rows matching `descriptor`, with the relationships it names prefetched: one query for the rows,
+    /// then one per relationship (`WHERE key = ANY($1)`, every id bound as one array), at every level.
+    ///
+    /// ```swift
+    /// let books = try await store.fetchWithRelationships(
+    ///     FetchDescriptor<Book>(relationshipKeyPathsForPrefetching: [\.author]))    // 2 queries
+    /// let author = try books.related(\.author, of: books[0])
+    /// ```
+    /// - Parameter descriptor: the rows, and in ``FetchDescriptor/prefetchPaths`` the relationships.
+    /// - Returns: the rows and their related rows.
+    /// - Throws: ``RelationshipError`` when a key path names no relationship (before any query), ``QueryError``,
+    ///   `PGError`.
+    public func fetchWithRelationships<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> PrefetchedResults<T> {
+        try await PrefetchLoader.results(descriptor, source: StoreRowSource(store: self))
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import Logging
+import Skyros
+import SkyrosPostgres
+import SkyrosTestEntities
+import SkyrosTestSupport
+import SkyrosTesting
+import Testing
+
+/// `DataContext.fetchWithRelationships`: context fetches (pending changes applied), and the prefetched rows
+/// enter the main context's cache.
+@Suite("Prefetching through a context")
+struct ContextPrefetchTests {
+    static let entities: [any Entity.Type] = [RelPublisher.self, RelAuthor.self, RelBook.self, RelReview.self]
+
+    func withStack(_ kind: StackKind, _ body: (DataStack, RecordingLogHandler) async throws -> Void) async throws {
+        let (logger, handler) = RecordingLogHandler.logger(label: "skyros.relationships")
+        switch kind {
+        case .inMemory:
+            try await withTestStack(DataStackConfiguration(store: .inMemory, entities: Self.entities), on: .inMemory) { try await body($0, handler) }
+        case .postgres:
+            let sql = "-- migrate:up\n" + RelationshipSchema.createTables { $0 }
+            try await StackTestServer.withMigrations(["1_rel.sql": sql]) { directory in
+                let configuration = DataStackConfiguration(store: .inMemory, migrations: .directory(directory), entities: Self.entities)
+                try await TestServer.database.withStack(configuration, prefix: "rel ctx", logger: logger) { try await body($0, handler) }
+            }
+        }
+    }
+
+    /// The statements that read the relationship tables, run since `start`.
+    func reads(_ handler: RecordingLogHandler, since start: Int) -> [String] {
+        handler.entries.dropFirst(start).compactMap { $0.metadata[PGLogKey.sql].map { "\($0)" } }
+            .filter { $0.hasPrefix("SELECT") && $0.contains("\"rel_") }
+    }
+
+    @Test("Two queries for 100 books and their authors; the authors then come from the main context's cache", arguments: StackKind.allCases)
+    func mainContextCaches(kind: StackKind) async throws {
+        try await self.withStack(kind) { stack, handler in
+            let sample = RelationshipSchema.sample()
+            try await stack.write(durability: .committed) { context in
+                try context.bulkInsert(sample.publishers)
+                try context.bulkInsert(sample.authors)
+                try context.bulkInsert(sample.books)
+            }
+            let start = handler.entries.count
+            let books = try await stack.mainContext.fetchWithRelationships(
+                FetchDescriptor<RelBook>(relationshipKeyPathsForPrefetching: [\.author]))
+            #expect(books.rows == sample.books)
+            for book in books { #expect(try books.related(\.author, of: book)?.id == book.author.id) }
+            if kind == .postgres { #expect(self.reads(handler, since: start).count == 2, "\(self.reads(handler, since: start))") }
+            for author in sample.authors {
+                #expect(try await stack.mainContext.object(RelAuthor.self, id: author.id) == author)
+            }
+            if kind == .postgres { #expect(self.reads(handler, since: start).count == 2, "the authors were not cached") }
+        }
+    }
+
+    @Test("A plain fetch naming relationships prefetches them into the main context's cache", arguments: StackKind.allCases)
+    func plainFetchWarmsTheCache(kind: StackKind) async throws {
+        try await self.withStack(kind) { stack, handler in
+            let sample = RelationshipSchema.sample()
+            try await stack.write(durability: .committed) { context in
+                try context.bulkInsert(sample.publishers)
+                try context.bulkInsert(sample.authors)
+                try context.bulkInsert(sample.books)
+            }
+            let start = handler.entries.count
+            let books = try await stack.mainContext.fetch(
+                FetchDescriptor<RelBook>(fetchLimit: 100, relationshipKeyPathsForPrefetching: [\.author]))
+            #expect(books == sample.books)
+            for book in books {
+                #expect(try await stack.mainContext.object(RelAuthor.self, id: book.author.id)?.id == book.author.id)
+            }
+            if kind == .postgres { #expect(self.reads(handler, since: start).count == 2, "\(self.reads(handler, since: start))") }
+        }
+    }
+
+    @Test("A context's unsaved changes are seen by the prefetch", arguments: StackKind.allCases)
+    func unsavedChanges(kind: StackKind) async throws {
+        try await self.withStack(kind) { stack, _ in
+            let sample = RelationshipSchema.sample(authors: 4, books: 8)
+            try await stack.write(durability: .committed) { context in
+                try context.bulkInsert(sample.publishers)
+                try context.bulkInsert(sample.authors)
+                try context.bulkInsert(sample.books)
+            }
+            let context = stack.newBackgroundContext()
+            var renamed = sample.authors[0]
+            renamed.name = "renamed"
+            try await context.update(renamed)
+            _ = try context.insert(RelBook(id: 500, title: "new", author: renamed.id))
+            let authors = try await context.fetchWithRelationships(
+                FetchDescriptor<RelAuthor>(predicate: #Predicate { $0.id == 1 }, relationshipKeyPathsForPrefetching: [\.books]))
+            #expect(authors.rows == [renamed])
+            let books = try authors.related(\.books, of: renamed)
+            #expect(books.map(\.id) == sample.books.filter { $0.author.id == 1 }.map(\.id) + [500])
+        }
+    }
+
+    @Test("An author deleted by SQL with ON DELETE CASCADE: its books leave the stack's fetches and cache")
+    func cascadeFromSQL() async throws {
+        try await self.withStack(.postgres) { stack, _ in
+            let sample = RelationshipSchema.sample()
+            try await stack.write(durability: .committed) { context in
+                try context.bulkInsert(sample.publishers)
+                try context.bulkInsert(sample.authors)
+                try context.bulkInsert(sample.books)
+            }
+            // Cache the author's books (10, 20, …, 100) in the main context.
+            let authors = try await stack.mainContext.fetchWithRelationships(
+                FetchDescriptor<RelAuthor>(predicate: #Predicate { $0.id == 1 }, relationshipKeyPathsForPrefetching: [\.books]))
+            let books = try authors.related(\.books, of: authors[0])
+            #expect(books.map(\.id) == Array(stride(from: 10, through: 100, by: 10)))
+            #expect(try await stack.mainContext.object(RelBook.self, id: 10) != nil)
+
+            try await StackTestServer.execute(stack, "DELETE FROM rel_authors WHERE id = 1")
+
+            let gone = try await eventually {
+                let book = try await stack.mainContext.object(RelBook.self, id: 10)
+                let author = try await stack.mainContext.object(RelAuthor.self, id: 1)
+                return book == nil && author == nil
+            }
+            #expect(gone)
+            let remaining = try await stack.mainContext.fetch(FetchDescriptor<RelBook>())
+            #expect(remaining.count == 90 && !remaining.contains { $0.author.id == 1 })
+            let again = try await stack.mainContext.fetchWithRelationships(
+                FetchDescriptor<RelAuthor>(relationshipKeyPathsForPrefetching: [\.books]))
+            #expect(again.map(\.id) == Array(2...10))
+            #expect(try again.flatMap { try again.related(\.books, of: $0) }.count == 90)
+        }
+    }
+
+    @Test("An in-memory stack's cache drops the rows a cascade deleted")
+    func inMemoryCascadeEvictsCache() async throws {
+        try await self.withStack(.inMemory) { stack, _ in
+            let sample = RelationshipSchema.sample()
+            try await stack.write(durability: .committed) { context in
+                try context.bulkInsert(sample.publishers)
+                try context.bulkInsert(sample.authors)
+                try context.bulkInsert(sample.books)
+            }
+            #expect(try await stack.mainContext.object(RelBook.self, id: 10) != nil)
+            #expect(try await stack.mainContext.object(RelAuthor.self, id: 3)?.publisher == nil)
+            #expect(try await stack.mainContext.object(RelAuthor.self, id: 1)?.publisher?.id == 2)
+            try await stack.write(durability: .committed) { context in
+                try await context.delete(RelAuthor.self, id: 1)
+                try await context.delete(RelPublisher.self, id: 3)
+            }
+            #expect(try await stack.mainContext.object(RelBook.self, id: 10) == nil)
+            #expect(try await stack.mainContext.fetch(FetchDescriptor<RelBook>()).count == 90)
+            // Author 2's publisher was 3: set to NULL by the rule, and read again.
+            #expect(try await stack.mainContext.object(RelAuthor.self, id: 2)?.publisher == nil)
+        }
+    }
+}
