@@ -1,5 +1,5 @@
 // skyros-demo: the context stack at work, with no setup: a write, a read, a background context, a durable
-// write and an observed change.
+// write, an observed change, and books fetched with their authors (prefetched: one query per relationship).
 //
 //   swift run skyros-demo                      # in memory
 //   DATABASE_URL=postgresql://… swift run skyros-demo   # PostgreSQL: applies migrations/ first, leaves its rows
@@ -20,27 +20,33 @@ struct Author: Entity, ColumnKeyStrategyProviding {
         EntityColumn(\.id, "id"), EntityColumn(\.name, "name"), EntityColumn(\.email, "email"),
     ]
     static let defaultSort = [SortDescriptor(\Author.name)]
+
+    /// The author's books: the inverse of `Book.author` (prefetched, never held).
+    var books: ToMany<Book> { ToMany() }
+    static let relationships: [Relationship<Author>] = [.toMany(\.books, inverse: \Book.author)]
 }
 
 struct Book: Entity, ColumnKeyStrategyProviding {
     var id: UUID
     var title: String
-    var authorID: UUID
+    var author: Reference<Author>           // author_id uuid NOT NULL REFERENCES authors (id) ON DELETE CASCADE
     var year: Int32?
     var tags: [String]
 
     enum CodingKeys: String, CodingKey {
         case id, title, year, tags
-        case authorID = "author_id"
+        case author = "author_id"
     }
 
     static let tableName = "books"
     static let columnKeyStrategy = ColumnKeyStrategy.useCodingKeys
     static let columns: [EntityColumn<Book>] = [
-        EntityColumn(\.id, "id"), EntityColumn(\.title, "title"), EntityColumn(\.authorID, "author_id"),
+        EntityColumn(\.id, "id"), EntityColumn(\.title, "title"), EntityColumn(\.author, "author_id"),
         EntityColumn(\.year, "year"), EntityColumn(\.tags, "tags"),
     ]
     static let defaultSort = [SortDescriptor(\Book.title)]
+    // Checked at start against the foreign key (and applied by the in-memory store on delete).
+    static let relationships: [Relationship<Book>] = [.toOne(\.author, deleteRule: .cascade)]
 }
 
 func run() async throws {
@@ -58,24 +64,24 @@ func run() async throws {
     print("Stack started (store reachable, migrations applied, entities validated)")
 
     // 1. A write: visible to every reader in the process as soon as it returns; the commit is queued.
-    let adaID = UUID()
-    let ada = Author(id: adaID, name: "Ada Lovelace", email: nil)
+    let ada = Author(id: UUID(), name: "Ada Lovelace", email: nil)
+    let adasBooks = Reference(to: ada)
     try await stack.write { context in
         try context.insert(ada)
-        try context.insert(Book(id: UUID(), title: "Notes on the Analytical Engine", authorID: ada.id, year: 1843, tags: ["computing"]))
+        try context.insert(Book(id: UUID(), title: "Notes on the Analytical Engine", author: Reference(to: ada), year: 1843, tags: ["computing"]))
     }
     print("write: inserted author \(ada.name) and one book")
 
     // 2. A read on the main context (by id: served from memory).
     let books = try await stack.read { context in
-        try await context.fetch(FetchDescriptor<Book>(predicate: #Predicate { $0.authorID == adaID }))
+        try await context.fetch(FetchDescriptor<Book>(predicate: #Predicate { $0.author == adasBooks }))
     }
     let cached = try await stack.read { try await $0.object(Author.self, id: ada.id) }
     print("read: \(books.count) book(s) by \(cached?.name ?? "?"): \(books.map(\.title))")
 
     // 3. A background context: its own scratch pad, saved into the stack.
     let background = stack.newBackgroundContext()
-    if var book = try await background.first(FetchDescriptor<Book>(predicate: #Predicate { $0.authorID == adaID })) {
+    if var book = try await background.first(FetchDescriptor<Book>(predicate: #Predicate { $0.author == adasBooks })) {
         book.tags.append("classic")
         try await background.update(book)  // only "tags" is written
     }
@@ -87,7 +93,7 @@ func run() async throws {
     let grace = Author(id: UUID(), name: "Grace Hopper", email: "grace-\(ada.id.uuidString.prefix(8))@example.com")
     try await stack.write(durability: .committed) { context in
         try context.insert(grace)
-        try context.insert(Book(id: UUID(), title: "A Manual of Operation for the ASCC", authorID: grace.id, year: 1946, tags: []))
+        try context.insert(Book(id: UUID(), title: "A Manual of Operation for the ASCC", author: Reference(to: grace), year: 1946, tags: []))
     }
     print("durable write: \(grace.name) committed")
 
@@ -104,6 +110,13 @@ func run() async throws {
 
     let authors = try await stack.read { try await $0.fetch(Author.self) }
     print("authors now: \(authors.map(\.name))")
+
+    // 6. Relationships: the books with their authors, and the authors with their books, in two queries each
+    //    (one for the rows, one per relationship), whatever the number of rows; answered from memory.
+    let shelf = try await stack.read { try await $0.fetchWithRelationships(FetchDescriptor<Book>(relationshipKeyPathsForPrefetching: [\.author])) }
+    for book in shelf { print("prefetch: \(book.title) by \(try shelf.related(\.author, of: book)?.name ?? "?")") }
+    let writers = try await stack.read { try await $0.fetchWithRelationships(FetchDescriptor<Author>(relationshipKeyPathsForPrefetching: [\.books])) }
+    for author in writers { print("prefetch: \(author.name): \(try writers.related(\.books, of: author).count) book(s)") }
     let statistics = stack.cacheStatistics
     print("cache: \(statistics.rows) rows, \(statistics.hits) hits, \(statistics.misses) misses")
     await stack.shutdown()

@@ -25,8 +25,45 @@ struct TicketRoutes: Sendable {
             return ErrorResponses<TicketsContext>.json(
                 status: status == "ready" ? .ok : .serviceUnavailable, ["status": status])
         }
-        router.get("/tickets") { _, _ -> [Ticket] in
-            try await self.lifecycle.stack().read { try await $0.fetch(Ticket.open) }
+        router.get("/tickets") { request, _ -> Response in
+            let stack = try self.lifecycle.stack()
+            // `?include=comments`: each ticket with its comments and their authors, in three queries.
+            guard request.uri.queryParameters.get("include") == "comments" else {
+                return try Self.json(try await stack.read { try await $0.fetch(Ticket.open) })
+            }
+            let threads = try await stack.read { context in
+                let results = try await context.fetchWithRelationships(Ticket.withComments(Ticket.open))
+                return try results.map { try TicketThread($0, in: results) }
+            }
+            return try Self.json(threads)
+        }
+        // A comment by `author` (a person, created on first use): 201 once committed; 404 for no such ticket.
+        router.post("/tickets/:id/comments") { request, context -> EditedResponse<TicketThread.Entry> in
+            let stack = try self.lifecycle.stack()
+            let id = try context.parameters.require("id", as: UUID.self)
+            let body = try await Self.decode(NewComment.self, request, context)
+            guard !body.author.isEmpty, !body.body.isEmpty else { throw HTTPError(.badRequest, message: "author and body are required") }
+            let comment = try await stack.write(durability: .committed, logger: context.logger) { context -> Comment in
+                guard try await context.object(Ticket.self, id: id) != nil else { throw HTTPError(.notFound, message: "no such ticket") }
+                let (author, _) = try await context.findOrCreate(Person(name: body.author))
+                return try context.insert(
+                    Comment(id: UUID(), ticket: Reference(id), author: Reference(to: author), body: body.body, createdAt: .now))
+            }
+            let stored = try await stack.read { try await $0.object(Comment.self, id: comment.id) } ?? comment
+            return EditedResponse(
+                status: .created, headers: [.location: "/tickets/\(id)/comments"],
+                response: TicketThread.Entry(id: stored.id, author: body.author, body: stored.body, createdAt: stored.createdAt))
+        }
+        // The ticket with its comments and their authors (three queries); 404 for no such ticket.
+        router.get("/tickets/:id/comments") { _, context -> TicketThread in
+            let stack = try self.lifecycle.stack()
+            let id = try context.parameters.require("id", as: UUID.self)
+            return try await stack.read { context in
+                let results = try await context.fetchWithRelationships(
+                    Ticket.withComments(FetchDescriptor(predicate: #Predicate { $0.id == id })))
+                guard let ticket = results.first else { throw HTTPError(.notFound, message: "no such ticket") }
+                return try TicketThread(ticket, in: results)
+            }
         }
         router.post("/tickets") { request, context -> EditedResponse<TicketRecord> in
             let stack = try self.lifecycle.stack()
@@ -180,6 +217,15 @@ struct TicketRoutes: Sendable {
 
     /// The request body decoded as `type`; ``InvalidBody`` (400, a fixed reason) when it is not valid JSON for
     /// it, 413 over the context's upload limit.
+    /// `value` as a JSON response (what a route returning `value` answers).
+    static func json<T: Encodable>(_ value: T) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
+    }
+
     static func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: TicketsContext) async throws -> T {
         do {
             return try await request.decode(as: type, context: context)

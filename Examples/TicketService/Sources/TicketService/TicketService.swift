@@ -38,7 +38,7 @@ struct TicketService {
         // stack still checks the entities against the live schema, so a missing migration fails the start.
         var configuration = DataStackConfiguration(
             store: .postgres(postgres, schema: settings.schema),
-            migrations: settings.migrateAtStart ? .directory(path: settings.migrations) : nil, entities: [Ticket.self])
+            migrations: settings.migrateAtStart ? .directory(path: settings.migrations) : nil, entities: [Ticket.self, Person.self, Comment.self])
         configuration.waitForDatabase = settings.databaseWait
         // A write waits at most this long (503 past it, while the queue keeps retrying what it accepted): while
         // PostgreSQL is down a request answers in time instead of waiting out the queue's retry budget.

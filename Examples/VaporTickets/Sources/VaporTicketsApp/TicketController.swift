@@ -18,11 +18,49 @@ struct TicketController: RouteCollection {
         tickets.put(":id", use: self.replace)
         tickets.delete(":id", use: self.remove)
         tickets.post(":id", "close", use: self.close)
+        tickets.get(":id", "comments", use: self.thread)
+        tickets.post(":id", "comments", use: self.comment)
     }
 
-    /// `GET /tickets`: the open tickets, most urgent first, through the main context's cache.
-    @Sendable func list(req: Request) async throws -> [Ticket] {
-        try await req.skyros.read { try await $0.fetch(Ticket.open) }
+    /// `GET /tickets`: the open tickets, most urgent first, through the main context's cache. With
+    /// `?include=comments`, each with its comments and their authors (three queries for all of them).
+    @Sendable func list(req: Request) async throws -> Response {
+        guard req.query[String.self, at: "include"] == "comments" else {
+            return try await req.skyros.read { try await $0.fetch(Ticket.open) }.encodeResponse(for: req)
+        }
+        let threads = try await req.skyros.read { context in
+            let results = try await context.fetchWithRelationships(Ticket.withComments(Ticket.open))
+            return try results.map { try TicketThread($0, in: results) }
+        }
+        return try await threads.encodeResponse(for: req)
+    }
+
+    /// `GET /tickets/:id/comments`: the ticket with its comments and their authors (three queries); `404` when
+    /// absent.
+    @Sendable func thread(req: Request) async throws -> TicketThread {
+        let id = try Self.id(req)
+        return try await req.skyros.read { context in
+            let results = try await context.fetchWithRelationships(Ticket.withComments(FetchDescriptor(predicate: #Predicate { $0.id == id })))
+            guard let ticket = results.first else { throw Abort(.notFound, reason: "no such ticket") }
+            return try TicketThread(ticket, in: results)
+        }
+    }
+
+    /// `POST /tickets/:id/comments` with `{"author", "body"}`: `201` once committed, the author created on first
+    /// use (`findOrCreate`, in the same transaction); `404` for no such ticket.
+    @Sendable func comment(req: Request) async throws -> Response {
+        let id = try Self.id(req)
+        let body = try req.content.decode(NewComment.self)
+        guard !body.author.isEmpty, !body.body.isEmpty else { throw Abort(.badRequest, reason: "author and body are required") }
+        let comment = try await req.skyros.write(durability: .committed) { context -> Comment in
+            guard try await context.object(Ticket.self, id: id) != nil else { throw Abort(.notFound, reason: "no such ticket") }
+            let (author, _) = try await context.findOrCreate(Person(name: body.author))
+            return try context.insert(
+                Comment(id: UUID(), ticket: Reference(id), author: Reference(to: author), body: body.body, createdAt: .now))
+        }
+        let stored = try await req.skyros.read { try await $0.object(Comment.self, id: comment.id) } ?? comment
+        let entry = TicketThread.Entry(id: stored.id, author: body.author, body: stored.body, createdAt: stored.createdAt)
+        return try await entry.encodeResponse(status: .created, for: req)
     }
 
     /// `POST /tickets`: `201` once PostgreSQL committed the ticket (a duplicate title: `409`, nothing stored).

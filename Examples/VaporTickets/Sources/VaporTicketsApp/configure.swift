@@ -35,7 +35,7 @@ public struct TicketsSettings: Sendable {
 public func configure(_ app: Application, _ settings: TicketsSettings) throws {
     var configuration = DataStackConfiguration(
         store: .postgres(try PGConfiguration(url: settings.databaseURL), schema: settings.schema),
-        migrations: .directory(path: settings.migrations), entities: [Ticket.self])
+        migrations: .directory(path: settings.migrations), entities: [Ticket.self, Person.self, Comment.self])
     // Within the 30 s grace period Kubernetes and docker give after SIGTERM.
     configuration.commitQueue.shutdownTimeout = settings.drainDeadline
     // A write waits at most this long (503 past it, while the queue keeps retrying what it accepted): while

@@ -212,6 +212,59 @@ struct TicketsTests {
         }
     }
 
+    /// Comments by people created on first use; the ticket with its comments and their authors (prefetched);
+    /// a comment another writer inserts; `?include=comments`; the ticket's delete cascading to its comments.
+    @Test func aTicketsCommentsComeWithTheirAuthors() async throws {
+        try await withTickets { app, schema in
+            var created: TicketRecord?
+            try await app.testing().test(.POST, "tickets", headers: Self.jsonHeaders, body: ByteBuffer(string: #"{"title": "threaded"}"#)) { res in
+                #expect(res.status == .created)
+                created = try res.content.decode(TicketRecord.self)
+            }
+            let ticket = try #require(created)
+            for who in ["ada", "grace", "ada"] {
+                try await app.testing().test(
+                    .POST, "tickets/\(ticket.id)/comments", headers: Self.jsonHeaders,
+                    body: ByteBuffer(string: #"{"author": "\#(who)", "body": "from \#(who)"}"#)
+                ) { res in
+                    #expect(res.status == .created)
+                    let entry = try res.content.decode(TicketThread.Entry.self)
+                    #expect(entry.author == who)
+                }
+            }
+            try await app.testing().test(
+                .POST, "tickets/\(UUID())/comments", headers: Self.jsonHeaders, body: ByteBuffer(string: #"{"author": "ada", "body": "x"}"#)
+            ) { res in #expect(res.status == .notFound) }
+            let people = try await Self.query("SELECT count(*)::int8 FROM \(qualified: [schema, "people"])")[0].decode(Int64.self, at: 0)
+            #expect(people == 2)
+            func thread() async throws -> [String] {
+                var lines: [String] = []
+                try await app.testing().test(.GET, "tickets/\(ticket.id)/comments") { res in
+                    #expect(res.status == .ok)
+                    let thread = try res.content.decode(TicketThread.self)
+                    #expect(thread.ticket.id == ticket.id)
+                    lines = thread.comments.map { "\($0.author): \($0.body)" }
+                }
+                return lines
+            }
+            #expect(try await thread() == ["ada: from ada", "grace: from grace", "ada: from ada"])
+            // Another writer's comment reaches the stack's cache and the thread.
+            try await Self.execute("INSERT INTO \(qualified: [schema, "people"]) VALUES ('sql')")
+            try await Self.execute(
+                "INSERT INTO \(qualified: [schema, "comments"]) (id, ticket_id, author_name, body) VALUES (\(UUID()), \(ticket.id), 'sql', 'from sql')")
+            try await Self.eventually("the other writer's comment in the thread") { try await thread().count == 4 }
+            #expect(try await thread().last == "sql: from sql")
+            try await app.testing().test(.GET, "tickets?include=comments") { res in
+                let threads = try res.content.decode([TicketThread].self)
+                #expect(threads.first { $0.ticket.id == ticket.id }?.comments.count == 4)
+            }
+            try await app.testing().test(.DELETE, "tickets/\(ticket.id)") { res in #expect(res.status == .noContent) }
+            let left = try await Self.query("SELECT count(*)::int8 FROM \(qualified: [schema, "comments"])")[0].decode(Int64.self, at: 0)
+            #expect(left == 0)
+            try await app.testing().test(.GET, "tickets/\(ticket.id)/comments") { res in #expect(res.status == .notFound) }
+        }
+    }
+
     @Test func aQueuedCreateIs202AndItsOutcomeIsReadable() async throws {
         try await withTickets { app, schema in
             // Accepted: its Location reports pending until it commits, then its version.
