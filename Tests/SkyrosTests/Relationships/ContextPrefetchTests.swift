@@ -152,4 +152,41 @@ struct ContextPrefetchTests {
             #expect(try await stack.mainContext.object(RelAuthor.self, id: 2)?.publisher == nil)
         }
     }
+
+    @Test("Observers of the referring table see an in-memory cascade and SET NULL")
+    func inMemoryCascadeWakesObservers() async throws {
+        try await self.withStack(.inMemory) { stack, _ in
+            let sample = RelationshipSchema.sample()
+            try await stack.write(durability: .committed) { context in
+                try context.bulkInsert(sample.publishers)
+                try context.bulkInsert(sample.authors)
+                try context.bulkInsert(sample.books)
+            }
+            let books = Locked<[Int64]>([])
+            let unpublished = Locked<[Int64]>([])
+            let observers = [
+                Task {
+                    for try await result in stack.observe(FetchDescriptor<RelBook>(predicate: #Predicate { $0.id <= 20 })) {
+                        books.withLock { $0 = result.values.map(\.id) }
+                    }
+                },
+                Task {
+                    for try await result in stack.observe(FetchDescriptor<RelAuthor>(predicate: #Predicate { $0.publisher == nil })) {
+                        unpublished.withLock { $0 = result.values.map(\.id) }
+                    }
+                },
+            ]
+            #expect(await eventually { books.withLock { $0 } == Array(1...20) && unpublished.withLock { $0 } == [3, 6, 9] })
+            try await stack.write(durability: .committed) { context in
+                try await context.delete(RelAuthor.self, id: 1)        // books 10 and 20
+                try await context.delete(RelPublisher.self, id: 3)     // authors 2, 5 and 8
+            }
+            #expect(await eventually { books.withLock { $0 } == Array(1...9) + Array(11...19) })
+            #expect(await eventually { unpublished.withLock { $0 } == [2, 3, 5, 6, 8, 9] }, "\(unpublished.withLock { $0 })")
+            for observer in observers {
+                observer.cancel()
+                _ = await observer.result
+            }
+        }
+    }
 }
