@@ -97,7 +97,7 @@ struct ContextPrefetchTests {
         }
     }
 
-    @Test("An author deleted by SQL with ON DELETE CASCADE: its books leave the stack's fetches and cache")
+    @Test("An author deleted by SQL with ON DELETE CASCADE: its books leave the stack's fetches, cache and observers")
     func cascadeFromSQL() async throws {
         try await self.withStack(.postgres) { stack, _ in
             let sample = RelationshipSchema.sample()
@@ -112,8 +112,19 @@ struct ContextPrefetchTests {
             let books = try authors.related(\.books, of: authors[0])
             #expect(books.map(\.id) == Array(stride(from: 10, through: 100, by: 10)))
             #expect(try await stack.mainContext.object(RelBook.self, id: 10) != nil)
+            let observed = Locked<[Int64]>([])
+            let observer = Task {
+                for try await result in stack.observe(FetchDescriptor<RelBook>(predicate: #Predicate { $0.id <= 20 })) {
+                    observed.withLock { $0 = result.values.map(\.id) }
+                }
+            }
+            #expect(await eventually { observed.withLock { $0 } == Array(1...20) })
 
             try await StackTestServer.execute(stack, "DELETE FROM rel_authors WHERE id = 1")
+
+            #expect(await eventually { observed.withLock { $0 } == Array(1...9) + Array(11...19) }, "\(observed.withLock { $0 })")
+            observer.cancel()
+            _ = await observer.result
 
             let gone = try await eventually {
                 let book = try await stack.mainContext.object(RelBook.self, id: 10)
