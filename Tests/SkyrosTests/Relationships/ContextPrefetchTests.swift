@@ -75,6 +75,36 @@ struct ContextPrefetchTests {
         }
     }
 
+    @Test("A snapshot reader prefetches inside its snapshot", arguments: StackKind.allCases)
+    func snapshot(kind: StackKind) async throws {
+        try await self.withStack(kind) { stack, handler in
+            let sample = RelationshipSchema.sample()
+            try await stack.write(durability: .committed) { context in
+                try context.bulkInsert(sample.publishers)
+                try context.bulkInsert(sample.authors)
+                try context.bulkInsert(sample.books)
+            }
+            let start = handler.entries.count
+            let pairs = try await stack.readSnapshot { reader in
+                var descriptor = FetchDescriptor<RelBook>(predicate: #Predicate { $0.id <= 30 })
+                descriptor.prefetchPaths = [PrefetchPath(\.author, then: [PrefetchPath(\.publisher)])]
+                let books = try await reader.fetchWithRelationships(descriptor)
+                return try books.map { book in
+                    let author = try books.related(\.author, of: book)
+                    return (book.id, author?.id, try author.flatMap { try books.related(\.publisher, of: $0)?.id })
+                }
+            }
+            let authors = Dictionary(uniqueKeysWithValues: sample.authors.map { ($0.id, $0) })
+            #expect(pairs.map(\.0) == Array(1...30))
+            for (id, author, publisher) in pairs {
+                let book = sample.books[Int(id) - 1]
+                #expect(author == book.author.id)
+                #expect(publisher == authors[book.author.id]?.publisher?.id)
+            }
+            if kind == .postgres { #expect(self.reads(handler, since: start).count == 3, "\(self.reads(handler, since: start))") }
+        }
+    }
+
     @Test("A context's unsaved changes are seen by the prefetch", arguments: StackKind.allCases)
     func unsavedChanges(kind: StackKind) async throws {
         try await self.withStack(kind) { stack, _ in
