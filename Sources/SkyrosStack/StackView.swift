@@ -114,7 +114,10 @@ struct StackView: Sendable {
         for change in changes where change.kind == .deleted {
             self.cache.remove(RowKey(table: change.table, id: change.id))
         }
+        // Rows a foreign key's delete rule changed (the in-memory store reports them): evicted, and the observers
+        // of their tables look again.
         for change in result.cascaded { self.cache.remove(RowKey(table: change.table, id: change.id)) }
+        for table in Set(result.cascaded.map(\.table)) { reread.append(.setWrite(PendingSetWrite(table: table, updates: true, emit: { _ in }))) }
         // A set-based update changed rows in ways only the database knows (`views + 1`): the cached rows of its
         // table go, and observers (shown the rows as they were while it was queued) look again. A set committed
         // unseen (its reply lost): which rows its deletes by predicate removed is not known either.

@@ -75,6 +75,36 @@ struct ContextPrefetchTests {
         }
     }
 
+    @Test("A snapshot reader prefetches inside its snapshot", arguments: StackKind.allCases)
+    func snapshot(kind: StackKind) async throws {
+        try await self.withStack(kind) { stack, handler in
+            let sample = RelationshipSchema.sample()
+            try await stack.write(durability: .committed) { context in
+                try context.bulkInsert(sample.publishers)
+                try context.bulkInsert(sample.authors)
+                try context.bulkInsert(sample.books)
+            }
+            let start = handler.entries.count
+            let pairs = try await stack.readSnapshot { reader in
+                var descriptor = FetchDescriptor<RelBook>(predicate: #Predicate { $0.id <= 30 })
+                descriptor.prefetchPaths = [PrefetchPath(\.author, then: [PrefetchPath(\.publisher)])]
+                let books = try await reader.fetchWithRelationships(descriptor)
+                return try books.map { book in
+                    let author = try books.related(\.author, of: book)
+                    return (book.id, author?.id, try author.flatMap { try books.related(\.publisher, of: $0)?.id })
+                }
+            }
+            let authors = Dictionary(uniqueKeysWithValues: sample.authors.map { ($0.id, $0) })
+            #expect(pairs.map(\.0) == Array(1...30))
+            for (id, author, publisher) in pairs {
+                let book = sample.books[Int(id) - 1]
+                #expect(author == book.author.id)
+                #expect(publisher == authors[book.author.id]?.publisher?.id)
+            }
+            if kind == .postgres { #expect(self.reads(handler, since: start).count == 3, "\(self.reads(handler, since: start))") }
+        }
+    }
+
     @Test("A context's unsaved changes are seen by the prefetch", arguments: StackKind.allCases)
     func unsavedChanges(kind: StackKind) async throws {
         try await self.withStack(kind) { stack, _ in
@@ -97,7 +127,7 @@ struct ContextPrefetchTests {
         }
     }
 
-    @Test("An author deleted by SQL with ON DELETE CASCADE: its books leave the stack's fetches and cache")
+    @Test("An author deleted by SQL with ON DELETE CASCADE: its books leave the stack's fetches, cache and observers")
     func cascadeFromSQL() async throws {
         try await self.withStack(.postgres) { stack, _ in
             let sample = RelationshipSchema.sample()
@@ -112,8 +142,19 @@ struct ContextPrefetchTests {
             let books = try authors.related(\.books, of: authors[0])
             #expect(books.map(\.id) == Array(stride(from: 10, through: 100, by: 10)))
             #expect(try await stack.mainContext.object(RelBook.self, id: 10) != nil)
+            let observed = Locked<[Int64]>([])
+            let observer = Task {
+                for try await result in stack.observe(FetchDescriptor<RelBook>(predicate: #Predicate { $0.id <= 20 })) {
+                    observed.withLock { $0 = result.values.map(\.id) }
+                }
+            }
+            #expect(await eventually { observed.withLock { $0 } == Array(1...20) })
 
             try await StackTestServer.execute(stack, "DELETE FROM rel_authors WHERE id = 1")
+
+            #expect(await eventually { observed.withLock { $0 } == Array(1...9) + Array(11...19) }, "\(observed.withLock { $0 })")
+            observer.cancel()
+            _ = await observer.result
 
             let gone = try await eventually {
                 let book = try await stack.mainContext.object(RelBook.self, id: 10)
@@ -150,6 +191,43 @@ struct ContextPrefetchTests {
             #expect(try await stack.mainContext.fetch(FetchDescriptor<RelBook>()).count == 90)
             // Author 2's publisher was 3: set to NULL by the rule, and read again.
             #expect(try await stack.mainContext.object(RelAuthor.self, id: 2)?.publisher == nil)
+        }
+    }
+
+    @Test("Observers of the referring table see an in-memory cascade and SET NULL")
+    func inMemoryCascadeWakesObservers() async throws {
+        try await self.withStack(.inMemory) { stack, _ in
+            let sample = RelationshipSchema.sample()
+            try await stack.write(durability: .committed) { context in
+                try context.bulkInsert(sample.publishers)
+                try context.bulkInsert(sample.authors)
+                try context.bulkInsert(sample.books)
+            }
+            let books = Locked<[Int64]>([])
+            let unpublished = Locked<[Int64]>([])
+            let observers = [
+                Task {
+                    for try await result in stack.observe(FetchDescriptor<RelBook>(predicate: #Predicate { $0.id <= 20 })) {
+                        books.withLock { $0 = result.values.map(\.id) }
+                    }
+                },
+                Task {
+                    for try await result in stack.observe(FetchDescriptor<RelAuthor>(predicate: #Predicate { $0.publisher == nil })) {
+                        unpublished.withLock { $0 = result.values.map(\.id) }
+                    }
+                },
+            ]
+            #expect(await eventually { books.withLock { $0 } == Array(1...20) && unpublished.withLock { $0 } == [3, 6, 9] })
+            try await stack.write(durability: .committed) { context in
+                try await context.delete(RelAuthor.self, id: 1)        // books 10 and 20
+                try await context.delete(RelPublisher.self, id: 3)     // authors 2, 5 and 8
+            }
+            #expect(await eventually { books.withLock { $0 } == Array(1...9) + Array(11...19) })
+            #expect(await eventually { unpublished.withLock { $0 } == [2, 3, 5, 6, 8, 9] }, "\(unpublished.withLock { $0 })")
+            for observer in observers {
+                observer.cancel()
+                _ = await observer.result
+            }
         }
     }
 }
