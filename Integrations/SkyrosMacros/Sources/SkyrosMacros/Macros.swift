@@ -38,13 +38,8 @@
 ///
 /// A member the struct declares itself (`tableName`, `columns`, `CodingKeys`) is left as written.
 ///
-/// - Parameter table: The table's name (unqualified); by default the type's name in snake case.
-@attached(member, names: named(tableName), named(columns), named(CodingKeys), named(primaryKey))
-@attached(extension, conformances: Entity)
-public macro Entity(table: String? = nil) = #externalMacro(module: "SkyrosMacrosPlugin", type: "EntityMacro")
-
-/// Declares a struct an ``Skyros/Entity`` whose primary key has several columns (see ``Skyros/CompositeKey``):
-/// as ``Entity(table:)``, and ``Skyros/Entity/primaryKey`` from the properties named, in the key's order.
+/// For a primary key of several columns (see ``Skyros/CompositeKey``), `primaryKey` names its stored properties in
+/// the key's order, and ``Skyros/Entity/primaryKey`` is derived from them:
 ///
 /// ```swift
 /// @Entity(table: "enrollments", primaryKey: "courseID", "studentID")
@@ -59,14 +54,15 @@ public macro Entity(table: String? = nil) = #externalMacro(module: "SkyrosMacros
 ///
 /// - Parameters:
 ///   - table: The table's name (unqualified); by default the type's name in snake case.
-///   - primaryKey: The stored properties of the key, as string literals, in the order of the `CompositeKey`.
+///   - primaryKey: For a key of several columns, its stored properties as string literals, in the order of the
+///     `CompositeKey`; none (default) for a key of one column, the property `id`.
 @attached(member, names: named(tableName), named(columns), named(CodingKeys), named(primaryKey))
 @attached(extension, conformances: Entity)
 public macro Entity(table: String? = nil, primaryKey: String...) =
     #externalMacro(module: "SkyrosMacrosPlugin", type: "EntityMacro")
 
 /// Names a stored property's column, or declares that the database sets it (see ``Skyros/DatabaseGenerated``),
-/// in an ``Entity(table:)`` struct. The name must be a string literal.
+/// in an ``Entity(table:primaryKey:)`` struct. The name must be a string literal.
 ///
 /// ```swift
 /// @Entity(table: "tickets")
@@ -84,7 +80,7 @@ public macro Entity(table: String? = nil, primaryKey: String...) =
 public macro Column(_ name: String? = nil, generated: DatabaseGenerated? = nil) =
     #externalMacro(module: "SkyrosMacrosPlugin", type: "ColumnMacro")
 
-/// Leaves a stored property out of an ``Entity(table:)`` struct's columns and its `CodingKeys`: it is not
+/// Leaves a stored property out of an ``Entity(table:primaryKey:)`` struct's columns and its `CodingKeys`: it is not
 /// stored, and a fetched value has the property's initial value, which it must therefore have. (SwiftData's
 /// attribute of the same name means the same.)
 ///
