@@ -20,8 +20,7 @@ public struct EntityMacro: MemberMacro, ExtensionMacro {
             context.diagnose(Diagnostic(node: node, message: EntityDiagnostic.notAStruct(kind: declaration.kindDescription)))
             return []
         }
-        guard let layout = EntityLayout(node: node, structDecl: structDecl, context: context) else { return [] }
-        return layout.members()
+        return EntityLayout(node: node, structDecl: structDecl, context: context).members()
     }
 
     public static func expansion(
@@ -61,13 +60,16 @@ struct EntityLayout {
     let transient: [EntityProperty]
     let primaryKey: [String]
     let declared: Set<String>
+    /// Two properties on one column (diagnosed): `CodingKeys` would repeat a raw value, another error.
+    let hasDuplicateColumns: Bool
 
-    /// Reads the struct; `nil` when an error leaves nothing sensible to generate (the errors are diagnosed).
-    init?(node: AttributeSyntax, structDecl: StructDeclSyntax, context: some MacroExpansionContext) {
+    /// Reads the struct and diagnoses what is wrong in it. The members are derived even then (a default table,
+    /// the valid part of a key), so that the compiler reports the macro's error rather than a missing `Entity`
+    /// requirement besides.
+    init(node: AttributeSyntax, structDecl: StructDeclSyntax, context: some MacroExpansionContext) {
         self.typeName = structDecl.name.text
         self.access = structDecl.modifiers.lazy.map(\.name.text).first { ["public", "package"].contains($0) }
             .map { "\($0) " } ?? ""
-        var failed = false
 
         // @Entity(table: "…", primaryKey: "a", "b")
         var table: String?
@@ -81,7 +83,6 @@ struct EntityLayout {
                         table = literal
                     } else if !argument.expression.is(NilLiteralExprSyntax.self) {
                         context.diagnose(Diagnostic(node: argument.expression, message: EntityDiagnostic.tableNotALiteral))
-                        failed = true
                     }
                 } else if inPrimaryKey {
                     primaryKeyExpressions.append(argument.expression)
@@ -115,12 +116,12 @@ struct EntityLayout {
                         message: EntityDiagnostic.duplicateColumn(column: name, property: property.name, first: first.name),
                         notes: [Note(node: first.node, message: EntityNote(message: "'\(first.name)' is mapped to \"\(name)\" here"))]
                     ))
-                failed = true
             }
             byColumn[name] = property
             columns.append((property, name, arguments?.generated))
         }
         self.columns = columns
+        self.hasDuplicateColumns = Set(columns.map(\.name)).count < columns.count
         self.transient = transient
 
         var primaryKey: [String] = []
@@ -128,7 +129,6 @@ struct EntityLayout {
         for expression in primaryKeyExpressions {
             guard let name = expression.stringLiteralValue else {
                 context.diagnose(Diagnostic(node: expression, message: EntityDiagnostic.primaryKeyNotALiteral))
-                failed = true
                 continue
             }
             if stored.contains(where: { $0.name == name }) {
@@ -147,20 +147,17 @@ struct EntityLayout {
                 Diagnostic(
                     node: expression, message: EntityDiagnostic.unknownPrimaryKeyProperty(name: name, suggestion: suggestion),
                     fixIts: fixIts))
-            failed = true
         }
         self.primaryKey = primaryKey
 
         if !properties.contains(where: { $0.name == "id" }) {
             context.diagnose(Diagnostic(node: structDecl.name, message: EntityDiagnostic.noIDProperty(type: self.typeName)))
-            failed = true
         }
-        if failed { return nil }
     }
 
     /// Whether the synthesized `Codable` keys would not be the column names.
     var needsCodingKeys: Bool {
-        !self.transient.isEmpty || self.columns.contains { $0.name != $0.property.name }
+        !self.hasDuplicateColumns && (!self.transient.isEmpty || self.columns.contains { $0.name != $0.property.name })
     }
 
     func members() -> [DeclSyntax] {

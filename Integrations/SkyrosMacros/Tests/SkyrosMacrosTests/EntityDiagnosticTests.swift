@@ -84,6 +84,14 @@ final class EntityDiagnosticTests: XCTestCase {
                     var id: UUID
                     var createdAt: Date
                     var created: Date
+
+                    static let tableName = "author"
+
+                    static let columns: [EntityColumn<Author>] = [
+                        EntityColumn(\\.id, "id"),
+                        EntityColumn(\\.createdAt, "created_at"),
+                        EntityColumn(\\.created, "created_at"),
+                    ]
                 }
 
                 extension Author: Entity {
@@ -114,6 +122,20 @@ final class EntityDiagnosticTests: XCTestCase {
                     var courseID: Int64
                     var studentID: UUID
                     var id: CompositeKey<Int64, UUID> { CompositeKey(courseID, studentID) }
+
+                    static let tableName = "enrollment"
+
+                    static let columns: [EntityColumn<Enrollment>] = [
+                        EntityColumn(\\.courseID, "course_id"),
+                        EntityColumn(\\.studentID, "student_id"),
+                    ]
+
+                    enum CodingKeys: String, CodingKey {
+                        case courseID = "course_id"
+                        case studentID = "student_id"
+                    }
+
+                    static let primaryKey = PrimaryKey<Enrollment>(\\.studentID)
                 }
 
                 extension Enrollment: Entity {
@@ -147,6 +169,12 @@ final class EntityDiagnosticTests: XCTestCase {
             expandedSource: """
                 struct Author {
                     var id: UUID
+
+                    static let tableName = "author"
+
+                    static let columns: [EntityColumn<Author>] = [
+                        EntityColumn(\\.id, "id"),
+                    ]
                 }
 
                 extension Author: Entity {
@@ -216,6 +244,12 @@ final class EntityDiagnosticTests: XCTestCase {
             expandedSource: """
                 struct Author {
                     var name: String
+
+                    static let tableName = "author"
+
+                    static let columns: [EntityColumn<Author>] = [
+                        EntityColumn(\\.name, "name"),
+                    ]
                 }
 
                 extension Author: Entity {
