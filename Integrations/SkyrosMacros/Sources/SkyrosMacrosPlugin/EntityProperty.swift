@@ -123,14 +123,9 @@ struct ColumnArguments {
 }
 
 extension ExprSyntax {
-    /// The value of a string literal with no interpolation (`"created_at"`), else `nil`.
+    /// The value of a string literal with no interpolation (`"created_at"`, `#"a\b"#`, escapes resolved), else
+    /// `nil`.
     var stringLiteralValue: String? {
-        guard let literal = self.as(StringLiteralExprSyntax.self) else { return nil }
-        var value = ""
-        for segment in literal.segments {
-            guard let text = segment.as(StringSegmentSyntax.self) else { return nil }
-            value += text.content.text
-        }
-        return value
+        self.as(StringLiteralExprSyntax.self)?.representedLiteralValue
     }
 }

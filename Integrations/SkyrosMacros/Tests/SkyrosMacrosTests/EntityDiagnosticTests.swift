@@ -5,12 +5,6 @@ import SwiftSyntaxMacrosGenericTestSupport
 import SwiftSyntaxMacrosTestSupport
 import XCTest
 
-private let macros: [String: MacroSpec] = [
-    "Entity": MacroSpec(type: EntityMacro.self, conformances: ["Entity"]),
-    "Column": MacroSpec(type: ColumnMacro.self),
-    "Transient": MacroSpec(type: TransientMacro.self),
-]
-
 /// What the macros refuse at compile time, and where they point.
 final class EntityDiagnosticTests: XCTestCase {
     func testOnAClass() {

@@ -6,7 +6,7 @@ import SwiftSyntaxMacrosTestSupport
 import XCTest
 
 /// The macros as the compiler sees them: `@Entity` adds the `Entity` conformance the compiler asks for.
-private let macros: [String: MacroSpec] = [
+let macros: [String: MacroSpec] = [
     "Entity": MacroSpec(type: EntityMacro.self, conformances: ["Entity"]),
     "Column": MacroSpec(type: ColumnMacro.self),
     "Transient": MacroSpec(type: TransientMacro.self),
@@ -155,5 +155,50 @@ final class EntityExpansionTests: XCTestCase {
                 "Entity": MacroSpec(type: EntityMacro.self, conformances: []),
                 "Column": MacroSpec(type: ColumnMacro.self),
             ])
+    }
+}
+
+extension EntityExpansionTests {
+    /// Column and table names with quotes, backslashes and keywords are written back as Swift literals of the same
+    /// value (swift-syntax writes a raw literal where the value has quotes or backslashes).
+    func testHostileNamesKeepTheirValue() {
+        assertMacroExpansion(
+            #"""
+            @Entity(table: "order")
+            struct Row {
+                var id: Int
+                @Column("say \"hi\"") var quote: String
+                @Column(#"back\slash"#) var path: String
+                @Column("$1") var n: Int
+            }
+            """#,
+            expandedSource: #"""
+                struct Row {
+                    var id: Int
+                    var quote: String
+                    var path: String
+                    var n: Int
+
+                    static let tableName = "order"
+
+                    static let columns: [EntityColumn<Row>] = [
+                        EntityColumn(\.id, "id"),
+                        EntityColumn(\.quote, #"say "hi""#),
+                        EntityColumn(\.path, #"back\slash"#),
+                        EntityColumn(\.n, "$1"),
+                    ]
+
+                    enum CodingKeys: String, CodingKey {
+                        case id
+                        case quote = #"say "hi""#
+                        case path = #"back\slash"#
+                        case n = "$1"
+                    }
+                }
+
+                extension Row: Entity {
+                }
+                """#,
+            macroSpecs: macros)
     }
 }

@@ -58,3 +58,12 @@ struct CourseEnrollment {
 
     var id: CompositeKey<Int64, UUID> { CompositeKey(self.courseID, self.studentID) }
 }
+
+/// Names that need quoting in SQL and escaping in Swift.
+@Entity(table: "order")
+struct HostileNames {
+    var id: Int
+    @Column("say \"hi\"") var quote: String
+    @Column(#"back\slash"#) var path: String
+    @Column("$1") var n: Int
+}

@@ -95,6 +95,21 @@ private let schema = try! SchemaMigration(
         }
     }
 
+    /// Names that need quoting, derived by the macro, go through the store as any other.
+    @Test func hostileNamesAreWrittenAndRead() async throws {
+        let table = try SchemaMigration(
+            version: 1, description: "hostile names",
+            up: #"CREATE TABLE "order" (id integer PRIMARY KEY, "say ""hi""" text NOT NULL, "back\slash" text NOT NULL, "$1" integer NOT NULL);"#)
+        let configuration = DataStackConfiguration(
+            store: .inMemory, migrations: .migrations([table]), entities: [HostileNames.self])
+        try await self.database().withStack(configuration, prefix: "macros") { stack in
+            let row = HostileNames(id: 1, quote: "q", path: "p", n: 2)
+            try await stack.write(durability: .committed) { try $0.insert(row) }
+            let read = try await stack.read { try await $0.fetch(FetchDescriptor<HostileNames>(predicate: #Predicate { $0.n == 2 })) }
+            #expect(read.map(\.quote) == ["q"] && read.map(\.path) == ["p"])
+        }
+    }
+
     /// A mismatch the macro cannot see (a column the table lacks) is still refused at start, naming it.
     @Test func aSchemaMismatchIsRefusedAtStart() async throws {
         let withoutEmail = try SchemaMigration(
@@ -131,6 +146,11 @@ private let schema = try! SchemaMigration(
                 == [.identity, nil, nil, nil, .onInsert, .onInsertAndUpdate, .computed])
         #expect(CourseEnrollment.tableName == "course_enrollment")
         #expect(CourseEnrollment.primaryKey.keyPaths == [\CourseEnrollment.courseID, \CourseEnrollment.studentID])
+    }
+
+    @Test func hostileNamesKeepTheirValue() {
+        #expect(HostileNames.tableName == "order")
+        #expect(HostileNames.columns.map(\.name) == ["id", "say \"hi\"", "back\\slash", "$1"])
     }
 
     @Test func codableUsesTheColumnNamesAndLeavesTransientPropertiesOut() throws {
