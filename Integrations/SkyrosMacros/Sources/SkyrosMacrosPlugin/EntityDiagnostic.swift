@@ -1,0 +1,83 @@
+import SwiftDiagnostics
+
+/// What the macros report at compile time. Each message names the property or the column concerned and says
+/// what to write instead.
+enum EntityDiagnostic: DiagnosticMessage {
+    case notAStruct(kind: String)
+    case noIDProperty(type: String)
+    case tableNotALiteral
+    case primaryKeyNotALiteral
+    case unknownPrimaryKeyProperty(name: String, suggestion: String?)
+    case columnNameNotALiteral(property: String)
+    case emptyColumnName(property: String)
+    case duplicateColumn(column: String, property: String, first: String)
+    case columnOnComputed(property: String)
+    case columnOnStatic(property: String)
+    case columnAndTransient(property: String)
+    case transientWithoutValue(property: String)
+    case transientOnComputed(property: String)
+    case identityOnLet(property: String)
+
+    var message: String {
+        switch self {
+        case .notAStruct(let kind):
+            "@Entity applies to a struct; this is \(kind) (an entity is a value: a row)"
+        case .noIDProperty(let type):
+            "@Entity struct '\(type)' has no 'id' property: add the primary key's stored property 'id' (or, for a key of several columns, a computed 'id' and @Entity(primaryKey: …))"
+        case .tableNotALiteral:
+            "the table name of @Entity must be a string literal, such as @Entity(table: \"books\")"
+        case .primaryKeyNotALiteral:
+            "the primary key's properties must be string literals naming stored properties, such as @Entity(primaryKey: \"courseID\", \"studentID\")"
+        case .unknownPrimaryKeyProperty(let name, let suggestion):
+            "the primary key names '\(name)', which is not a stored property of this entity"
+                + (suggestion.map { "; did you mean '\($0)'?" } ?? "")
+        case .columnNameNotALiteral(let property):
+            "the column name of '\(property)' must be a string literal, such as @Column(\"\(snakeCased(property))\")"
+        case .emptyColumnName(let property):
+            "the column name of '\(property)' is empty"
+        case .duplicateColumn(let column, let property, let first):
+            "'\(property)' and '\(first)' are both mapped to column \"\(column)\": name one of them with @Column(\"…\")"
+        case .columnOnComputed(let property):
+            "@Column applies to a stored property; '\(property)' is computed, so it has no column"
+        case .columnOnStatic(let property):
+            "@Column applies to a stored instance property; '\(property)' is static"
+        case .columnAndTransient(let property):
+            "'\(property)' is both @Column and @Transient: a transient property has no column"
+        case .transientWithoutValue(let property):
+            "@Transient property '\(property)' needs an initial value: a fetched row does not hold it, so decoding must leave it at its default"
+        case .identityOnLet(let property):
+            "an identity column is given its id at insert: declare '\(property)' with 'var'"
+        case .transientOnComputed(let property):
+            "@Transient applies to a stored property; '\(property)' is not stored, so it is not a column anyway"
+        }
+    }
+
+    var diagnosticID: MessageID {
+        let id: String = switch self {
+        case .notAStruct: "notAStruct"
+        case .noIDProperty: "noIDProperty"
+        case .tableNotALiteral: "tableNotALiteral"
+        case .primaryKeyNotALiteral: "primaryKeyNotALiteral"
+        case .unknownPrimaryKeyProperty: "unknownPrimaryKeyProperty"
+        case .columnNameNotALiteral: "columnNameNotALiteral"
+        case .emptyColumnName: "emptyColumnName"
+        case .duplicateColumn: "duplicateColumn"
+        case .columnOnComputed: "columnOnComputed"
+        case .columnOnStatic: "columnOnStatic"
+        case .columnAndTransient: "columnAndTransient"
+        case .transientWithoutValue: "transientWithoutValue"
+        case .transientOnComputed: "transientOnComputed"
+        case .identityOnLet: "identityOnLet"
+        }
+        return MessageID(domain: "SkyrosMacros", id: id)
+    }
+
+    var severity: DiagnosticSeverity { .error }
+}
+
+/// A note or a fix-it's label.
+struct EntityNote: NoteMessage, FixItMessage {
+    let message: String
+    var noteID: MessageID { MessageID(domain: "SkyrosMacros", id: self.message) }
+    var fixItID: MessageID { self.noteID }
+}
