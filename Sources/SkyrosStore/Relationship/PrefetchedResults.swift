@@ -63,7 +63,7 @@ public struct PrefetchedResults<T: Entity>: Sendable, RandomAccessCollection {
     /// - Throws: ``RelationshipError`` when the relationship was not prefetched.
     public func related<Source: Entity, Target: Entity>(_ keyPath: KeyPath<Source, ToMany<Target>>, of row: Source) throws -> [Target] {
         try self.related.checkPrefetched(keyPath)
-        return self.related.children(keyPath, of: AnyHashable(row.id)).compactMap { $0 as? Target }
+        return self.related.children(keyPath, of: row.id, ownerType: Source.self, rowType: Target.self)
     }
 }
 
@@ -74,11 +74,26 @@ package protocol RelatedRowSource: Sendable {
 }
 
 /// The related rows a fetch prefetched: by entity type and id, and a to-many's rows by owner.
+///
+/// Each type's rows and each to-many's groups are kept in typed dictionaries (`[Target.ID: Target]`), found by
+/// the type's identifier: a lookup is one hash of the id, with no `AnyHashable` box and no cast of the row.
 final class RelatedRows: Sendable {
+    /// One entity type's rows by id.
+    private final class Rows<R: Entity>: @unchecked Sendable {
+        // @unchecked Sendable: mutated only under the owner's lock, while loading.
+        var byID: [R.ID: R] = [:]
+    }
+
+    /// One to-many's rows by their owner's id.
+    private final class Groups<Owner: Entity, R: Entity>: @unchecked Sendable {
+        // @unchecked Sendable: written once, under the owner's lock.
+        var byOwner: [Owner.ID: [R]] = [:]
+    }
+
     private struct State: @unchecked Sendable {
-        // @unchecked Sendable: the key paths are immutable values; the rows are Sendable entities.
-        var byType: [ObjectIdentifier: [AnyHashable: any Entity]] = [:]
-        var children: [AnyKeyPath: [AnyHashable: [any Entity]]] = [:]
+        // @unchecked Sendable: the key paths are immutable values; the boxes are Sendable.
+        var byType: [ObjectIdentifier: AnyObject] = [:]
+        var children: [AnyKeyPath: AnyObject] = [:]
         var prefetched: Set<AnyKeyPath> = []
     }
 
@@ -90,12 +105,23 @@ final class RelatedRows: Sendable {
 
     func add<R: Entity>(_ rows: [R]) {
         self.state.withLock { state in
-            for row in rows { state.byType[ObjectIdentifier(R.self), default: [:]][AnyHashable(row.id)] = row }
+            let key = ObjectIdentifier(R.self)
+            let box: Rows<R>
+            if let existing = state.byType[key] {
+                box = unsafeDowncast(existing, to: Rows<R>.self)   // stored under R's identifier: a Rows<R>
+            } else {
+                box = Rows<R>()
+                state.byType[key] = box
+            }
+            box.byID.reserveCapacity(box.byID.count + rows.count)
+            for row in rows { box.byID[row.id] = row }
         }
     }
 
-    func setChildren(_ grouped: [AnyHashable: [any Entity]], for keyPath: AnyKeyPath) {
-        self.state.withLock { $0.children[keyPath] = grouped }
+    func setChildren<Owner: Entity, R: Entity>(_ grouped: [Owner.ID: [R]], owner: Owner.Type, for keyPath: AnyKeyPath) {
+        let box = Groups<Owner, R>()
+        box.byOwner = grouped
+        self.state.withLock { $0.children[keyPath] = box }
     }
 
     func checkPrefetched<Source>(_ keyPath: PartialKeyPath<Source>) throws {
@@ -107,11 +133,16 @@ final class RelatedRows: Sendable {
     }
 
     func row<R: Entity>(_ type: R.Type, id: R.ID) -> R? {
-        self.state.withLock { $0.byType[ObjectIdentifier(R.self)]?[AnyHashable(id)] } as? R
+        self.state.withLock { state in
+            state.byType[ObjectIdentifier(R.self)].map { unsafeDowncast($0, to: Rows<R>.self).byID[id] } ?? nil
+        }
     }
 
-    func children(_ keyPath: AnyKeyPath, of owner: AnyHashable) -> [any Entity] {
-        self.state.withLock { $0.children[keyPath]?[owner] ?? [] }
+    func children<Owner: Entity, R: Entity>(_ keyPath: AnyKeyPath, of owner: Owner.ID, ownerType: Owner.Type, rowType: R.Type) -> [R] {
+        self.state.withLock { state in
+            // Set by the to-many at this key path, whose owner and row types are Owner and R.
+            (state.children[keyPath] as? Groups<Owner, R>)?.byOwner[owner] ?? []
+        }
     }
 }
 
@@ -166,6 +197,19 @@ struct StoreRowSource: RelatedRowSource {
     }
 }
 
+/// One leased PostgreSQL connection as the source of related rows: a prefetch's queries run one after another on
+/// its thread, with one hop there and back for all of them rather than one per query.
+struct ConnectionRowSource: RelatedRowSource {
+    let connection: PGConnection
+    let schema: String?
+
+    func fetchRelated<R: Entity>(_ descriptor: FetchDescriptor<R>) async throws -> [R] {
+        let plan = try EntityPlan<R>.shared
+        let query = try SQLQueryBuilder.select(descriptor, schema: self.schema, includeVersion: true)
+        return try RowDecoder(plan: plan).decode(try await self.connection.query(query)).map(\.value)
+    }
+}
+
 extension Store {
     /// The rows matching `descriptor`, with the relationships it names prefetched: one query for the rows,
     /// then one per relationship (`WHERE key = ANY($1)`, every id bound as one array), at every level.
@@ -180,6 +224,12 @@ extension Store {
     /// - Throws: ``RelationshipError`` when a key path names no relationship (before any query), ``QueryError``,
     ///   `PGError`.
     public func fetchWithRelationships<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> PrefetchedResults<T> {
-        try await PrefetchLoader.results(descriptor, source: StoreRowSource(store: self))
+        if let postgres = self as? PostgresStore {
+            // Every level on one connection: the queries still run one per relationship, without a lease each.
+            return try await postgres.pool.withConnection { connection in
+                try await PrefetchLoader.results(descriptor, source: ConnectionRowSource(connection: connection, schema: postgres.schema))
+            }
+        }
+        return try await PrefetchLoader.results(descriptor, source: StoreRowSource(store: self))
     }
 }

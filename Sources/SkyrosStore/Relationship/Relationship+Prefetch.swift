@@ -66,12 +66,12 @@ extension Relationship {
                     let descriptor = FetchDescriptor<Target>(predicate: try RelationshipQuery.membership(ids.map(wrap), inversePath.keyPath))
                     fetched = try await source.fetchRelated(descriptor)
                     rows.add(fetched)
-                    var grouped: [AnyHashable: [any Entity]] = [:]
+                    var grouped: [Root.ID: [Target]] = [:]
                     for child in fetched {
                         guard let owner = ownerID(child[keyPath: inversePath.keyPath]) else { continue }
-                        grouped[AnyHashable(owner), default: []].append(child)
+                        grouped[owner, default: []].append(child)
                     }
-                    rows.setChildren(grouped, for: path.keyPath)
+                    rows.setChildren(grouped, owner: Root.self, for: path.keyPath)
                 }
                 try await PrefetchLoader.load(try PrefetchLoader.paths(nested, of: Target.self), owners: fetched, source: source, into: rows)
             })
