@@ -316,3 +316,79 @@ int64_t raw_observe_once(raw_conn *writer, raw_conn *observer, int64_t value) {
     if (!finish_pipeline(w)) return -1;
     return elapsed;
 }
+
+static int compare_ids(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct { int64_t id; char *name; } raw_author;
+
+int64_t raw_books_with_authors(raw_conn *conn, int n, int books) {
+    Oid book_types[1] = {20};
+    Oid author_types[1] = {1016};
+    if (!prepare(conn, "raw_books", "SELECT id, author_id, title FROM bench_books WHERE id <= $1 ORDER BY id", 1, book_types)) return -1;
+    if (!prepare(conn, "raw_authors", "SELECT id, name FROM bench_authors WHERE id = ANY($1)", 1, author_types)) return -1;
+    char limit[32];
+    snprintf(limit, sizeof limit, "%d", books);
+    const char *book_values[1] = {limit};
+    size_t capacity = (size_t)(books > 0 ? books : 1);
+    int64_t *book_ids = malloc(sizeof(int64_t) * capacity);
+    int64_t *book_authors = malloc(sizeof(int64_t) * capacity);
+    char **titles = malloc(sizeof(char *) * capacity);
+    int64_t *author_ids = malloc(sizeof(int64_t) * capacity);
+    raw_author *found = malloc(sizeof(raw_author) * capacity);
+    char *array = malloc(capacity * 21 + 3);
+    volatile int64_t sink = 0;
+    int64_t start = now_ns();
+    for (int i = 0; i < n; i++) {
+        PGresult *r = PQexecPrepared(conn->pg, "raw_books", 1, book_values, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) { PQclear(r); return -1; }
+        int rows = PQntuples(r);
+        if (rows > books) rows = books;
+        for (int j = 0; j < rows; j++) {
+            book_ids[j] = strtoll(PQgetvalue(r, j, 0), NULL, 10);
+            book_authors[j] = strtoll(PQgetvalue(r, j, 1), NULL, 10);
+            titles[j] = strdup(PQgetvalue(r, j, 2));
+            author_ids[j] = book_authors[j];
+        }
+        PQclear(r);
+        /* The distinct author ids, as an int8[] literal. */
+        qsort(author_ids, (size_t)rows, sizeof(int64_t), compare_ids);
+        size_t length = 0;
+        array[length++] = '{';
+        for (int j = 0; j < rows; j++) {
+            if (j > 0 && author_ids[j] == author_ids[j - 1]) continue;
+            if (length > 1) array[length++] = ',';
+            length += (size_t)snprintf(array + length, 21, "%lld", (long long)author_ids[j]);
+        }
+        array[length++] = '}';
+        array[length] = 0;
+        const char *author_values[1] = {array};
+        r = PQexecPrepared(conn->pg, "raw_authors", 1, author_values, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) { PQclear(r); return -1; }
+        int authors = PQntuples(r);
+        if (authors > books) authors = books;
+        for (int j = 0; j < authors; j++) {
+            found[j].id = strtoll(PQgetvalue(r, j, 0), NULL, 10);
+            found[j].name = strdup(PQgetvalue(r, j, 1));
+        }
+        PQclear(r);
+        /* Each book's author, by id (binary search over the authors sorted by id). */
+        qsort(found, (size_t)authors, sizeof(raw_author), compare_ids);
+        for (int j = 0; j < rows; j++) {
+            raw_author *author = bsearch(&book_authors[j], found, (size_t)authors, sizeof(raw_author), compare_ids);
+            if (author) sink += book_ids[j] + (int64_t)strlen(titles[j]) + (int64_t)strlen(author->name);
+            free(titles[j]);
+        }
+        for (int j = 0; j < authors; j++) free(found[j].name);
+    }
+    int64_t elapsed = now_ns() - start;
+    free(book_ids);
+    free(book_authors);
+    free(titles);
+    free(author_ids);
+    free(found);
+    free(array);
+    return elapsed;
+}

@@ -4,7 +4,7 @@ import Synchronization
 /// The parts of a run, each with a deadline (SPEC §6: a hang is a failure, never a figure). The names are the
 /// ones `--only` takes, plus the setup and shutdown the sync parts share.
 enum Phase: String, CaseIterable {
-    case client, stack, cache
+    case client, stack, cache, prefetch
     case syncSetup = "sync setup"
     case queue, durable, observe, capture
     case syncShutdown = "sync shutdown"
@@ -18,6 +18,7 @@ enum Phase: String, CaseIterable {
         case .client: (240, true)
         case .stack: (120, true)
         case .cache: (120, false)  // a million rows, whatever the run's size
+        case .prefetch: (120, true)
         case .syncSetup, .syncShutdown: (60, false)
         case .queue: (120, true)
         case .durable: (180, true)

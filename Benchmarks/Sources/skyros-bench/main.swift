@@ -1,7 +1,7 @@
 import Foundation
 
 // Usage: DATABASE_URL=postgres://… swift run -c release skyros-bench [--rounds N] [--iterations N]
-//     [--only client|stack|cache|sync|queue|durable|observe|capture] [--smoke] [--phase-deadline SECONDS]
+//     [--only client|stack|prefetch|cache|sync|queue|durable|observe|capture] [--smoke] [--phase-deadline SECONDS]
 // --smoke: every phase with a few rounds and iterations, to show that none hangs (CI); not figures to quote.
 // Each phase has a deadline (Deadlines.swift; --phase-deadline sets one for all): past it the run fails (status 3).
 // (Benchmarks/run --low-latency also holds CPU wake-up latency at 0 while it runs: see Benchmarks/run.)
@@ -47,6 +47,11 @@ func runAll() async throws -> Report {
     if only == nil || only == "stack" {
         try await deadlines.run(.stack) {
             try await StackBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
+        }
+    }
+    if only == nil || only == "prefetch" {
+        try await deadlines.run(.prefetch) {
+            try await PrefetchBenchmarks(url: url, rounds: rounds, iterations: iterations).run(into: &report)
         }
     }
     if only == nil || only == "cache" {
