@@ -69,6 +69,37 @@ extension DataStack {
         }
     }
 
+    /// Observes a query with the relationships it prefetches: yields its rows with their related rows
+    /// (``PrefetchedResults``, as `fetchWithRelationships` gives them), then again whenever a save in this
+    /// process or another process's commit changes the rows or any related row: a comment psql inserts moves the
+    /// observation of "tickets with their comments". The queries run through the main context, one per
+    /// relationship, when the consumer asks for the next result; a commit to a related table that changes
+    /// nothing this result holds (a comment on another ticket) yields nothing.
+    ///
+    /// ```swift
+    /// var tickets = FetchDescriptor<Ticket>(predicate: #Predicate { $0.status == "open" })
+    /// tickets.prefetchPaths = [PrefetchPath(\.comments, then: [PrefetchPath(\.author)])]
+    /// for try await open in stack.observeWithRelationships(tickets) {
+    ///     for ticket in open { print(ticket.title, try open.related(\.comments, of: ticket).count) }
+    /// }
+    /// ```
+    /// - Parameter descriptor: the rows, and in `FetchDescriptor/prefetchPaths` the relationships.
+    /// - Returns: the results, each time they change.
+    public func observeWithRelationships<T: Entity>(_ descriptor: FetchDescriptor<T>) -> ObservationSequence<PrefetchedResults<T>> {
+        let query = ObservedQuery(descriptor, tables: descriptor.observedTables, registry: self.sync.observers)
+        let fetch: @Sendable (FetchDescriptor<T>) async throws -> (results: PrefetchedResults<T>, fingerprint: [String]) = { descriptor in
+            try await self.prepareObserved(T.self)
+            for type in descriptor.prefetchedTypes { try await self.prepareObserved(type) }
+            let results = try await self.mainContext.fetchWithRelationships(descriptor)
+            return (results, try results.fingerprint())
+        }
+        return ObservationSequence(query: query, row: nil, coalescing: self.sync.configuration.observerCoalescing, fetch: fetch) {
+            last, new, queryUpdated in
+            if let last, last.fingerprint == new.fingerprint, !queryUpdated { return nil }
+            return new.results
+        }
+    }
+
     /// An observation of a query whose rows `shape` turns into the observed state, which `changes` compares.
     private func observation<T: Entity, State: Sendable, Element: Sendable>(
         of descriptor: FetchDescriptor<T>, shape: @escaping @Sendable ([(value: T, encoded: [PGValue])]) -> State,
@@ -118,4 +149,10 @@ extension DataStack {
         try await self.postgresStore?.validate([type])
         try await self.sync.prepare(tables: [T.tableName])
     }
+}
+
+extension PrefetchedResults: ObservedFetchResult {
+    /// The entity the observed query fetches: `ObservationSequence/update(_:)` takes a new descriptor of it
+    /// (its prefetch paths included).
+    public typealias Fetched = T
 }

@@ -62,6 +62,9 @@ import SkyrosSync
 ///         wrapped.observe(descriptor)
 ///     }
 ///     func observe<T: Entity>(_ type: T.Type, id: T.ID) -> ObservationSequence<T?> { wrapped.observe(type, id: id) }
+///     func observeWithRelationships<T: Entity>(_ descriptor: FetchDescriptor<T>) -> ObservationSequence<PrefetchedResults<T>> {
+///         wrapped.observeWithRelationships(descriptor)
+///     }
 ///     func readSnapshot<R>(from source: SnapshotSource, _ body: (SnapshotReader) async throws -> R) async throws -> R {
 ///         try await wrapped.readSnapshot(from: source, body)
 ///     }
@@ -266,6 +269,20 @@ public protocol DataStackProtocol: Sendable {
     ///   - id: the row's primary key.
     /// - Returns: the row's states.
     func observe<T: Entity>(_ type: T.Type, id: T.ID) -> ObservationSequence<T?>
+
+    /// Observes a query with the relationships it prefetches (see ``DataStack/observeWithRelationships(_:)``).
+    ///
+    /// ```swift
+    /// func watchAuthors(_ stack: some DataStackProtocol) async throws {
+    ///     for try await authors in stack.observeWithRelationships(
+    ///         FetchDescriptor<Author>(relationshipKeyPathsForPrefetching: [\.books])) {
+    ///         print(authors.count)
+    ///     }
+    /// }
+    /// ```
+    /// - Parameter descriptor: the rows, and the relationships to prefetch with them.
+    /// - Returns: the results, each time they change.
+    func observeWithRelationships<T: Entity>(_ descriptor: FetchDescriptor<T>) -> ObservationSequence<PrefetchedResults<T>>
 
     /// Runs several reads against one consistent snapshot (see ``DataStack/readSnapshot(from:_:)``).
     ///

@@ -257,6 +257,11 @@ public final class DataStackDouble: DataStackProtocol {
         self.wrapped.observe(type, id: id)
     }
 
+    /// The wrapped stack's observation of a query with its relationships.
+    public func observeWithRelationships<T: Entity>(_ descriptor: FetchDescriptor<T>) -> ObservationSequence<PrefetchedResults<T>> {
+        self.wrapped.observeWithRelationships(descriptor)
+    }
+
     /// The wrapped stack's snapshot read, after the ``Operation/readSnapshot`` delay and failure.
     public func readSnapshot<R>(from source: SnapshotSource, _ body: (SnapshotReader) async throws -> R) async throws -> R {
         try await self.enter(.readSnapshot)

@@ -82,3 +82,25 @@ extension FetchDescriptor {
         self.relationshipKeyPathsForPrefetching = relationshipKeyPathsForPrefetching
     }
 }
+
+/// A prefetch path seen without its root type: what it reads.
+protocol PrefetchPathReading {
+    /// The entity types the path's relationships read, nested ones included.
+    func prefetchedTypes() -> [any Entity.Type]
+}
+
+extension PrefetchPath: PrefetchPathReading {
+    func prefetchedTypes() -> [any Entity.Type] {
+        // A path that names no relationship reads nothing (its fetch fails before any query).
+        guard let relationship = try? RelationshipCatalog.relationship(self.keyPath, of: Root.self) else { return [] }
+        return [relationship.target] + self.nested.flatMap { ($0 as? any PrefetchPathReading)?.prefetchedTypes() ?? [] }
+    }
+}
+
+extension FetchDescriptor {
+    /// The entity types of the relationships ``prefetchPaths`` names, at every level (each once).
+    package var prefetchedTypes: [any Entity.Type] {
+        var seen = Set<ObjectIdentifier>()
+        return self.prefetchPaths.flatMap { $0.prefetchedTypes() }.filter { seen.insert(ObjectIdentifier($0)).inserted }
+    }
+}

@@ -67,6 +67,19 @@ public struct PrefetchedResults<T: Entity>: Sendable, RandomAccessCollection {
     }
 }
 
+extension PrefetchedResults {
+    /// The rows and every related row as JSON, in a stable order, with each to-many's rows in their order: two
+    /// results with the same fingerprint answer every question alike (what an observation compares).
+    package func fingerprint() throws -> [String] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        var lines = try self.rows.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
+        lines.append("--")
+        lines += try self.related.fingerprint(encoder)
+        return lines
+    }
+}
+
 /// What fetches the related rows: a store, or a context (which also caches them).
 package protocol RelatedRowSource: Sendable {
     /// The rows matching `descriptor`.
@@ -78,16 +91,38 @@ package protocol RelatedRowSource: Sendable {
 /// Each type's rows and each to-many's groups are kept in typed dictionaries (`[Target.ID: Target]`), found by
 /// the type's identifier: a lookup is one hash of the id, with no `AnyHashable` box and no cast of the row.
 final class RelatedRows: Sendable {
+    /// A box of rows that can describe itself for ``PrefetchedResults/fingerprint()``.
+    private protocol Fingerprinted: AnyObject {
+        func lines(_ encoder: JSONEncoder) throws -> [String]
+    }
+
     /// One entity type's rows by id.
-    private final class Rows<R: Entity>: @unchecked Sendable {
+    private final class Rows<R: Entity>: Fingerprinted, @unchecked Sendable {
         // @unchecked Sendable: mutated only under the owner's lock, while loading.
         var byID: [R.ID: R] = [:]
+
+        func lines(_ encoder: JSONEncoder) throws -> [String] {
+            try self.byID.values.map { "\(R.self) " + String(decoding: try encoder.encode($0), as: UTF8.self) }.sorted()
+        }
     }
 
     /// One to-many's rows by their owner's id.
-    private final class Groups<Owner: Entity, R: Entity>: @unchecked Sendable {
+    private final class Groups<Owner: Entity, R: Entity>: Fingerprinted, @unchecked Sendable {
         // @unchecked Sendable: written once, under the owner's lock.
         var byOwner: [Owner.ID: [R]] = [:]
+
+        func lines(_ encoder: JSONEncoder) throws -> [String] {
+            self.byOwner.map { owner, rows in
+                "\(Owner.self)→\(R.self) \(owner): " + rows.map { "\($0.id)" }.joined(separator: ",")
+            }.sorted()
+        }
+    }
+
+    /// Every related row and each to-many's order, as lines in a stable order.
+    func fingerprint(_ encoder: JSONEncoder) throws -> [String] {
+        let boxes = self.state.withLock { state in Array(state.byType.values) + Array(state.children.values) }
+        // Each line names its type (and owner): sorted, they do not depend on the dictionaries' order.
+        return try boxes.flatMap { try ($0 as? any Fingerprinted)?.lines(encoder) ?? [] }.sorted()
     }
 
     private struct State: @unchecked Sendable {

@@ -124,6 +124,11 @@ public struct SkyrosRequest: DataStackProtocol {
         self.stack.observe(type, id: id)
     }
 
+    /// ``DataStack/observeWithRelationships(_:)``.
+    public func observeWithRelationships<T: Entity>(_ descriptor: FetchDescriptor<T>) -> ObservationSequence<PrefetchedResults<T>> {
+        self.stack.observeWithRelationships(descriptor)
+    }
+
     /// ``DataStack/readSnapshot(from:_:)``.
     public func readSnapshot<R>(from source: SnapshotSource, _ body: (SnapshotReader) async throws -> R) async throws -> R {
         try await self.logged("read") { try await self.stack.readSnapshot(from: source, body) }
