@@ -26,6 +26,28 @@ struct Enrollment: Entity, Equatable, Hashable {
     static let primaryKey = PrimaryKey<Enrollment>(\.course, \.student)
 }
 
+/// A composite key whose columns are named `prefix` (a variable of the capture's trigger function) and `$1`, in
+/// a table named `order`, with a 63-byte column name beside them.
+struct HostileKeyed: Entity, Equatable {
+    var a: Int64
+    var b: String
+    var v: Int
+
+    var id: CompositeKey<Int64, String> { CompositeKey(self.a, self.b) }
+
+    static let longName = String(repeating: "w", count: 63)
+
+    enum CodingKeys: String, CodingKey {
+        case a = "prefix", b = "$1", v = "wwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwww"
+    }
+
+    static let tableName = "order"
+    static let columns: [EntityColumn<HostileKeyed>] = [
+        EntityColumn(\.a, "prefix"), EntityColumn(\.b, "$1"), EntityColumn(\.v, longName),
+    ]
+    static let primaryKey = PrimaryKey<HostileKeyed>(\.a, \.b)
+}
+
 /// Student names that need quoting in a row's text: white space, a comma, parentheses, quotes, a backslash,
 /// the empty string, non-ASCII.
 let hostileStudents = ["ann", "x y", "a,b", "(p)", #"q"t"#, #"back\slash"#, "", "naïve表", "tab\there", "o'neil"]
@@ -272,6 +294,60 @@ struct CompositeKeyTests {
                 #expect(try CompositeKey<Int64, String>(postgresText: ArraySlice(printed.utf8), type: .record) == key)
             }
         }
+    }
+
+    /// Key columns named `prefix` and `$1`, a 63-byte column, a table named `order`, in a schema whose name holds
+    /// quotes, `$1` and a space: every statement by a composite key, and another writer's update and delete,
+    /// through each capture.
+    @Test("Composite keys under hostile names: writes by key, and another writer's changes captured", arguments: CaptureSources.both)
+    func hostileNames(source: ChangeCaptureSource) async throws {
+        let migration = """
+            -- migrate:up
+            CREATE TABLE "order" (prefix bigint NOT NULL, "$1" text NOT NULL, \(quoteIdentifier(HostileKeyed.longName)) integer NOT NULL,
+                                  PRIMARY KEY (prefix, "$1"));
+            """
+        try await StackTestServer.withMigrations(["1_order.sql": migration]) { directory in
+            var configuration = DataStackConfiguration(store: .inMemory, migrations: .directory(directory), entities: [HostileKeyed.self])
+            configuration.changeFeed.captureSource = source
+            let database = TestDatabase(configuration: try TestServer.configuration)
+            try await withTestStack(configuration, on: .postgres(database), prefix: #"comp "o'k" $1"#) { stack in
+                let schema = try #require((stack.store as? PostgresStore)?.schema)
+                try await stack.write(durability: .committed) { context in
+                    for (index, b) in hostileStudents.enumerated() { try context.insert(HostileKeyed(a: 1, b: b, v: index)) }
+                }
+                try await stack.write(durability: .committed) { context in
+                    try context.upsert(HostileKeyed(a: 1, b: "x y", v: 100))
+                    try await context.delete(HostileKeyed.self, id: CompositeKey(1, "a,b"))
+                    try context.update(where: #Predicate<HostileKeyed> { $0.v < 3 }, set: [.set(\.v, to: \.v + 50)])
+                }
+                #expect(try await stack.read { try await $0.object(HostileKeyed.self, id: CompositeKey(1, "x y")) }?.v == 100)
+                #expect(try await stack.read { try await $0.object(HostileKeyed.self, id: CompositeKey(1, "a,b")) } == nil)
+                #expect(try await stack.read { try await $0.object(HostileKeyed.self, id: CompositeKey(1, "ann")) }?.v == 50)
+                let seen = Latest()
+                let observer = Task { for try await row in stack.observe(HostileKeyed.self, id: CompositeKey(1, "(p)")) { seen.set("(p)", row) } }
+                defer { observer.cancel() }
+                await expectEventually("the first result") { seen.get("(p)")??.v == 3 }
+                // Another writer, outside Skyros.
+                try await TestServer.withConnection { connection in
+                    _ = try await connection.query("SELECT set_config('search_path', \(quoteIdentifier(schema)), false)")
+                    _ = try await connection.execute(script: #"UPDATE "order" SET "\#(HostileKeyed.longName)" = 77 WHERE prefix = 1 AND "$1" = '(p)'"#)
+                    _ = try await connection.execute(script: #"DELETE FROM "order" WHERE prefix = 1 AND "$1" = 'ann'"#)
+                }
+                await expectEventually("the other writer's update reached the observer") { seen.get("(p)")??.v == 77 }
+                await expectEventually("the other writer's delete reached the cache") {
+                    (try? await stack.read { try await $0.object(HostileKeyed.self, id: CompositeKey(1, "ann")) }) == .some(nil)
+                }
+                #expect(try await stack.read { try await $0.object(HostileKeyed.self, id: CompositeKey(1, "(p)")) }?.v == 77)
+            }
+        }
+    }
+
+    /// The latest value an observer of a row saw, by a key of the test's choosing.
+    final class Latest: @unchecked Sendable {
+        let lock = NSLock()
+        var values: [String: HostileKeyed?] = [:]
+        func set(_ key: String, _ value: HostileKeyed?) { self.lock.withLock { self.values[key] = .some(value) } }
+        func get(_ key: String) -> HostileKeyed?? { self.lock.withLock { self.values[key] } }
     }
 
     /// Runs `script` with psql, a writer outside Skyros, in `schema`.
