@@ -235,13 +235,11 @@ struct StoreRowSource: RelatedRowSource {
 /// One leased PostgreSQL connection as the source of related rows: a prefetch's queries run one after another on
 /// its thread, with one hop there and back for all of them rather than one per query.
 struct ConnectionRowSource: RelatedRowSource {
+    let store: PostgresStore
     let connection: PGConnection
-    let schema: String?
 
     func fetchRelated<R: Entity>(_ descriptor: FetchDescriptor<R>) async throws -> [R] {
-        let plan = try EntityPlan<R>.shared
-        let query = try SQLQueryBuilder.select(descriptor, schema: self.schema, includeVersion: true)
-        return try RowDecoder(plan: plan).decode(try await self.connection.query(query)).map(\.value)
+        try await self.store.fetch(descriptor, on: self.connection).map(\.value)
     }
 }
 
@@ -262,7 +260,7 @@ extension Store {
         if let postgres = self as? PostgresStore {
             // Every level on one connection: the queries still run one per relationship, without a lease each.
             return try await postgres.pool.withConnection { connection in
-                try await PrefetchLoader.results(descriptor, source: ConnectionRowSource(connection: connection, schema: postgres.schema))
+                try await PrefetchLoader.results(descriptor, source: ConnectionRowSource(store: postgres, connection: connection))
             }
         }
         return try await PrefetchLoader.results(descriptor, source: StoreRowSource(store: self))

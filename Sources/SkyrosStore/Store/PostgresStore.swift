@@ -82,10 +82,14 @@ public final class PostgresStore: Store, ColumnDoorKeeping {
     // MARK: Reads
 
     public func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [Versioned<T>] {
+        try await self.pool.withConnection { try await self.fetch(descriptor, on: $0) }
+    }
+
+    /// ``fetch(_:)`` on a connection the caller holds (a prefetch runs every level on one).
+    package func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>, on connection: PGConnection) async throws -> [Versioned<T>] {
         let plan = try EntityPlan<T>.shared
         let query = try SQLQueryBuilder.select(descriptor, schema: self.schema, includeVersion: true)
-        let rows = try await self.pool.withConnection { try await $0.query(query) }
-        return try RowDecoder(plan: plan).decode(rows)
+        return try RowDecoder(plan: plan).decode(try await connection.query(query))
     }
 
     public func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int {
