@@ -75,6 +75,7 @@ final class CommitQueue: Sendable {
         _ slots: [ResolvedSlot], policy: MergePolicy?, logger: Logger? = nil
     ) throws -> (ticket: CommitTicket, commit: UInt64)? {
         if slots.isEmpty { return nil }
+        let slots = ForeignKeyOrder.ordered(slots)
         let ticket = CommitTicket()
         var slotBytes: [Int] = []
         var slotValues: [[PGValue]?] = []

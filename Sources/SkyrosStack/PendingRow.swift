@@ -158,6 +158,10 @@ protocol AnyEntityKind: Sendable {
     /// The row as stored: `written` (its encoded values) with the values of the columns the database sets as a
     /// write returned them; `nil` when it cannot be decoded.
     func stored(_ written: [PGValue], readBack: [PGValue]) -> (any Entity)?
+    /// The tables the entity's foreign keys (its to-one relationships) refer to.
+    var referencedTables: [String] { get }
+    /// The keys of the rows `value` refers to through its to-one relationships (its non-nil references).
+    func referencedKeys(of value: any Entity) -> [RowKey]
 }
 
 /// The approximate memory of a row: the encoded size of its column values.
@@ -237,5 +241,12 @@ struct EntityKind<T: Entity>: AnyEntityKind {
     func encode(_ value: any Entity) -> [PGValue]? {
         guard let value = value as? T else { return nil }
         return try? RowEncoder<T>().encode(value)
+    }
+
+    var referencedTables: [String] { RelationshipCatalog.referencedTables(of: T.self) }
+
+    func referencedKeys(of value: any Entity) -> [RowKey] {
+        guard let value = value as? T else { return [] }
+        return RelationshipCatalog.referencedKeys(of: value)
     }
 }
