@@ -2,18 +2,18 @@ import Foundation
 import SkyrosPostgres
 import SkyrosStore
 
-/// Turns queued commits into what the store commits: a ``ChangeSet`` per commit, with the expected versions of
-/// rows read from earlier queued commits resolved in commit order, or for a commit of plain inserts encoded at
-/// enqueue, its pipelined operation directly.
+/// Turns a group of queued commits into what the store commits, a ``GroupPlan``: a ``ChangeSet`` per commit,
+/// with the expected versions of rows read from earlier queued commits resolved in commit order (or, for those
+/// of its own group, where they come from), and for a commit of plain inserts encoded at enqueue, its
+/// pipelined operations directly.
 struct ChangeSetBuilder: Sendable {
     let store: any GroupCommitStore
     /// The store generation the stack's core was made for: a set for another generation is refused by the store.
     let generation: Int
 
     /// The pipelined operation of a commit made only of inserts of one entity whose rows were encoded when it
-    /// was queued: one ``MergeableInsert`` straight from those values, which is what ``changeSet(for:state:prior:)``
-    /// and the store's conversion of it make of such a set, without the change set, the typed operation and
-    /// the conversion they go through.
+    /// was queued: one ``MergeableInsert`` straight from those values, which is what the store's conversion of the
+    /// set's change set makes of it, without the typed operation and the conversion they go through.
     /// `nil` for any other set.
     func insertOperations(for commit: QueuedCommit) -> [GroupOperation]? {
         // An entity whose columns the database sets inserts row by row, each returning them.
@@ -31,18 +31,50 @@ struct ChangeSetBuilder: Sendable {
         return self.store.directInsert(rows: rows.count) { schema in try first.kind.mergeableInsert(rows: rows, schema: schema) }
     }
 
-    /// The change set of a commit; expected versions of rows read from earlier queued commits are resolved now,
-    /// from the versions those commits produced: `prior` holds the outcomes of the sets of its group that ran
-    /// before it, and of unsettled sets before the group; a commit settled before is looked up in the
-    /// stack's record of settled versions (``SettledVersions``, in `view`, read under the stack's lock). A version
-    /// that is not known — that commit failed or wrote nothing, or a later commit of this stack wrote the row —
-    /// resolves to ``BaseVersion/unknownVersion``: the write conflicts rather than going out unguarded. Without
-    /// `view` the set is built ahead, while an earlier group may still be running, and it throws
-    /// ``NeedsSettledVersions`` when it needs such a version; so it does when built before a set of its own
-    /// group that it needs has run (as one pipeline). Nothing else reads the view (a queued commit does not
-    /// change), so a set built ahead takes no lock.
-    func changeSet(for commit: QueuedCommit, view: StackView?, prior: PriorOutcomes) throws -> ChangeSet {
+    /// The plan of a group: each commit's change set (or its plain inserts, encoded at enqueue), with the
+    /// expected versions of rows read from earlier queued commits resolved in commit order. A version an
+    /// earlier commit of the same group writes becomes a ``GroupVersion``, filled in by the store once that set
+    /// ran; one of an unsettled commit before the group comes from `earlier`, its outcome; one of a commit
+    /// settled before, from the stack's record of settled versions, read through `settled` (under the stack's
+    /// lock). A version that is not known — that commit failed or wrote nothing, or a later commit of this
+    /// stack wrote the row — resolves to ``BaseVersion/unknownVersion``: the write conflicts rather than going
+    /// out unguarded. A set that cannot be built fails alone (``PlannedSet/Writes/failed(_:)``).
+    ///
+    /// Without `settled` the group is planned ahead, while an earlier group may still be running: `nil` when a
+    /// set needs a settled version. Nothing else reads the stack's state (a queued commit does not change), so
+    /// a group planned ahead takes no lock.
+    func plan(
+        _ group: [QueuedCommit], earlier: [PriorOutcome] = [], settled: ((RowKey, UInt64) -> Int64?)?
+    ) -> GroupPlan? {
+        var sets: [PlannedSet] = []
+        sets.reserveCapacity(group.count)
+        for (index, commit) in group.enumerated() {
+            do {
+                let (changes, versions) = try self.changeSet(for: commit, at: index, in: group, earlier: earlier, settled: settled)
+                if let operations = self.insertOperations(for: commit) {
+                    sets.append(PlannedSet(id: commit.commitID, writes: .inserts(operations, changes: changes)))
+                } else {
+                    sets.append(PlannedSet(id: commit.commitID, writes: .changes(changes), versionsFromGroup: versions))
+                }
+            } catch is NeedsSettledVersions {
+                return nil
+            } catch {
+                sets.append(PlannedSet(id: commit.commitID, writes: .failed(error)))
+            }
+        }
+        return GroupPlan(sets: sets)
+    }
+
+    /// The change set of `commit`, the set at `position` of `group`, and the versions it takes from earlier sets
+    /// of the group (see ``plan(_:earlier:settled:)``).
+    /// - Throws: ``NeedsSettledVersions`` when it needs a settled version and `settled` is `nil`.
+    func changeSet(
+        for commit: QueuedCommit, at position: Int, in group: [QueuedCommit], earlier: [PriorOutcome],
+        settled: ((RowKey, UInt64) -> Int64?)?
+    ) throws -> (ChangeSet, [GroupVersion]) {
         var changes = ChangeSet(expectedGeneration: self.generation)
+        var fromGroup: [GroupVersion] = []
+        var rowVersions: [(key: RowKey, set: Int)] = []
         var needsSettledVersions = false
         func resolve(_ key: RowKey, _ base: BaseVersion) -> Int64? {
             switch base {
@@ -53,22 +85,20 @@ struct ChangeSetBuilder: Sendable {
                 // resolve it), but never unguarded if one did.
                 return BaseVersion.unknownVersion
             case .pending(let source):
-                guard let view else {
-                    needsSettledVersions = true
-                    return nil
-                }
-                switch prior.outcome(of: source) {
-                case .ran(.success(let result)):
-                    let change = result.changes.last { $0.table == key.table && $0.id == key.id }
-                    return change?.version ?? BaseVersion.unknownVersion
-                case .ran(.failure):
+                if let set = group[..<position].lastIndex(where: { $0.id == source }) {
+                    // The operation it guards is the one the row's emit appends (numbered after it returns).
+                    rowVersions.append((key, set))
                     return BaseVersion.unknownVersion
-                case .notYetRun:
+                }
+                if let outcome = earlier.last(where: { $0.commit == source }) {
+                    guard case .success(let result) = outcome.result else { return BaseVersion.unknownVersion }
+                    return result.changes.last { $0.table == key.table && $0.id == key.id }?.version ?? BaseVersion.unknownVersion
+                }
+                guard let settled else {
                     needsSettledVersions = true
                     return nil
-                case .settled:
-                    return view.settled.version(of: key, writtenBy: source) ?? BaseVersion.unknownVersion
                 }
+                return settled(key, source) ?? BaseVersion.unknownVersion
             }
         }
         var inserts: [PendingRow] = []
@@ -101,7 +131,15 @@ struct ChangeSetBuilder: Sendable {
                     continue
                 }
                 flushInserts()
+                let before = changes.operations.count
                 try row.kind.emit(row, encoded: commit.slotValues[index], resolve: resolve, policy: commit.policy, into: &changes)
+                if !rowVersions.isEmpty {
+                    // An update or delete appends one operation, guarded by the version it resolved.
+                    if changes.operations.count == before + 1 {
+                        fromGroup += rowVersions.map { GroupVersion(operation: before, key: $0.key, set: $0.set) }
+                    }
+                    rowVersions.removeAll()
+                }
             case .setWrite(let operation):
                 flushInserts()
                 operation.emit(&changes)
@@ -109,40 +147,15 @@ struct ChangeSetBuilder: Sendable {
         }
         flushInserts()
         if needsSettledVersions { throw NeedsSettledVersions() }
-        return changes
+        return (changes, fromGroup)
     }
 }
 
-/// A set built ahead needs the version a commit still running produces (see `CommitQueue.prepareAhead()`).
+/// A group planned ahead needs the version a commit settled before it produced (see `CommitQueue.prepareAhead()`).
 struct NeedsSettledVersions: Error {}
 
-/// The outcome of a set that ran before the one being built (see ``ChangeSetBuilder/changeSet(for:view:prior:)``).
+/// The outcome of a set queued before the group being planned, not settled yet (see ``ChangeSetBuilder/plan(_:earlier:settled:)``).
 struct PriorOutcome {
     let commit: UInt64
     let result: Result<ChangeSetResult, any Error>
-}
-
-/// The outcomes a set being built may take versions from: unsettled sets before its group, then the first sets
-/// of its group (`results[i]` is `group[i]`'s), without copying them for each set.
-struct PriorOutcomes {
-    var earlier: [PriorOutcome] = []
-    var group: [QueuedCommit] = []
-    var results: [Result<ChangeSetResult, any Error>] = []
-
-    enum Lookup {
-        /// The commit ran before (in this group, or unsettled before it).
-        case ran(Result<ChangeSetResult, any Error>)
-        /// It is in this group and has not run yet (the group is built before any of it runs).
-        case notYetRun
-        /// Neither: it settled before this group.
-        case settled
-    }
-
-    func outcome(of commit: UInt64) -> Lookup {
-        if let index = self.group.firstIndex(where: { $0.id == commit }) {
-            return index < self.results.count ? .ran(self.results[index]) : .notYetRun
-        }
-        if let earlier = self.earlier.last(where: { $0.commit == commit }) { return .ran(earlier.result) }
-        return .settled
-    }
 }

@@ -288,11 +288,8 @@ final class CommitQueue: Sendable {
     private func prepareAhead() -> PreparedAhead? {
         let (batch, hook) = self.state.withLock { ($0.queue.nextGroup, $0.hook) }
         guard let first = batch.first else { return nil }
-        let group = self.store.prepareGroup(
-            ids: batch.map(\.commitID),
-            build: { index, _ in try self.builder.changeSet(for: batch[index], view: nil, prior: PriorOutcomes()) },
-            operations: { self.builder.insertOperations(for: batch[$0]) },
-            hook: hook)
+        guard let plan = self.builder.plan(batch, settled: nil) else { return nil }
+        let group = self.store.prepareGroup(plan, hook: hook)
         return group.map { PreparedAhead(first: .init(firstCommit: first.id, count: batch.count), group: $0) }
     }
 

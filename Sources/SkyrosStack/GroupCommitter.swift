@@ -107,11 +107,12 @@ struct GroupCommitter: Sendable {
     /// goes as one pipeline; memory: set by set). `earlier`: the outcomes of unsettled sets queued before these,
     /// which a set's versions may come from.
     private func attempt(_ commits: [QueuedCommit], prepared: PreparedGroup?, prior earlier: [PriorOutcome]) async throws -> GroupOutcome {
-        // `results`: the outcomes of the first sets of `commits`, in order (none when the group is built as
-        // one pipeline, before any of it ran).
-        let build = { (index: Int, results: [Result<ChangeSetResult, any Error>]) throws -> ChangeSet in
-            let prior = PriorOutcomes(earlier: earlier, group: commits, results: results)
-            return try self.state.withLock { try self.builder.changeSet(for: commits[index], view: $0.view, prior: prior) }
+        let plan = self.builder.plan(commits, earlier: earlier) { key, commit in
+            self.state.withLock { $0.view.settled.version(of: key, writtenBy: commit) }
+        }
+        // Only a plan made ahead (no settled versions to read) can be missing.
+        guard let plan else {
+            throw DataStackError(code: .commitFailed, message: "internal: the group could not be planned with the settled versions")
         }
         let hook = self.state.withLock { $0.hook }
         if let hook {
@@ -126,9 +127,7 @@ struct GroupCommitter: Sendable {
             let unprepared = hook.tablesNeedingPreparation(tables)
             if !unprepared.isEmpty { try await hook.prepare(tables: unprepared) }
         }
-        return try await self.store.commitGroup(
-            ids: commits.map(\.commitID), build: build, operations: { self.builder.insertOperations(for: commits[$0]) },
-            hook: hook, prepared: prepared)
+        return try await self.store.commitGroup(plan, hook: hook, prepared: prepared)
     }
 
     /// Whether a failed attempt may have committed all the same: the connection broke (or the server shut

@@ -299,3 +299,32 @@ struct EntityChange<T: Entity>: Sendable {
         return indices
     }
 }
+
+extension ChangeSet {
+    /// Replaces the version that the guarded update or delete at `index` expects (a version an earlier set of
+    /// its group wrote, known once that set ran: see ``GroupPlan``). An operation without a guard keeps none.
+    package mutating func replaceExpectedVersion(ofOperationAt index: Int, with version: Int64) {
+        let operation = self.operations[index]
+        guard let guarded = operation.change as? any VersionGuardedOperation, let replaced = guarded.expecting(version) else { return }
+        self.operations[index] = Operation(kind: operation.kind, entity: operation.entity, table: operation.table, change: replaced)
+    }
+}
+
+/// An operation whose guard (the version it expects) can be replaced.
+protocol VersionGuardedOperation {
+    /// The same operation expecting `version`; `nil` when it has no guard to replace.
+    func expecting(_ version: Int64) -> (any EntityOperation)?
+}
+
+extension EntityChange: VersionGuardedOperation {
+    func expecting(_ version: Int64) -> (any EntityOperation)? {
+        switch self.payload {
+        case .update(let value, let columns, .some):
+            EntityChange(payload: .update(value, columns, version), resolution: self.resolution, encodedRows: self.encodedRows)
+        case .delete(let id, .some):
+            EntityChange(payload: .delete(id, version), resolution: self.resolution, encodedRows: self.encodedRows)
+        default:
+            nil
+        }
+    }
+}

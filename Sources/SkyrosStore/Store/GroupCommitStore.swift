@@ -3,28 +3,24 @@ import SkyrosPostgres
 
 /// What a stack's commit queue needs of a store: the seam between the queue (SkyrosStack) and the stores.
 ///
-/// The queue commits groups of change sets in order. PostgreSQL sends a group as one transaction (one pipeline,
-/// or a savepoint per set), records its commit ids in a commit log so that a retry after a lost reply applies
+/// The queue commits groups of change sets in order. It plans each group as data, a ``GroupPlan`` (what each
+/// set writes and in which order, which expected versions come from earlier sets of the group), and each store
+/// interprets the plan. PostgreSQL sends a group as one transaction (one pipeline, or a savepoint per set), records its commit ids in a commit log so that a retry after a lost reply applies
 /// nothing twice, and lets the queue's drain hold one connection between groups. The in-memory store applies the
 /// sets one after another and has no commit log, no connection and nothing to prepare ahead: its
 /// implementations say so (`nil`, `false`, or running the body directly).
 package protocol GroupCommitStore: Store {
-    /// Commits one group: `build(i, results)` makes set `i` once the sets before it have the `results` given
-    /// (a set may take the versions earlier sets wrote). `operations(i)` gives set `i`'s operations directly
-    /// when its writer made them already. `prepared`: the group built ahead by ``prepareGroup(ids:build:operations:hook:)``.
+    /// Commits one group as `plan` says: its sets in order, each committed or failed as a whole; a set's
+    /// versions that come from earlier sets of the group (``GroupPlan/changeSet(at:after:)``) are filled in once
+    /// those ran. `prepared`: the group built ahead by ``prepareGroup(_:hook:)``.
     /// - Throws: errors that stop the whole group (on PostgreSQL: connection lost, `COMMIT` failing); the
     ///   outcome of each set is otherwise in the returned ``GroupOutcome``.
-    func commitGroup(
-        ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
-        operations: (Int) -> [GroupOperation]?, hook: (any CommitTransactionHook)?, prepared: PreparedGroup?
-    ) async throws -> GroupOutcome
+    func commitGroup(_ plan: GroupPlan, hook: (any CommitTransactionHook)?, prepared: PreparedGroup?) async throws -> GroupOutcome
 
-    /// Builds a group ahead, while the group before it is on the server; `nil` when it cannot (a set needs a
-    /// version an earlier set produces, an operation that cannot be pipelined, or a store that sends nothing).
-    func prepareGroup(
-        ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
-        operations: (Int) -> [GroupOperation]?, hook: (any CommitTransactionHook)?
-    ) -> PreparedGroup?
+    /// Builds a group ahead, while the group before it is on the server; `nil` when it cannot (a set takes a
+    /// version an earlier set of the group writes, an operation that cannot be pipelined, or a store that
+    /// sends nothing).
+    func prepareGroup(_ plan: GroupPlan, hook: (any CommitTransactionHook)?) -> PreparedGroup?
 
     /// Which of `ids` committed (the commit log, read after an attempt whose outcome is unknown). A store that
     /// never loses an outcome (in memory) has none to report.
@@ -76,18 +72,12 @@ extension PostgresStore: GroupCommitStore {
         return try rows.map { try $0.decode(Int64.self, at: 0) }
     }
 
-    package func commitGroup(
-        ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
-        operations: (Int) -> [GroupOperation]?, hook: (any CommitTransactionHook)?, prepared: PreparedGroup?
-    ) async throws -> GroupOutcome {
-        try await self.applyGroup(ids: ids, build: build, operations: operations, hook: hook, prepared: prepared)
+    package func commitGroup(_ plan: GroupPlan, hook: (any CommitTransactionHook)?, prepared: PreparedGroup?) async throws -> GroupOutcome {
+        try await self.applyGroup(plan, hook: hook, prepared: prepared)
     }
 
-    package func prepareGroup(
-        ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
-        operations: (Int) -> [GroupOperation]?, hook: (any CommitTransactionHook)?
-    ) -> PreparedGroup? {
-        self.prepareGroupPipeline(ids: ids, build: build, operations: operations, hook: hook)
+    package func prepareGroup(_ plan: GroupPlan, hook: (any CommitTransactionHook)?) -> PreparedGroup? {
+        self.prepareGroupPipeline(plan, hook: hook)
     }
 
     package func failedAtCommit(_ error: any Error) -> Bool { Self.failedAtCommit(error) }
@@ -120,14 +110,11 @@ extension InMemoryStore: GroupCommitStore {
     }
 
     /// Applies the sets one after another, each atomically.
-    package func commitGroup(
-        ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
-        operations: (Int) -> [GroupOperation]?, hook: (any CommitTransactionHook)?, prepared: PreparedGroup?
-    ) async throws -> GroupOutcome {
+    package func commitGroup(_ plan: GroupPlan, hook: (any CommitTransactionHook)?, prepared: PreparedGroup?) async throws -> GroupOutcome {
         var results: [Result<ChangeSetResult, any Error>] = []
-        for index in ids.indices {
+        for index in plan.sets.indices {
             do {
-                let changes = try build(index, results)
+                let changes = try plan.changeSet(at: index, after: results)
                 results.append(.success(changes.isEmpty ? ChangeSetResult(operations: []) : try await self.apply(changes)))
             } catch {
                 results.append(.failure(error))
@@ -136,10 +123,7 @@ extension InMemoryStore: GroupCommitStore {
         return .results(results)
     }
 
-    package func prepareGroup(
-        ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
-        operations: (Int) -> [GroupOperation]?, hook: (any CommitTransactionHook)?
-    ) -> PreparedGroup? { nil }
+    package func prepareGroup(_ plan: GroupPlan, hook: (any CommitTransactionHook)?) -> PreparedGroup? { nil }
 
     package func committedIDs(_ ids: [UUID], since first: UUID) async throws -> Set<UUID> { [] }
 
@@ -164,5 +148,5 @@ extension InMemoryStore: GroupCommitStore {
     package func readAgain<T: Entity>(_ type: T.Type, id: PGValue, on session: ListenerSession) -> Versioned<T>? { nil }
 }
 
-/// A group built ahead as one pipeline (PostgreSQL), sent by ``GroupCommitStore/commitGroup(ids:build:operations:hook:prepared:)``.
+/// A group built ahead as one pipeline (PostgreSQL), sent by ``GroupCommitStore/commitGroup(_:hook:prepared:)``.
 package typealias PreparedGroup = PostgresStore.PreparedGroup

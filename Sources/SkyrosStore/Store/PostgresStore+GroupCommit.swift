@@ -77,13 +77,10 @@ extension PostgresStore {
     /// that succeeded in the commit log in the same transaction.
     ///
     /// - Parameters:
-    ///   - ids: one commit id per set, in order.
-    ///   - build: makes set `index` given the results of the sets before it (a later set may depend on the
-    ///     versions an earlier one wrote). A build error fails that set alone.
-    ///   - operations: a set's pipelined operations when the caller makes them directly (see
-    ///     ``prepareGroupPipeline(ids:build:operations:hook:)``).
+    ///   - plan: the sets, in order, with their commit ids. A set planned as failed fails alone; a set's versions
+    ///     that come from earlier sets are filled in once those ran.
     ///   - hook: runs after the sets, before `COMMIT`.
-    ///   - prepared: the group's pipeline when it was built ahead (``prepareGroupPipeline(ids:build:operations:hook:)``).
+    ///   - prepared: the group's pipeline when it was built ahead (``prepareGroupPipeline(_:hook:)``).
     /// - Returns: one result per set (a group sent as one pipeline maps its rows to them when they are read); a
     ///   failed set was rolled back alone.
     /// - Throws: errors that stop the whole group (connection lost, a failing hook, `COMMIT` failing); then
@@ -91,11 +88,10 @@ extension PostgresStore {
     ///   failing at the commit (``failedAtCommit(_:)``) is thrown straight from the pipeline: the savepoint path
     ///   cannot isolate it.
     package func applyGroup(
-        ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
-        operations: (Int) -> [GroupOperation]? = { _ in nil }, hook: (any CommitTransactionHook)?,
-        prepared: PreparedGroup? = nil
+        _ plan: GroupPlan, hook: (any CommitTransactionHook)?, prepared: PreparedGroup? = nil
     ) async throws -> GroupOutcome {
-        if let group = prepared ?? self.prepareGroupPipeline(ids: ids, build: build, operations: operations, hook: hook),
+        let ids = plan.ids
+        if let group = prepared ?? self.prepareGroupPipeline(plan, hook: hook),
             let sent = try await self.send(group)
         {
             return .sent(sent)
@@ -169,18 +165,11 @@ extension PostgresStore {
                 }
 
                 for index in ids.indices {
-                    var changes: ChangeSet
+                    // Its versions may come from sets of the unsent segment: they run first.
+                    if plan.setsNeeded(before: index) > results.count { try await sendSegment() }
+                    let changes: ChangeSet
                     do {
-                        changes = try build(index, results)
-                    } catch _ where !segment.isEmpty {
-                        // It may need a version a set of the unsent segment writes: built again once they ran.
-                        try await sendSegment()
-                        do {
-                            changes = try build(index, results)
-                        } catch {
-                            results.append(.failure(error))
-                            continue
-                        }
+                        changes = try plan.changeSet(at: index, after: results)
                     } catch {
                         results.append(.failure(error))
                         continue
@@ -189,16 +178,7 @@ extension PostgresStore {
                         segment.append((index, changes, statements))
                         continue
                     }
-                    if !segment.isEmpty {
-                        // Built again once the sets before it have results (it may depend on their versions).
-                        try await sendSegment()
-                        do {
-                            changes = try build(index, results)
-                        } catch {
-                            results.append(.failure(error))
-                            continue
-                        }
-                    }
+                    try await sendSegment()
                     try await applyAlone(index, changes)
                 }
                 try await sendSegment()

@@ -15,7 +15,7 @@ extension PostgresStore {
     /// transaction's id with one query per group.
     static let returnedVersionRowLimit = 8
 
-    /// A group ready to be sent as one pipeline (see ``prepareGroupPipeline(ids:build:hook:)``).
+    /// A group ready to be sent as one pipeline (see ``prepareGroupPipeline(_:hook:)``).
     package struct PreparedGroup: Sendable {
         /// The sets' operations, in order.
         fileprivate let sets: [[GroupOperation]]
@@ -36,24 +36,21 @@ extension PostgresStore {
     /// sync are one implicit transaction, which commits at the sync only if every statement succeeded (an error
     /// at that commit, such as a deferred constraint, fails the pipeline like a statement's). Built apart from
     /// sending: the commit queue builds the next group while the current one is on the server.
-    /// - Parameters:
-    ///   - operations: a set's operations when its writer can make them directly (`nil`: built from the set's
-    ///     ``ChangeSet``, as `build` makes it). The commit queue does so for sets of plain inserts.
-    /// - Returns: `nil` when an operation cannot be pipelined (the savepoint path runs the group).
-    package func prepareGroupPipeline(
-        ids: [UUID], build: (Int, [Result<ChangeSetResult, any Error>]) throws -> ChangeSet,
-        operations direct: (Int) -> [GroupOperation]? = { _ in nil }, hook: (any CommitTransactionHook)?
-    ) -> PreparedGroup? {
-        // Built without the versions earlier sets of the group produce: a write guarded by a version that an
-        // earlier set changes then fails its guard, and the savepoint path runs the group with them.
+    /// A set of plain inserts encoded when queued (``PlannedSet/Writes/inserts(_:changes:)``) goes in as its
+    /// operations, without converting its change set.
+    /// - Returns: `nil` when an operation cannot be pipelined, a set failed to plan, or a set takes a version an
+    ///   earlier set of the group writes (known only once it ran): the savepoint path runs the group.
+    package func prepareGroupPipeline(_ plan: GroupPlan, hook: (any CommitTransactionHook)?) -> PreparedGroup? {
+        guard !plan.dependsOnItself else { return nil }
+        let ids = plan.ids
         var sets: [[GroupOperation]] = []
         sets.reserveCapacity(ids.count)
         for index in ids.indices {
             var operations: [GroupOperation]
-            if let made = direct(index) {
+            if let made = plan.sets[index].directOperations {
                 operations = made
             } else {
-                guard let changes = try? build(index, []) else { return nil }
+                guard let changes = try? plan.changeSet(at: index, after: []) else { return nil }
                 if let expected = changes.expectedGeneration, expected != self.generation { return nil }
                 operations = []
                 operations.reserveCapacity(changes.operations.count)
@@ -95,7 +92,7 @@ extension PostgresStore {
     /// Sends a prepared group.
     /// - Returns: the committed group, its rows not yet mapped to results (see ``SentGroup``); `nil` when the
     ///   pipeline failed for a reason confined to a set (a constraint, a guard): nothing was committed, and the
-    ///   savepoint path (``applyGroup(ids:build:hook:prepared:)``) runs the group again, isolating the failing set.
+    ///   savepoint path (``applyGroup(_:hook:prepared:)``) runs the group again, isolating the failing set.
     /// - Throws: errors that stop the group (``stopsGroup(_:)``): nothing of it is known to be committed; and a
     ///   constraint that failed at the commit (``failedAtCommit(_:)``): nothing was committed, and the savepoint
     ///   path would fail at its own `COMMIT` the same way.

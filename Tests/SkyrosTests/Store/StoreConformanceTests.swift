@@ -298,15 +298,55 @@ struct StoreConformanceTests {
             c.insert(StoreUser.make(3))
             let sets = [a, b, c]
             let prefix = UUID.commitPrefix()
-            let outcome = try await store.commitGroup(
-                ids: (1...3).map { UUID(commitPrefix: prefix, sequence: UInt64($0)) }, build: { index, _ in sets[index] },
-                operations: { _ in nil }, hook: nil, prepared: nil)
+            let plan = GroupPlan(sets: sets.enumerated().map { index, changes in
+                PlannedSet(id: UUID(commitPrefix: prefix, sequence: UInt64(index + 1)), writes: .changes(changes))
+            })
+            let outcome = try await store.commitGroup(plan, hook: nil, prepared: nil)
             let results = outcome.results
             #expect(results.count == 3)
             #expect((try? results[0].get())?.changes.first?.id.text == "1")
             #expect(throws: PGError.self) { try results[1].get() }
             #expect((try? results[2].get())?.changes.first?.id.text == "3")
             #expect(try await store.fetch(StoreUser.self).map(\.value.id).sorted() == [1, 3])
+        }
+    }
+
+    /// A plan's set may guard a write with the version an earlier set of its group writes: each store fills it
+    /// in once that set ran, and a set whose source failed conflicts instead of writing unguarded.
+    @Test(arguments: StoreKind.allCases)
+    func groupPlanTakesVersionsFromEarlierSets(kind: StoreKind) async throws {
+        try await StoreTestServer.withStore(kind) { harness in
+            let store = try #require(harness.store as? any GroupCommitStore)
+            try await (store as? PostgresStore)?.createCommitLogIfNeeded()
+            try await store.insert(StoreUser.make(9))
+            let prefix = UUID.commitPrefix()
+            func plan(first: ChangeSet, ids: ClosedRange<UInt64>) throws -> GroupPlan {
+                var rename = ChangeSet()
+                rename.update(StoreUser.make(1, name: "renamed"), changedColumns: ["name"], expectedVersion: unknownRowVersion)
+                let source = GroupVersion(operation: 0, key: try RowKey(StoreUser.self, id: 1), set: 0)
+                return GroupPlan(sets: [
+                    PlannedSet(id: UUID(commitPrefix: prefix, sequence: ids.lowerBound), writes: .changes(first)),
+                    PlannedSet(id: UUID(commitPrefix: prefix, sequence: ids.upperBound), writes: .changes(rename), versionsFromGroup: [source]),
+                ])
+            }
+            var insert = ChangeSet()
+            insert.insert(StoreUser.make(1))
+            let committed = try plan(first: insert, ids: 1...2)
+            #expect(committed.dependsOnItself)
+            #expect((store as? PostgresStore)?.prepareGroupPipeline(committed, hook: nil) == nil, "its versions are known only once set 0 ran")
+            let results = try await store.commitGroup(committed, hook: nil, prepared: nil).results
+            #expect(results.count == 2)
+            #expect((try? results[1].get())?.changes.first?.id.text == "1")
+            #expect(try await store.object(StoreUser.self, id: 1)?.value.name == "renamed")
+
+            // The source set fails (a duplicate key): the dependent set conflicts and writes nothing.
+            var failing = ChangeSet()
+            failing.insert(StoreUser.make(2))
+            failing.insert(StoreUser.make(9))
+            let conflicted = try await store.commitGroup(try plan(first: failing, ids: 3...4), hook: nil, prepared: nil).results
+            #expect(throws: PGError.self) { try conflicted[0].get() }
+            #expect(throws: StoreError.self) { try conflicted[1].get() }
+            #expect(try await store.object(StoreUser.self, id: 2) == nil)
         }
     }
 
