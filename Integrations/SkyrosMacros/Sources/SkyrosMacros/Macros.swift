@@ -39,9 +39,11 @@
 /// A member the struct declares itself (`tableName`, `columns`, `CodingKeys`, `relationships`) is left as written.
 ///
 /// A ``Skyros/Reference`` property is a foreign-key column, named `<property in snake case>_id` (`author` →
-/// `author_id`; a name already ending in `_id`, such as `authorID`, is kept); ``Column(_:generated:)`` names it
-/// otherwise. A computed ``Skyros/ToMany`` property is not a column. When a property is declared with
-/// ``Related(deleteRule:)`` or ``Related(inverse:)``, ``Skyros/Entity/relationships`` is derived from them:
+/// `author_id`; a name whose snake case already ends in `_id`, such as `authorID`, is kept);
+/// ``Column(_:generated:)`` names it otherwise. A ``Skyros/ToMany`` property is computed, not a column, and names
+/// its inverse with `@Related(inverse:)`. When a property is declared with ``Related(deleteRule:)`` or
+/// `@Related(inverse:)`, ``Skyros/Entity/relationships`` is derived from them; without any, the struct keeps the
+/// default (every reference a to-one with ``Skyros/DeleteRule/noAction``):
 ///
 /// ```swift
 /// @Entity(table: "books")

@@ -62,7 +62,7 @@ enum EntityDiagnostic: DiagnosticMessage {
             "@Transient applies to a stored property; '\(property)' is not stored, so it is not a column anyway"
         case .relatedOnOtherType(let property, let type):
             "@Related applies to a Reference<Target> property (a to-one) or a computed ToMany<Target> property (a to-many); "
-                + (type.map { "'\(property)' is a '\($0)'" } ?? "write the type of '\(property)'")
+                + (type.map { "'\(property)' is of type '\($0)'" } ?? "write the type of '\(property)'")
         case .relatedOnStatic(let property):
             "@Related applies to an instance property; '\(property)' is static"
         case .relatedOnComputedReference(let property):

@@ -187,7 +187,7 @@ final class RelationshipDiagnosticTests: XCTestCase {
                 """#,
             diagnostics: [
                 DiagnosticSpec(
-                    message: "@Related applies to a Reference<Target> property (a to-one) or a computed ToMany<Target> property (a to-many); 'authorID' is a 'Int64'",
+                    message: "@Related applies to a Reference<Target> property (a to-one) or a computed ToMany<Target> property (a to-many); 'authorID' is of type 'Int64'",
                     line: 4, column: 5, fixIts: [FixItSpec(message: "Remove '@Related'")])
             ],
             macroSpecs: macros,

@@ -139,7 +139,7 @@ final class RelationshipExpansionTests: XCTestCase {
     }
 
     /// Every form `@Related` takes: a rule on an optional reference (`.setNull`, qualified), no argument (the
-    /// default rule, listed), an inverse that is an optional reference, a public entity (its members public).
+    /// default rule, listed), an inverse that is an optional reference, a name that is a keyword, a public entity (its members public).
     func testEveryFormOfRelated() {
         assertMacroExpansion(
             #"""
@@ -153,6 +153,7 @@ final class RelationshipExpansionTests: XCTestCase {
                 @Related(inverse: \Person.manager) var reports: ToMany<Person> {
                     ToMany()
                 }
+                @Related(deleteRule: .cascade) var `class`: Reference<SchoolClass>
             }
             """#,
             expandedSource: #"""
@@ -165,6 +166,7 @@ final class RelationshipExpansionTests: XCTestCase {
                     var reports: ToMany<Person> {
                         ToMany()
                     }
+                    var `class`: Reference<SchoolClass>
 
                     public static let tableName = "people"
 
@@ -173,6 +175,7 @@ final class RelationshipExpansionTests: XCTestCase {
                         EntityColumn(\.manager, "manager_id"),
                         EntityColumn(\.team, "team_id"),
                         EntityColumn(\.department, "dept"),
+                        EntityColumn(\.`class`, "class_id"),
                     ]
 
                     enum CodingKeys: String, CodingKey {
@@ -180,6 +183,7 @@ final class RelationshipExpansionTests: XCTestCase {
                         case manager = "manager_id"
                         case team = "team_id"
                         case department = "dept"
+                        case `class` = "class_id"
                     }
 
                     public static let relationships: [Relationship<Person>] = [
@@ -188,6 +192,7 @@ final class RelationshipExpansionTests: XCTestCase {
                         .toOne(\.department, deleteRule: .restrict),
                         .toMany(\.assignedTickets, inverse: \Ticket.assignee),
                         .toMany(\.reports, inverse: \Person.manager),
+                        .toOne(\.`class`, deleteRule: .cascade),
                     ]
                 }
 
