@@ -17,6 +17,17 @@ enum EntityDiagnostic: DiagnosticMessage {
     case transientWithoutValue(property: String)
     case transientOnComputed(property: String)
     case identityOnLet(property: String)
+    case relatedOnOtherType(property: String, type: String?)
+    case relatedOnStatic(property: String)
+    case relatedOnComputedReference(property: String)
+    case relatedAndTransient(property: String)
+    case deleteRuleOnToMany(property: String, target: String)
+    case inverseOnToOne(property: String, target: String)
+    case setNullOnNonOptional(property: String, target: String)
+    case toManyWithoutInverse(property: String, target: String)
+    case inverseOfAnotherEntity(property: String, target: String, root: String)
+    case storedToMany(property: String, target: String)
+    case relationshipsDeclaredByHand(property: String)
 
     var message: String {
         switch self {
@@ -49,6 +60,29 @@ enum EntityDiagnostic: DiagnosticMessage {
             "an identity column is given its id at insert: declare '\(property)' with 'var'"
         case .transientOnComputed(let property):
             "@Transient applies to a stored property; '\(property)' is not stored, so it is not a column anyway"
+        case .relatedOnOtherType(let property, let type):
+            "@Related applies to a Reference<Target> property (a to-one) or a computed ToMany<Target> property (a to-many); "
+                + (type.map { "'\(property)' is of type '\($0)'" } ?? "write the type of '\(property)'")
+        case .relatedOnStatic(let property):
+            "@Related applies to an instance property; '\(property)' is static"
+        case .relatedOnComputedReference(let property):
+            "@Related on a Reference applies to a stored property (its column is the foreign key); '\(property)' is computed"
+        case .relatedAndTransient(let property):
+            "'\(property)' is both @Related and @Transient: a transient property has no column, so it is no relationship"
+        case .deleteRuleOnToMany(let property, let target):
+            "the to-many '\(property)' has no delete rule of its own: the foreign key of its inverse has it, so write deleteRule: on the reference of \(target) and name that reference here with inverse:"
+        case .inverseOnToOne(let property, let target):
+            "the to-one '\(property)' is its own foreign key, so it has no inverse: the ToMany<…> property of \(target) names '\(property)' as its inverse"
+        case .setNullOnNonOptional(let property, let target):
+            "ON DELETE SET NULL stores NULL in the column of '\(property)': declare it optional, Reference<\(target)>?, or choose another delete rule"
+        case .toManyWithoutInverse(let property, let target):
+            "the to-many '\(property)' needs its inverse, the reference of \(target) to this entity: @Related(inverse: \\\(target).…)"
+        case .inverseOfAnotherEntity(let property, let target, let root):
+            "'\(property)' is a ToMany<\(target)>, so its inverse is a reference of \(target), not of \(root)"
+        case .storedToMany(let property, let target):
+            "a ToMany property holds no rows and is not a column: make '\(property)' computed, 'var \(property): ToMany<\(target)> { ToMany() }'"
+        case .relationshipsDeclaredByHand(let property):
+            "this struct declares 'relationships' itself, so @Related on '\(property)' is not read: list the relationship there, or remove that declaration"
         }
     }
 
@@ -68,6 +102,17 @@ enum EntityDiagnostic: DiagnosticMessage {
         case .transientWithoutValue: "transientWithoutValue"
         case .transientOnComputed: "transientOnComputed"
         case .identityOnLet: "identityOnLet"
+        case .relatedOnOtherType: "relatedOnOtherType"
+        case .relatedOnStatic: "relatedOnStatic"
+        case .relatedOnComputedReference: "relatedOnComputedReference"
+        case .relatedAndTransient: "relatedAndTransient"
+        case .deleteRuleOnToMany: "deleteRuleOnToMany"
+        case .inverseOnToOne: "inverseOnToOne"
+        case .setNullOnNonOptional: "setNullOnNonOptional"
+        case .toManyWithoutInverse: "toManyWithoutInverse"
+        case .inverseOfAnotherEntity: "inverseOfAnotherEntity"
+        case .storedToMany: "storedToMany"
+        case .relationshipsDeclaredByHand: "relationshipsDeclaredByHand"
         }
         return MessageID(domain: "SkyrosMacros", id: id)
     }

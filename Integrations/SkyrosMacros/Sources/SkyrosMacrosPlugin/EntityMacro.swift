@@ -4,11 +4,8 @@ import SwiftSyntaxBuilder
 import SwiftSyntaxMacros
 
 /// `@Entity`: adds `tableName`, `columns`, `CodingKeys` (when a column's name is not its property's, or a property
-/// is `@Transient`) and `primaryKey` (when the key has several columns) to a struct, and its `Entity` conformance.
-///
-/// Relationships are not derived yet: once Skyros declares them, they are one more kind of property read by
-/// ``EntityLayout`` (a property whose attribute names a relationship), and one more member emitted beside
-/// `columns`.
+/// is `@Transient`), `primaryKey` (when the key has several columns) and `relationships` (when a property is
+/// `@Related`) to a struct, and its `Entity` conformance.
 public struct EntityMacro: MemberMacro, ExtensionMacro {
     public static func expansion(
         of node: AttributeSyntax,
@@ -59,6 +56,8 @@ struct EntityLayout {
     let columns: [(property: EntityProperty, name: String, generated: ExprSyntax?)]
     let transient: [EntityProperty]
     let primaryKey: [String]
+    /// The entries of `relationships` (`.toOne(\.author, deleteRule: .cascade)`), in declaration order.
+    let relationships: [String]
     let declared: Set<String>
     /// Two properties on one column (diagnosed): `CodingKeys` would repeat a raw value, another error.
     let hasDuplicateColumns: Bool
@@ -107,8 +106,15 @@ struct EntityLayout {
                 transient.append(property)
                 continue
             }
+            if case .toMany(let target) = property.relationship {
+                context.diagnose(
+                    Diagnostic(
+                        node: property.node, message: EntityDiagnostic.storedToMany(property: property.name, target: target),
+                        fixIts: [Self.makeComputed(property, target: target)]))
+                continue
+            }
             let arguments = property.column.map(ColumnArguments.init)
-            let name = arguments?.name ?? snakeCased(property.name)
+            let name = arguments?.name ?? property.defaultColumnName
             if let first = byColumn[name] {
                 context.diagnose(
                     Diagnostic(
@@ -150,6 +156,35 @@ struct EntityLayout {
         }
         self.primaryKey = primaryKey
 
+        // The relationships the properties declare with @Related (their mistakes diagnosed by @Related itself).
+        var relationships: [String] = []
+        let relationshipsByHand = self.declared.contains("relationships")
+        for property in properties where !property.isStatic && property.transient == nil {
+            guard let related = property.related else {
+                if case .toMany(let target) = property.relationship, !property.isStored, !relationshipsByHand {
+                    context.diagnose(
+                        Diagnostic(node: property.node, message: EntityDiagnostic.toManyWithoutInverse(property: property.name, target: target)))
+                }
+                continue
+            }
+            if relationshipsByHand {
+                context.diagnose(Diagnostic(node: related, message: EntityDiagnostic.relationshipsDeclaredByHand(property: property.name)))
+                continue
+            }
+            let arguments = RelatedArguments(related)
+            switch property.relationship {
+            case .toOne where property.isStored:
+                let rule = arguments.deleteRule.map { ", deleteRule: \($0.expression.trimmedDescription)" } ?? ""
+                relationships.append(".toOne(\\.\(property.spelling)\(rule))")
+            case .toMany where !property.isStored:
+                if let inverse = arguments.inverse {
+                    relationships.append(".toMany(\\.\(property.spelling), inverse: \(inverse.expression.trimmedDescription))")
+                }
+            default: continue
+            }
+        }
+        self.relationships = relationships
+
         if !properties.contains(where: { $0.name == "id" }) {
             context.diagnose(Diagnostic(node: structDecl.name, message: EntityDiagnostic.noIDProperty(type: self.typeName)))
         }
@@ -185,6 +220,44 @@ struct EntityLayout {
             let keyPaths = self.primaryKey.map { "\\.\($0)" }.joined(separator: ", ")
             members.append("\(raw: self.access)static let primaryKey = PrimaryKey<\(raw: self.typeName)>(\(raw: keyPaths))")
         }
+        if !self.relationships.isEmpty, !self.declared.contains("relationships") {
+            let entries = self.relationships.map { "    \($0),\n" }.joined()
+            members.append(
+                "\(raw: self.access)static let relationships: [Relationship<\(raw: self.typeName)>] = [\n\(raw: entries)]")
+        }
         return members
+    }
+
+    /// The fix-it turning a stored `ToMany` into the computed property that names the relationship.
+    private static func makeComputed(_ property: EntityProperty, target: String) -> FixIt {
+        let binding = property.binding
+        let type = binding.typeAnnotation?.type.trimmed ?? TypeSyntax("ToMany<\(raw: target)>")
+        let computed = binding
+            .with(\.pattern, binding.pattern.with(\.trailingTrivia, []))
+            .with(\.typeAnnotation, TypeAnnotationSyntax(colon: .colonToken(trailingTrivia: .space), type: type.with(\.trailingTrivia, .space)))
+            .with(\.initializer, nil)
+            .with(
+                \.accessorBlock,
+                AccessorBlockSyntax(
+                    leftBrace: .leftBraceToken(trailingTrivia: .space),
+                    accessors: .getter([CodeBlockItemSyntax(item: .expr("ToMany()"))]),
+                    rightBrace: .rightBraceToken(leadingTrivia: .space)))
+        var changes: [FixIt.Change] = [.replace(oldNode: Syntax(binding), newNode: Syntax(computed))]
+        if let variable = binding.parent?.parent?.as(VariableDeclSyntax.self), variable.bindingSpecifier.tokenKind == .keyword(.let) {
+            changes.append(
+                .replace(oldNode: Syntax(variable.bindingSpecifier), newNode: Syntax(variable.bindingSpecifier.with(\.tokenKind, .keyword(.var)))))
+        }
+        return FixIt(message: EntityNote(message: "Make '\(property.name)' computed"), changes: changes)
+    }
+}
+
+extension EntityProperty {
+    /// The column of a property not named by `@Column`: its name in snake case, and for a `Reference` (a foreign
+    /// key) the referenced id's `_id` after it (`author` → `author_id`), unless the name already ends so
+    /// (`authorID` → `author_id`).
+    var defaultColumnName: String {
+        let name = snakeCased(self.name)
+        guard case .toOne = self.relationship, name != "id", !name.hasSuffix("_id") else { return name }
+        return name + "_id"
     }
 }

@@ -14,6 +14,16 @@ struct EntityProperty {
     let column: AttributeSyntax?
     /// `@Transient`, when present.
     let transient: AttributeSyntax?
+    /// `@Related`, when present.
+    let related: AttributeSyntax?
+    /// A `Reference` or `ToMany` property, from its declared type (or its initial value's).
+    let relationship: RelationshipType?
+    /// The declared type, when written.
+    let type: TypeSyntax?
+    /// The property's binding (`books: ToMany<Book>`), which a fix-it rewrites.
+    let binding: PatternBindingSyntax
+    /// `static` or `class`.
+    let isStatic: Bool
     /// A stored instance property (not computed, not static).
     let isStored: Bool
     /// The binding has an initial value (`= …`).
@@ -32,8 +42,16 @@ struct EntityProperty {
         let isStatic = variable.modifiers.contains { $0.name.tokenKind == .keyword(.static) || $0.name.tokenKind == .keyword(.class) }
         let column = variable.attributes.attribute(named: "Column")
         let transient = variable.attributes.attribute(named: "Transient")
-        for binding in variable.bindings {
+        let related = variable.attributes.attribute(named: "Related")
+        let bindings = Array(variable.bindings)
+        for (index, binding) in bindings.enumerated() {
             guard let identifier = binding.pattern.as(IdentifierPatternSyntax.self)?.identifier else { continue }
+            // `var a, b: Int`: `a` has the type of the next binding that declares one.
+            let type =
+                binding.typeAnnotation?.type
+                ?? (binding.initializer == nil
+                    ? bindings[(index + 1)...].lazy.compactMap { $0.typeAnnotation?.type }.first : nil)
+            let relationship = type.flatMap(RelationshipType.init) ?? binding.initializer.flatMap { RelationshipType(initialValue: $0.value) }
             properties.append(
                 EntityProperty(
                     spelling: identifier.text,
@@ -41,6 +59,11 @@ struct EntityProperty {
                     node: Syntax(binding.pattern),
                     column: column,
                     transient: transient,
+                    related: related,
+                    relationship: relationship,
+                    type: type,
+                    binding: binding,
+                    isStatic: isStatic,
                     isStored: !isStatic && !binding.isComputed,
                     hasInitialValue: binding.initializer != nil,
                     isLet: variable.bindingSpecifier.tokenKind == .keyword(.let)

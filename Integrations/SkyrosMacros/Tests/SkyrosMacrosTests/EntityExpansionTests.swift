@@ -10,9 +10,10 @@ let macros: [String: MacroSpec] = [
     "Entity": MacroSpec(type: EntityMacro.self, conformances: ["Entity"]),
     "Column": MacroSpec(type: ColumnMacro.self),
     "Transient": MacroSpec(type: TransientMacro.self),
+    "Related": MacroSpec(type: RelatedMacro.self),
 ]
 
-/// What `@Entity`, `@Column` and `@Transient` expand to, and what they refuse.
+/// What `@Entity`, `@Column` and `@Transient` expand to, and what they refuse (`@Related`: RelationshipExpansionTests).
 final class EntityExpansionTests: XCTestCase {
     /// The README's `Author` (scripts/snippets/app.swift): the expansion is the hand-written declaration, the
     /// conformance in an extension and the derived members after the ones written.

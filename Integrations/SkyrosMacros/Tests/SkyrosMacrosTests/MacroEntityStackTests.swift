@@ -21,6 +21,14 @@ private let schema = try! SchemaMigration(
         CREATE FUNCTION touch_ticket() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN NEW.updated_at = clock_timestamp(); RETURN NEW; END $$;
         CREATE TRIGGER touch BEFORE INSERT OR UPDATE ON tickets FOR EACH ROW EXECUTE FUNCTION touch_ticket();
+        CREATE TABLE books (
+            id bigint PRIMARY KEY, title text NOT NULL, author_id uuid NOT NULL REFERENCES authors (id) ON DELETE CASCADE
+        );
+        CREATE TABLE reviews (
+            id bigint PRIMARY KEY, text text NOT NULL,
+            reviewed_book bigint NOT NULL REFERENCES books (id) ON DELETE CASCADE,
+            reply_to_id bigint REFERENCES reviews (id) ON DELETE SET NULL
+        );
         CREATE TABLE course_enrollment (
             course_id bigint NOT NULL, student_id uuid NOT NULL, grade text, PRIMARY KEY (course_id, student_id)
         );
@@ -37,7 +45,7 @@ private let schema = try! SchemaMigration(
     private func withStack(_ body: (DataStack) async throws -> Void) async throws {
         let configuration = DataStackConfiguration(
             store: .inMemory, migrations: .migrations([schema]),
-            entities: [Author.self, Ticket.self, CourseEnrollment.self])
+            entities: [Author.self, Book.self, Review.self, Ticket.self, CourseEnrollment.self])
         try await self.database().withStack(configuration, prefix: "macros", body)
     }
 
@@ -76,6 +84,86 @@ private let schema = try! SchemaMigration(
                 try await $0.fetch(FetchDescriptor<Author>(predicate: #Predicate { $0.email != nil }))
             }
             #expect(charles.map(\.name) == ["Charles"])
+        }
+    }
+
+    /// `@Related` relationships: start checks the to-one against the table's foreign key (`ON DELETE CASCADE`),
+    /// a prefetch loads them both ways, and the cascade deletes an author's books.
+    @Test func macroDeclaredRelationshipsStartPrefetchAndCascade() async throws {
+        try await self.withStack { stack in
+            let ada = Author(id: UUID(), name: "Ada", email: nil)
+            let charles = Author(id: UUID(), name: "Charles", email: nil)
+            try await stack.write(durability: .committed) { context in
+                try context.insert(ada)
+                try context.insert(charles)
+                try context.insert(Book(id: 1, title: "Notes", author: Reference(to: ada)))
+                try context.insert(Book(id: 2, title: "Engines", author: Reference(to: charles)))
+                try context.insert(Book(id: 3, title: "Sketch", author: Reference(ada.id)))
+            }
+
+            let books = try await stack.read {
+                try await $0.fetchWithRelationships(
+                    FetchDescriptor<Book>(sortBy: [SortDescriptor(\Book.id)], relationshipKeyPathsForPrefetching: [\.author]))
+            }
+            #expect(books.map(\.title) == ["Notes", "Engines", "Sketch"])
+            #expect(try books.map { try books.related(\.author, of: $0)?.name } == ["Ada", "Charles", "Ada"])
+
+            let authors = try await stack.mainContext.fetchWithRelationships(
+                FetchDescriptor<Author>(relationshipKeyPathsForPrefetching: [\.books]))
+            #expect(authors.map(\.name) == ["Ada", "Charles"])
+            #expect(try authors.map { try authors.related(\.books, of: $0).map(\.title) } == [["Notes", "Sketch"], ["Engines"]])
+
+            // ON DELETE CASCADE, as declared by @Related and checked at start.
+            try await stack.write(durability: .committed) { try await $0.delete(Author.self, id: ada.id) }
+            let left = try await stack.read { try await $0.fetch(FetchDescriptor<Book>(sortBy: [SortDescriptor(\Book.id)])) }
+            #expect(left.map(\.title) == ["Engines"])
+        }
+    }
+
+    /// A nullable reference to the entity's own table, `ON DELETE SET NULL`, and the to-many over it.
+    @Test func aSetNullReferenceToItsOwnTableAndItsToMany() async throws {
+        try await self.withStack { stack in
+            let ada = Author(id: UUID(), name: "Ada", email: nil)
+            try await stack.write(durability: .committed) { context in
+                try context.insert(ada)
+                try context.insert(Book(id: 1, title: "Notes", author: Reference(to: ada)))
+                try context.insert(Review(id: 1, text: "Clear", book: Reference(1), replyTo: nil))
+                try context.insert(Review(id: 2, text: "Agreed", book: Reference(1), replyTo: Reference(1)))
+                try context.insert(Review(id: 3, text: "Too short", book: Reference(1), replyTo: Reference(1)))
+            }
+            let reviews = try await stack.read {
+                try await $0.fetchWithRelationships(
+                    FetchDescriptor<Review>(
+                        predicate: #Predicate { $0.id == 1 }, relationshipKeyPathsForPrefetching: [\.replies, \.book]))
+            }
+            let first = try #require(reviews.first)
+            #expect(try reviews.related(\.replies, of: first).map(\.text) == ["Agreed", "Too short"])
+            #expect(try reviews.related(\.book, of: first)?.title == "Notes")
+
+            // ON DELETE SET NULL: the replies stay, without their reference.
+            try await stack.write(durability: .committed) { try await $0.delete(Review.self, id: 1) }
+            let left = try await stack.read { try await $0.fetch(FetchDescriptor<Review>(sortBy: [SortDescriptor(\Review.id)])) }
+            #expect(left.map(\.id) == [2, 3] && left.allSatisfy { $0.replyTo == nil })
+        }
+    }
+
+    /// The delete rule `@Related` declares is checked against the database's foreign key at start.
+    @Test func aDeleteRuleTheForeignKeyDoesNotHaveIsRefusedAtStart() async throws {
+        let noAction = try SchemaMigration(
+            version: 1, description: "books without cascade",
+            up: """
+                CREATE TABLE authors (id uuid PRIMARY KEY, name text NOT NULL, email text);
+                CREATE TABLE books (id bigint PRIMARY KEY, title text NOT NULL, author_id uuid NOT NULL REFERENCES authors (id));
+                """)
+        let configuration = DataStackConfiguration(
+            store: .inMemory, migrations: .migrations([noAction]), entities: [Author.self, Book.self])
+        let database = try self.database()
+        do {
+            try await database.withStack(configuration, prefix: "macros") { _ in }
+            Issue.record("the stack started on a foreign key without ON DELETE CASCADE")
+        } catch {
+            #expect("\(error)".contains("books.author_id → authors.id"), "\(error)")
+            #expect("\(error)".contains("ON DELETE CASCADE"), "\(error)")
         }
     }
 
@@ -134,6 +222,37 @@ private let schema = try! SchemaMigration(
         #expect(Author.columns.map { "\($0.valueType)" } == HandWrittenAuthor.columns.map { "\($0.valueType)" })
         #expect(Author.columns.map(\.generated) == HandWrittenAuthor.columns.map(\.generated))
         #expect(Author.defaultSort.count == 1)
+    }
+
+    /// The macro's `Book` and `Author` have the hand-written ones' relationships: same kinds, same foreign keys.
+    @Test func theMacroRelationshipsAreTheHandWrittenOnes() throws {
+        #expect(Book.tableName == HandWrittenBook.tableName)
+        #expect(Book.columns.map(\.name) == HandWrittenBook.columns.map(\.name))
+        #expect(Book.columns.map(\.name) == ["id", "title", "author_id"])
+        let bookKinds = Book.relationships.map { $0.kind == .toOne ? "to-one" : "to-many" }
+        let handWrittenBookKinds = HandWrittenBook.relationships.map { $0.kind == .toOne ? "to-one" : "to-many" }
+        #expect(bookKinds == handWrittenBookKinds && bookKinds == ["to-one"])
+        let bookKeys: [ForeignKey] = try Book.relationships.map { try $0.foreignKey() }
+        let handWrittenBookKeys: [ForeignKey] = try HandWrittenBook.relationships.map { try $0.foreignKey() }
+        #expect(bookKeys == handWrittenBookKeys)
+        #expect(bookKeys.map { "\($0) \($0.deleteRule)" } == ["books.author_id → authors.id CASCADE"])
+
+        let authorKinds = Author.relationships.map { $0.kind == .toOne ? "to-one" : "to-many" }
+        #expect(authorKinds == ["to-many"])
+        let authorKeys: [ForeignKey] = try Author.relationships.map { try $0.foreignKey() }
+        let handWrittenAuthorKeys: [ForeignKey] = try HandWrittenAuthor.relationships.map { try $0.foreignKey() }
+        #expect(authorKeys == handWrittenAuthorKeys && authorKeys == bookKeys)
+        let authorKeyPaths: [AnyKeyPath] = Author.relationships.map { $0.keyPath }
+        #expect(authorKeyPaths == [\Author.books])
+        // An entity with no @Related keeps the default (its references are to-ones with NO ACTION).
+        #expect(Ticket.relationships.isEmpty)
+    }
+
+    /// A reference is encoded as its id under the column's name.
+    @Test func aReferenceIsCodedAsItsIDUnderItsColumn() throws {
+        let author = UUID()
+        let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(Book(id: 1, title: "Notes", author: Reference(author))))
+        #expect((json as? [String: Any])?["author_id"] as? String == author.uuidString)
     }
 
     @Test func generatedColumnsAndNamesAreDerived() {
