@@ -78,8 +78,21 @@ extension EntityChange {
     /// `INSERT … ON CONFLICT (id) DO UPDATE … RETURNING <version>, <inserted?>`, and the row's key.
     static func upsertQuery(_ value: T, schema: String?) throws -> (query: PGQuery, key: PGValue) {
         let plan = try EntityPlan<T>.shared
-        let table = plan.quotedTable(schema: schema)
         let values = try RowEncoder(plan: plan).encode(value)
+        let query = Self.upsertStatement(
+            values, plan: plan, target: "(\(plan.quotedKeyColumns))", schema: schema, returning: plan.versionExpression)
+        return (query, plan.key(of: values))
+    }
+
+    /// `INSERT … ON CONFLICT <target> DO UPDATE SET <every column the app sets but the primary key>[, version + 1]
+    /// RETURNING <returning>, <inserted?>[, <read-back columns>]`: the upsert of `values` (encoded in
+    /// ``Entity/columns`` order) on any conflict target. The primary key is not written on a conflict: the stored
+    /// row keeps its own. An entity whose only columns are its key rewrites the stored key as it is, so that the
+    /// row is returned (`DO NOTHING` returns nothing).
+    static func upsertStatement(
+        _ values: [PGValue], plan: EntityPlan<T>, target: String, schema: String?, returning: String
+    ) -> PGQuery {
+        let table = plan.quotedTable(schema: schema)
         var assignments = plan.insertedIndices.filter { !plan.isKeyColumn($0) }.map { index in
             "\(quoteIdentifier(plan.columnNames[index])) = EXCLUDED.\(quoteIdentifier(plan.columnNames[index]))"
         }
@@ -88,13 +101,13 @@ extension EntityChange {
         }
         if assignments.isEmpty {
             let first = quoteIdentifier(plan.columnNames[plan.idIndex])
-            assignments = ["\(first) = EXCLUDED.\(first)"]
+            assignments = ["\(first) = \(table).\(first)"]
         }
         var query = PostgresWriteContext.insertStatement(plan, schema: schema, rows: [values])
         query.append(
             PGQuery(
-                unsafeSQL: " ON CONFLICT (\(plan.quotedKeyColumns)) DO UPDATE SET \(assignments.joined(separator: ", ")) "
-                    + "RETURNING \(plan.versionExpression), (xmax::text = '0')\(plan.returningReadBack)"))
-        return (query, plan.key(of: values))
+                unsafeSQL: " ON CONFLICT \(target) DO UPDATE SET \(assignments.joined(separator: ", ")) "
+                    + "RETURNING \(returning), (xmax::text = '0')\(plan.returningReadBack)"))
+        return query
     }
 }

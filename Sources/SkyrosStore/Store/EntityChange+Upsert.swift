@@ -16,7 +16,6 @@ extension EntityChange {
     /// The primary key is not written on a conflict: the stored row keeps its own, which the statement returns.
     static func upsertQuery(_ value: T, onConflict conflict: UpsertConflict<T>, schema: String?) throws -> PGQuery {
         let plan = try EntityPlan<T>.shared
-        let table = plan.quotedTable(schema: schema)
         let target: String
         switch conflict.target {
         case .primaryKey:
@@ -28,23 +27,8 @@ extension EntityChange {
             target = "ON CONSTRAINT \(quoteIdentifier(name))"
         }
         let values = try RowEncoder(plan: plan).encode(value)
-        var assignments = plan.insertedIndices.filter { !plan.isKeyColumn($0) }.map { index in
-            "\(quoteIdentifier(plan.columnNames[index])) = EXCLUDED.\(quoteIdentifier(plan.columnNames[index]))"
-        }
-        if let versionColumn = plan.versionColumn {
-            assignments.append("\(quoteIdentifier(versionColumn)) = \(table).\(quoteIdentifier(versionColumn)) + 1")
-        }
-        // Only a primary key: the row is rewritten as it is, so that it is returned (DO NOTHING returns nothing).
-        if assignments.isEmpty {
-            let first = quoteIdentifier(plan.columnNames[plan.idIndex])
-            assignments = ["\(first) = \(table).\(first)"]
-        }
-        var query = PostgresWriteContext.insertStatement(plan, schema: schema, rows: [values])
-        query.append(
-            PGQuery(
-                unsafeSQL: " ON CONFLICT \(target) DO UPDATE SET \(assignments.joined(separator: ", ")) "
-                    + "RETURNING \(plan.keyExpression), \(plan.versionExpression), (xmax::text = '0')\(plan.returningReadBack)"))
-        return query
+        return Self.upsertStatement(
+            values, plan: plan, target: target, schema: schema, returning: "\(plan.keyExpression), \(plan.versionExpression)")
     }
 
     /// Runs the upsert on PostgreSQL; an unusable target becomes an ``UpsertConflictError``.
