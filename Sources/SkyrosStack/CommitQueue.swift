@@ -192,7 +192,7 @@ final class CommitQueue: Sendable {
     /// A group built while the one before it was on the server.
     private struct PreparedAhead: Sendable {
         let first: CommitQueueStateMachine<QueuedCommit, OneShotWaiter>.Ahead
-        let group: PreparedGroup
+        let group: PlannedGroup
     }
 
     /// The drain's loop. Returns `true` when the drain ended (nothing queued, nothing unsettled), `false` when
@@ -288,9 +288,8 @@ final class CommitQueue: Sendable {
     private func prepareAhead() -> PreparedAhead? {
         let (batch, hook) = self.state.withLock { ($0.queue.nextGroup, $0.hook) }
         guard let first = batch.first else { return nil }
-        guard let plan = self.builder.plan(batch, settled: nil) else { return nil }
-        let group = self.store.prepareGroup(plan, hook: hook)
-        return group.map { PreparedAhead(first: .init(firstCommit: first.id, count: batch.count), group: $0) }
+        guard let plan = self.builder.plan(batch, settled: nil), let group = self.store.prepareGroup(plan, hook: hook) else { return nil }
+        return PreparedAhead(first: .init(firstCommit: first.id, count: batch.count), group: PlannedGroup(plan: plan, pipeline: group))
     }
 
     // MARK: Settlement

@@ -3,6 +3,12 @@ import Logging
 import SkyrosPostgres
 import SkyrosStore
 
+/// A group planned and built as one pipeline ahead, while the group before it was on the server.
+struct PlannedGroup: Sendable {
+    let plan: GroupPlan
+    let pipeline: PreparedGroup
+}
+
 /// Commits one group of queued change sets through the store, retrying transient failures with backoff and
 /// never applying a set twice: after an attempt whose outcome is unknown, the commit log says which sets of it
 /// committed. The decisions are ``CommitRetryStateMachine``'s; this type runs them.
@@ -22,7 +28,7 @@ struct GroupCommitter: Sendable {
     /// - Returns: one outcome per commit, in order (a group committed whole by one pipeline is mapped to them
     ///   when settled). `prepared`: the group built ahead, sent on the first attempt. `prior`: the outcomes of
     ///   the sets queued before `batch` that are not settled yet (a set may need a version one of them wrote).
-    func commit(_ batch: [QueuedCommit], prepared: PreparedGroup? = nil, prior: [PriorOutcome] = []) async -> GroupOutcome {
+    func commit(_ batch: [QueuedCommit], prepared: PlannedGroup? = nil, prior: [PriorOutcome] = []) async -> GroupOutcome {
         var outcomes = [Result<ChangeSetResult, any Error>?](repeating: nil, count: batch.count)
         let started = ContinuousClock.now
         var retries = CommitRetryStateMachine(policy: self.policy)
@@ -106,8 +112,9 @@ struct GroupCommitter: Sendable {
     /// One attempt: the store commits the group (PostgreSQL: one transaction, with a savepoint per set unless it
     /// goes as one pipeline; memory: set by set). `earlier`: the outcomes of unsettled sets queued before these,
     /// which a set's versions may come from.
-    private func attempt(_ commits: [QueuedCommit], prepared: PreparedGroup?, prior earlier: [PriorOutcome]) async throws -> GroupOutcome {
-        let plan = self.builder.plan(commits, earlier: earlier) { key, commit in
+    private func attempt(_ commits: [QueuedCommit], prepared: PlannedGroup?, prior earlier: [PriorOutcome]) async throws -> GroupOutcome {
+        // A group planned ahead is planned whole: it needed no settled version, nor any outcome of a set before it.
+        let plan = prepared?.plan ?? self.builder.plan(commits, earlier: earlier) { key, commit in
             self.state.withLock { $0.view.settled.version(of: key, writtenBy: commit) }
         }
         // Only a plan made ahead (no settled versions to read) can be missing.
@@ -127,7 +134,7 @@ struct GroupCommitter: Sendable {
             let unprepared = hook.tablesNeedingPreparation(tables)
             if !unprepared.isEmpty { try await hook.prepare(tables: unprepared) }
         }
-        return try await self.store.commitGroup(plan, hook: hook, prepared: prepared)
+        return try await self.store.commitGroup(plan, hook: hook, prepared: prepared?.pipeline)
     }
 
     /// Whether a failed attempt may have committed all the same: the connection broke (or the server shut
