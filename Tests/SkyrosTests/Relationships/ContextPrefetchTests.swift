@@ -11,7 +11,7 @@ import Testing
 /// enter the main context's cache.
 @Suite("Prefetching through a context")
 struct ContextPrefetchTests {
-    static let entities: [any Entity.Type] = [RelPublisher.self, RelAuthor.self, RelBook.self, RelReview.self]
+    static let entities: [any Entity.Type] = [RelPublisher.self, RelAuthor.self, RelBook.self, RelReview.self, RelTag.self, RelBookTag.self]
 
     func withStack(_ kind: StackKind, _ body: (DataStack, RecordingLogHandler) async throws -> Void) async throws {
         let (logger, handler) = RecordingLogHandler.logger(label: "skyros.relationships")
