@@ -219,4 +219,10 @@ extension ForeignKeyCheck {
         }
         return types.flatMap { issues($0) }
     }
+
+    /// ``joinEntityIssues(_:)`` as an error, or `nil` when there is none (an in-memory stack's start check).
+    package static func joinEntityMismatch(_ types: [any Entity.Type]) -> SchemaMismatchError? {
+        let issues = self.joinEntityIssues(types)
+        return issues.isEmpty ? nil : SchemaMismatchError(issues: issues)
+    }
 }

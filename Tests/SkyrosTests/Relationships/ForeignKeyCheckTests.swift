@@ -125,4 +125,18 @@ struct ForeignKeyCheckTests {
             #expect(issues.first { $0.entity == "RelBook" }?.foreignKey?.description == "o.n → rel_books.id")
         }
     }
+
+    @Test("An in-memory stack without a many-to-many's join entity fails start too")
+    func inMemoryStartNeedsTheJoinEntity() async throws {
+        let entities = Self.entities.filter { $0 != RelBookTag.self }
+        let error = await #expect(throws: DataStackError.self) {
+            _ = try await DataStack.start(DataStackConfiguration(store: .inMemory, entities: entities))
+        }
+        #expect(error?.code == .schemaMismatch)
+        let issues = (error?.underlying as? SchemaMismatchError)?.issues ?? []
+        #expect(issues.map(\.entity) == ["RelBook", "RelTag"], "\(issues)")
+        // With it, the stack starts.
+        let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory, entities: Self.entities))
+        await stack.shutdown()
+    }
 }

@@ -10,7 +10,7 @@ import Testing
 /// prefetched with one query per relationship on PostgreSQL, with the same answers on both stores, nested through
 /// and from it; a deleted book or tag takes its join rows along.
 @Suite("Many-to-many relationships")
-struct ManyToManyTests {
+struct ManyToManyRelationshipTests {
     /// The tags of each book, as the sample pairs them: by label, then by key.
     static func expectedTags(_ tags: (tags: [RelTag], bookTags: [RelBookTag])) -> [Int64: [RelTag]] {
         let byID = Dictionary(uniqueKeysWithValues: tags.tags.map { ($0.id, $0) })
