@@ -51,9 +51,9 @@ extension Relationship {
     /// join table's delete rules (on the in-memory store too, once the join entity has been written there).
     ///
     /// Prefetched, the relationship answers `PrefetchedResults.related(_:of:)` with the target rows in
-    /// `Target`'s default order (then by primary key), one per join row. A store loads it with one query (the
-    /// targets joined to the join table, `WHERE join.owner = ANY($1)`); a context or a snapshot with two (the
-    /// join rows, then the targets), so that their unsaved changes to either apply.
+    /// `Target`'s default order (then by primary key), one per join row. A PostgreSQL store or snapshot loads it
+    /// with one query (the targets joined to the join table, `WHERE join.owner = ANY($1)`); a context with two
+    /// (the join rows, then the targets), so that its unsaved changes to either apply.
     /// - Parameters:
     ///   - keyPath: the ``ToMany`` property naming the relationship.
     ///   - owner: the join entity's reference to `Root` (listed in `Join`'s ``Entity/columns``).
@@ -144,7 +144,7 @@ extension RelatedRowSource {
     }
 
     /// The join rows of the owners, then the targets they name: two fetches.
-    func fetchInTwoSteps<Owner: Entity, Join: Entity, Target: Entity>(
+    package func fetchInTwoSteps<Owner: Entity, Join: Entity, Target: Entity>(
         _ request: ManyToManyFetch<Owner, Join, Target>
     ) async throws -> [(owner: Owner.ID, target: Target)] where Owner.ID: Codable, Target.ID: Codable {
         let joins: [Join] = try await self.fetchRelated(
@@ -186,7 +186,16 @@ extension PostgresStore {
     package func fetchRelated<Owner: Entity, Join: Entity, Target: Entity>(
         _ request: ManyToManyFetch<Owner, Join, Target>, on connection: PGConnection
     ) async throws -> [(owner: Owner.ID, target: Target)] where Owner.ID: Codable, Target.ID: Codable {
-        let query = try SQLQueryBuilder.selectThrough(request, schema: self.schema)
+        try await request.run(schema: self.schema, on: connection)
+    }
+}
+
+extension ManyToManyFetch {
+    /// The pairs in one query on `connection` (a store's, or a snapshot's inside its transaction), the tables in
+    /// `schema`.
+    /// - Throws: ``RelationshipError``, ``QueryError``, `PGError`.
+    package func run(schema: String?, on connection: PGConnection) async throws -> [(owner: Owner.ID, target: Target)] {
+        let query = try SQLQueryBuilder.selectThrough(self, schema: schema)
         let rows = try await connection.query(query)
         guard !rows.isEmpty else { return [] }
         let targets = try RowDecoder(plan: try EntityPlan<Target>.shared).decode(rows)

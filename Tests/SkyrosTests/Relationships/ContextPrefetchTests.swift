@@ -75,7 +75,7 @@ struct ContextPrefetchTests {
         }
     }
 
-    @Test("Through a context a many-to-many is two fetches: unsaved join rows count, the tags enter the main cache", arguments: StackKind.allCases)
+    @Test("Through a context a many-to-many is two fetches (unsaved join rows count, the tags enter the main cache); in a snapshot one", arguments: StackKind.allCases)
     func manyToManyThroughContexts(kind: StackKind) async throws {
         try await self.withStack(kind) { stack, handler in
             try await stack.write(durability: .committed) { context in
@@ -108,6 +108,17 @@ struct ContextPrefetchTests {
             // The main context does not see them.
             let main = try await stack.mainContext.fetchWithRelationships(FetchDescriptor<RelBook>(relationshipKeyPathsForPrefetching: [\.tags]))
             #expect(try tagsByBook(main) == [[2, 1], [3], []])
+
+            // A snapshot: one query for the many-to-many (the tags joined to the join table), inside the snapshot.
+            let before = reads().count
+            let snapshot = try await stack.readSnapshot {
+                try await $0.fetchWithRelationships(FetchDescriptor<RelBook>(relationshipKeyPathsForPrefetching: [\.tags]))
+            }
+            #expect(try tagsByBook(snapshot) == [[2, 1], [3], []])
+            if kind == .postgres {
+                let snapshotReads = Array(reads().dropFirst(before))
+                #expect(snapshotReads.count == 2 && snapshotReads.last?.contains(" JOIN ") == true, "\(snapshotReads)")
+            }
         }
     }
 
