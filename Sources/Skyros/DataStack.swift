@@ -124,6 +124,10 @@ public final class DataStack: DataStackProtocol, Service {
     ) async throws -> DataStack {
         switch configuration.store {
         case .inMemory:
+            // No tables to check in memory; a many-to-many's join entity must still be listed, as on PostgreSQL.
+            if let mismatch = ForeignKeyCheck.joinEntityMismatch(configuration.entities) {
+                throw DataStackError(code: .schemaMismatch, message: "the entities do not match", underlying: mismatch)
+            }
             let stack = DataStack(store: InMemoryStore(), postgres: nil, pool: nil, configuration: configuration, logger: logger)
             try await stack.core.prepareIdentities(configuration.entities)
             return stack

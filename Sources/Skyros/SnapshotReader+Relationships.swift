@@ -26,4 +26,12 @@ struct SnapshotRowSource: RelatedRowSource {
     func fetchRelated<R: Entity>(_ descriptor: FetchDescriptor<R>) async throws -> [R] {
         try await self.reader.fetch(descriptor)
     }
+
+    /// On PostgreSQL one query in the snapshot (the targets joined to the join table); else two fetches.
+    func fetchRelated<Owner: Entity, Join: Entity, Target: Entity>(
+        _ request: ManyToManyFetch<Owner, Join, Target>
+    ) async throws -> [(owner: Owner.ID, target: Target)] where Owner.ID: Codable, Target.ID: Codable {
+        guard case .postgres(let connection, let schema) = self.reader.source else { return try await self.fetchInTwoSteps(request) }
+        return try await request.run(schema: schema, on: connection)
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SkyrosPostgres
 import SkyrosStore
 
 // The relationship suites' entities: publishers ← authors ← books ← reviews, each foreign key with another
@@ -45,6 +46,7 @@ package struct RelBook: Entity, Equatable {
     package var title: String
     package var author: Reference<RelAuthor>
     package var reviews: ToMany<RelReview> { ToMany() }
+    package var tags: ToMany<RelTag> { ToMany() }
 
     package init(id: Int64, title: String, author: Int64) {
         (self.id, self.title, self.author) = (id, title, Reference(author))
@@ -61,6 +63,7 @@ package struct RelBook: Entity, Equatable {
     ]
     package static let relationships: [Relationship<RelBook>] = [
         .toOne(\.author, deleteRule: .cascade), .toMany(\.reviews, inverse: \RelReview.book),
+        .manyToMany(\.tags, through: \RelBookTag.book, \RelBookTag.tag),
     ]
 }
 
@@ -83,10 +86,55 @@ package struct RelReview: Entity, Equatable {
     ]
 }
 
+/// A tag of books (many-to-many through ``RelBookTag``), named to trip SQL that does not quote or qualify: its
+/// table's name holds a quote, its key column is `n` (as the join table's book column is), its label `order`.
+package struct RelTag: Entity, Equatable {
+    package var id: Int64
+    package var label: String
+    package var books: ToMany<RelBook> { ToMany() }
+
+    package init(id: Int64, label: String) { (self.id, self.label) = (id, label) }
+
+    enum CodingKeys: String, CodingKey {
+        case id = "n"
+        case label = "order"
+    }
+
+    package static let tableName = "rel_tag\"s"
+    package static let columns: [EntityColumn<RelTag>] = [EntityColumn(\.id, "n"), EntityColumn(\.label, "order")]
+    /// By label, so that a many-to-many's order is not its key's.
+    package static let defaultSort = [SortDescriptor(\RelTag.label)]
+    package static let relationships: [Relationship<RelTag>] = [.manyToMany(\.books, through: \RelBookTag.tag, \RelBookTag.book)]
+}
+
+/// The join table of books and tags, keyed by both references, each `ON DELETE CASCADE`; named `o`, with columns
+/// `n` (the book, as the tag's key column is named) and `select`.
+package struct RelBookTag: Entity, Equatable {
+    package var book: Reference<RelBook>
+    package var tag: Reference<RelTag>
+    package var id: CompositeKey<Reference<RelBook>, Reference<RelTag>> { CompositeKey(self.book, self.tag) }
+
+    package init(book: Int64, tag: Int64) { (self.book, self.tag) = (Reference(book), Reference(tag)) }
+
+    enum CodingKeys: String, CodingKey {
+        case book = "n"
+        case tag = "select"
+    }
+
+    package static let tableName = "o"
+    package static let columns: [EntityColumn<RelBookTag>] = [EntityColumn(\.book, "n"), EntityColumn(\.tag, "select")]
+    package static let primaryKey = PrimaryKey<RelBookTag>(\.book, \.tag)
+    package static let relationships: [Relationship<RelBookTag>] = [
+        .toOne(\.book, deleteRule: .cascade), .toOne(\.tag, deleteRule: .cascade),
+    ]
+}
+
 package enum RelationshipSchema {
     /// The tables, named by `table` (which qualifies and quotes a name).
     package static func createTables(_ table: (String) -> String) -> String {
-        """
+        // The tags' table name holds a quote: quoted even when `table` leaves names as they are.
+        let tags = table("rel_tag\"s") == "rel_tag\"s" ? quoteIdentifier("rel_tag\"s") : table("rel_tag\"s")
+        return """
         CREATE TABLE \(table("rel_publishers")) (id bigint PRIMARY KEY, name text NOT NULL);
         CREATE TABLE \(table("rel_authors")) (id bigint PRIMARY KEY, name text NOT NULL,
             publisher_id bigint REFERENCES \(table("rel_publishers")) (id) ON DELETE SET NULL);
@@ -94,6 +142,9 @@ package enum RelationshipSchema {
             author_id bigint NOT NULL REFERENCES \(table("rel_authors")) (id) ON DELETE CASCADE);
         CREATE TABLE \(table("rel_reviews")) (id bigint PRIMARY KEY,
             "select" bigint NOT NULL REFERENCES \(table("rel_books")) (id), stars int NOT NULL);
+        CREATE TABLE \(tags) (n bigint PRIMARY KEY, "order" text COLLATE "C" NOT NULL);
+        CREATE TABLE \(table("o")) (n bigint NOT NULL REFERENCES \(table("rel_books")) (id) ON DELETE CASCADE,
+            "select" bigint NOT NULL REFERENCES \(tags) (n) ON DELETE CASCADE, PRIMARY KEY (n, "select"));
         """
     }
 
@@ -109,5 +160,20 @@ package enum RelationshipSchema {
         let bookRows = (1...books).map { RelBook(id: Int64($0), title: "book \($0)", author: Int64($0 % authors + 1)) }
         let reviewRows = stride(from: 1, through: books, by: 2).map { RelReview(id: Int64($0), book: Int64($0), stars: $0 % 5 + 1) }
         return (publisherRows, authorRows, bookRows, reviewRows)
+    }
+
+    /// `tags` tags (labels repeating, so that ties fall to the key) and join rows pairing book `b` with the
+    /// tag `b % (tags - 1) + 1` and, for every third book, `(b / 3) % (tags - 1) + 1` too when it differs; the last
+    /// tag has no book.
+    package static func tagSample(books: Int = 100, tags: Int = 7) -> (tags: [RelTag], bookTags: [RelBookTag]) {
+        let tagRows = (1...tags).map { RelTag(id: Int64($0), label: "tag \(($0 * 5) % 4)") }
+        var pairs: [RelBookTag] = []
+        for book in 1...books {
+            let first = book % (tags - 1) + 1
+            pairs.append(RelBookTag(book: Int64(book), tag: Int64(first)))
+            let second = (book / 3) % (tags - 1) + 1
+            if book % 3 == 0, second != first { pairs.append(RelBookTag(book: Int64(book), tag: Int64(second))) }
+        }
+        return (tagRows, pairs)
     }
 }

@@ -93,7 +93,9 @@ extension PrefetchPath: PrefetchPathReading {
     func prefetchedTypes() -> [any Entity.Type] {
         // A path that names no relationship reads nothing (its fetch fails before any query).
         guard let relationship = try? RelationshipCatalog.relationship(self.keyPath, of: Root.self) else { return [] }
-        return [relationship.target] + self.nested.flatMap { ($0 as? any PrefetchPathReading)?.prefetchedTypes() ?? [] }
+        // A many-to-many reads its join table too (a join row added or removed changes the answer).
+        let read: [any Entity.Type] = [relationship.target] + (relationship.joinTable.map { [$0.entity] } ?? [])
+        return read + self.nested.flatMap { ($0 as? any PrefetchPathReading)?.prefetchedTypes() ?? [] }
     }
 }
 

@@ -84,6 +84,11 @@ extension PrefetchedResults {
 package protocol RelatedRowSource: Sendable {
     /// The rows matching `descriptor`.
     func fetchRelated<R: Entity>(_ descriptor: FetchDescriptor<R>) async throws -> [R]
+    /// The targets of a many-to-many with the owner each is paired with, in the target's order (one pair per
+    /// join row). The default makes two descriptor fetches; a PostgreSQL store runs one query.
+    func fetchRelated<Owner: Entity, Join: Entity, Target: Entity>(
+        _ request: ManyToManyFetch<Owner, Join, Target>
+    ) async throws -> [(owner: Owner.ID, target: Target)] where Owner.ID: Codable, Target.ID: Codable
 }
 
 /// The related rows a fetch prefetched: by entity type and id, and a to-many's rows by owner.

@@ -124,6 +124,8 @@ public struct Relationship<Root: Entity>: @unchecked Sendable, CustomStringConve
         case toOne
         /// The rows of the target whose foreign key refers to a row of `Root`.
         case toMany
+        /// The rows of the target a join table's rows pair with a row of `Root` (each join row refers to both).
+        case manyToMany
     }
 
     /// To-one or to-many.
@@ -134,19 +136,27 @@ public struct Relationship<Root: Entity>: @unchecked Sendable, CustomStringConve
     public let target: any Entity.Type
     /// The to-one's own delete rule; for a to-many, ``DeleteRule/noAction`` (the rule is its inverse's).
     let declaredRule: DeleteRule
+    /// A many-to-many's join table; `nil` for the other kinds.
+    var joinTable: JoinTable? = nil
     /// The foreign key behind it, resolved from the entities' column lists.
     let resolveForeignKey: @Sendable () throws -> ForeignKey
     /// Loads the related rows of `owners` (one fetch), records them in `rows`, then loads `nested` from them.
     let prefetch: @Sendable ([Root], [any Sendable], any RelatedRowSource, RelatedRows) async throws -> Void
 
-    /// The foreign key behind the relationship (for a to-many, its inverse's): `books.author_id → authors.id`.
+    /// The foreign key behind the relationship (for a to-many, its inverse's; for a many-to-many, the join
+    /// table's reference to `Root`): `books.author_id → authors.id`.
     /// - Throws: ``RelationshipError`` when a key path is not in its entity's ``Entity/columns``.
     public func foreignKey() throws -> ForeignKey { try self.resolveForeignKey() }
 
     /// `Book.author (to-one, books.author_id → authors.id)`.
     public var description: String {
         let key = (try? self.foreignKey()).map { "\($0)" } ?? "unresolved"
-        return "\(Root.self) \(self.keyPath) (\(self.kind == .toOne ? "to-one" : "to-many"), \(key))"
+        let kind = switch self.kind {
+        case .toOne: "to-one"
+        case .toMany: "to-many"
+        case .manyToMany: "many-to-many through \(self.joinTable.map { "\($0.entity)" } ?? "?")"
+        }
+        return "\(Root.self) \(self.keyPath) (\(kind), \(key))"
     }
 }
 

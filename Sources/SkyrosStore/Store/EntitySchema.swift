@@ -75,6 +75,7 @@ public enum EntitySchema {
         for type in types {
             issues += try await self.issues(type, on: connection, schema: schema)
         }
+        issues += ForeignKeyCheck.joinEntityIssues(types)
         if !issues.isEmpty { throw SchemaMismatchError(issues: issues) }
     }
 
@@ -95,6 +96,7 @@ public enum EntitySchema {
             issues += found
             tables[type.tableName] = columns
         }
+        issues += ForeignKeyCheck.joinEntityIssues(types)
         if !issues.isEmpty { throw SchemaMismatchError(issues: issues) }
         return tables
     }

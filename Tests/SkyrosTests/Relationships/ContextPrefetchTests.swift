@@ -11,7 +11,7 @@ import Testing
 /// enter the main context's cache.
 @Suite("Prefetching through a context")
 struct ContextPrefetchTests {
-    static let entities: [any Entity.Type] = [RelPublisher.self, RelAuthor.self, RelBook.self, RelReview.self]
+    static let entities: [any Entity.Type] = [RelPublisher.self, RelAuthor.self, RelBook.self, RelReview.self, RelTag.self, RelBookTag.self]
 
     func withStack(_ kind: StackKind, _ body: (DataStack, RecordingLogHandler) async throws -> Void) async throws {
         let (logger, handler) = RecordingLogHandler.logger(label: "skyros.relationships")
@@ -72,6 +72,53 @@ struct ContextPrefetchTests {
                 #expect(try await stack.mainContext.object(RelAuthor.self, id: book.author.id)?.id == book.author.id)
             }
             if kind == .postgres { #expect(self.reads(handler, since: start).count == 2, "\(self.reads(handler, since: start))") }
+        }
+    }
+
+    @Test("Through a context a many-to-many is two fetches (unsaved join rows count, the tags enter the main cache); in a snapshot one", arguments: StackKind.allCases)
+    func manyToManyThroughContexts(kind: StackKind) async throws {
+        try await self.withStack(kind) { stack, handler in
+            try await stack.write(durability: .committed) { context in
+                try context.insert(RelAuthor(id: 1, name: "ann", publisher: nil))
+                for id in 1...3 { try context.insert(RelBook(id: Int64(id), title: "b\(id)", author: 1)) }
+                try context.insert(RelTag(id: 1, label: "z"))
+                try context.insert(RelTag(id: 2, label: "y"))
+                try context.insert(RelTag(id: 3, label: "x"))
+                try context.bulkInsert([RelBookTag(book: 1, tag: 1), RelBookTag(book: 1, tag: 2), RelBookTag(book: 2, tag: 3)])
+            }
+            func tagsByBook(_ books: PrefetchedResults<RelBook>) throws -> [[Int64]] {
+                try books.map { try books.related(\.tags, of: $0).map(\.id) }
+            }
+            let start = handler.entries.count
+            let books = try await stack.mainContext.fetchWithRelationships(
+                FetchDescriptor<RelBook>(relationshipKeyPathsForPrefetching: [\.tags]))
+            #expect(try tagsByBook(books) == [[2, 1], [3], []])
+            let reads = { handler.entries.dropFirst(start).compactMap { $0.metadata[PGLogKey.sql].map { "\($0)" } }
+                .filter { $0.hasPrefix("SELECT") && ($0.contains("\"rel_") || $0.contains(".\"o\"")) } }
+            if kind == .postgres { #expect(reads().count == 3, "\(reads())") }
+            for id: Int64 in 1...3 { #expect(try await stack.mainContext.object(RelTag.self, id: id)?.id == id) }
+            if kind == .postgres { #expect(reads().count == 3, "the tags were not cached: \(reads())") }
+
+            // Unsaved changes of a context: a join row added, another deleted.
+            let context = stack.newBackgroundContext()
+            try context.insert(RelBookTag(book: 3, tag: 1))
+            try await context.delete(RelBookTag.self, id: CompositeKey(Reference(2), Reference(3)))
+            let edited = try await context.fetchWithRelationships(FetchDescriptor<RelBook>(relationshipKeyPathsForPrefetching: [\.tags]))
+            #expect(try tagsByBook(edited) == [[2, 1], [], [1]])
+            // The main context does not see them.
+            let main = try await stack.mainContext.fetchWithRelationships(FetchDescriptor<RelBook>(relationshipKeyPathsForPrefetching: [\.tags]))
+            #expect(try tagsByBook(main) == [[2, 1], [3], []])
+
+            // A snapshot: one query for the many-to-many (the tags joined to the join table), inside the snapshot.
+            let before = reads().count
+            let snapshot = try await stack.readSnapshot {
+                try await $0.fetchWithRelationships(FetchDescriptor<RelBook>(relationshipKeyPathsForPrefetching: [\.tags]))
+            }
+            #expect(try tagsByBook(snapshot) == [[2, 1], [3], []])
+            if kind == .postgres {
+                let snapshotReads = Array(reads().dropFirst(before))
+                #expect(snapshotReads.count == 2 && snapshotReads.last?.contains(" JOIN ") == true, "\(snapshotReads)")
+            }
         }
     }
 

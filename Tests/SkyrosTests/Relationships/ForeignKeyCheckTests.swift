@@ -9,7 +9,7 @@ import Testing
 /// Start checks each to-one relationship against the live schema's foreign keys (`pg_constraint`).
 @Suite("Relationships are checked against the foreign keys")
 struct ForeignKeyCheckTests {
-    static let entities: [any Entity.Type] = [RelPublisher.self, RelAuthor.self, RelBook.self, RelReview.self]
+    static let entities: [any Entity.Type] = [RelPublisher.self, RelAuthor.self, RelBook.self, RelReview.self, RelTag.self, RelBookTag.self]
 
     /// Runs `body` in a fresh schema holding the relationship tables built by `sql` (unqualified names).
     func withTables(_ sql: String, _ body: (PGConnection, String) async throws -> Void) async throws {
@@ -94,5 +94,49 @@ struct ForeignKeyCheckTests {
             #expect(error?.code == .schemaMismatch)
             #expect(self.foreignKeyIssues(error?.underlying).map { $0.foreignKey?.description } == ["rel_authors.publisher_id → rel_publishers.id"])
         }
+    }
+
+    @Test("A many-to-many's join table is checked: its missing foreign key fails, naming both sides")
+    func joinTableForeignKey() async throws {
+        let sql = RelationshipSchema.createTables { $0 }
+            .replacingOccurrences(of: "n bigint NOT NULL REFERENCES rel_books (id) ON DELETE CASCADE", with: "n bigint NOT NULL")
+        try await self.withTables(sql) { connection, schema in
+            let error = await #expect(throws: SchemaMismatchError.self) {
+                try await EntitySchema.validate(Self.entities, on: connection, schema: schema)
+            }
+            let issues = self.foreignKeyIssues(error)
+            #expect(issues.count == 1, "\(issues)")
+            #expect(issues.first?.entity == "RelBookTag")
+            #expect(issues.first?.foreignKey?.description == "o.n → rel_books.id")
+        }
+    }
+
+    @Test("A many-to-many whose join entity is not checked fails, naming the relationship and the join entity")
+    func joinEntityMissing() async throws {
+        try await self.withTables(RelationshipSchema.createTables { $0 }) { connection, schema in
+            let entities = Self.entities.filter { $0 != RelBookTag.self }
+            let error = await #expect(throws: SchemaMismatchError.self) {
+                try await EntitySchema.validate(entities, on: connection, schema: schema)
+            }
+            let issues = error?.issues ?? []
+            // Both sides declare it.
+            #expect(Set(issues.map(\.entity)) == ["RelBook", "RelTag"], "\(issues)")
+            #expect(issues.allSatisfy { $0.message.contains("goes through RelBookTag (table o)") }, "\(issues)")
+            #expect(issues.first { $0.entity == "RelBook" }?.foreignKey?.description == "o.n → rel_books.id")
+        }
+    }
+
+    @Test("An in-memory stack without a many-to-many's join entity fails start too")
+    func inMemoryStartNeedsTheJoinEntity() async throws {
+        let entities = Self.entities.filter { $0 != RelBookTag.self }
+        let error = await #expect(throws: DataStackError.self) {
+            _ = try await DataStack.start(DataStackConfiguration(store: .inMemory, entities: entities))
+        }
+        #expect(error?.code == .schemaMismatch)
+        let issues = (error?.underlying as? SchemaMismatchError)?.issues ?? []
+        #expect(issues.map(\.entity) == ["RelBook", "RelTag"], "\(issues)")
+        // With it, the stack starts.
+        let stack = try await DataStack.start(DataStackConfiguration(store: .inMemory, entities: Self.entities))
+        await stack.shutdown()
     }
 }

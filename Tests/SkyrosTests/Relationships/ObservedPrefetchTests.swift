@@ -10,7 +10,7 @@ import Testing
 /// row changes, by this stack's writes or another writer's (psql).
 @Suite("Observing a query with its relationships", .timeLimit(.minutes(2)))
 struct ObservedPrefetchTests {
-    static let entities: [any Entity.Type] = [RelPublisher.self, RelAuthor.self, RelBook.self, RelReview.self]
+    static let entities: [any Entity.Type] = [RelPublisher.self, RelAuthor.self, RelBook.self, RelReview.self, RelTag.self, RelBookTag.self]
 
     func withStack(_ kind: StackKind, _ body: (DataStack, String?) async throws -> Void) async throws {
         switch kind {
@@ -113,6 +113,50 @@ struct ObservedPrefetchTests {
             let moved = try #require(try await iterator.next())
             #expect(moved.map(\.name) == ["bob"])
             #expect(try moved.flatMap { try moved.related(\.books, of: $0).map(\.title) } == ["bob's, revised"])
+        }
+    }
+
+    @Test("An observed book with its tags (many-to-many) moves when a join row is added or removed", arguments: StackKind.allCases)
+    func joinRowsMoveTheObservation(kind: StackKind) async throws {
+        try await self.withStack(kind) { stack, schema in
+            try await stack.write(durability: .committed) { context in
+                try context.insert(RelAuthor(id: 1, name: "ann", publisher: nil))
+                try context.insert(RelBook(id: 10, title: "first", author: 1))
+                try context.insert(RelTag(id: 1, label: "b"))
+                try context.insert(RelTag(id: 2, label: "a"))
+                try context.insert(RelBookTag(book: 10, tag: 1))
+            }
+            let latest = Latest()
+            let observer = Task {
+                for try await books in stack.observeWithRelationships(
+                    FetchDescriptor<RelBook>(predicate: #Predicate { $0.id == 10 }, relationshipKeyPathsForPrefetching: [\.tags]))
+                {
+                    latest.set(try books.flatMap { book in try books.related(\.tags, of: book).map { "\(book.title): \($0.label)" } })
+                }
+            }
+            defer { observer.cancel() }
+            await expectEventually("the first result") { latest.lines == ["first: b"] }
+
+            // A join row: by another writer on PostgreSQL, by the stack in memory.
+            if let schema {
+                try await Psql.run("INSERT INTO o VALUES (10, 2)", schema: schema)
+            } else {
+                try await stack.write(durability: .committed) { try $0.insert(RelBookTag(book: 10, tag: 2)) }
+            }
+            await expectEventually("the added join row reached the observer") { latest.lines == ["first: a", "first: b"] }
+            // The tag's label changes (a target row), then a join row goes.
+            if let schema {
+                try await Psql.run("UPDATE \"rel_tag\"\"s\" SET \"order\" = 'c' WHERE n = 2", schema: schema)
+            } else {
+                try await stack.write(durability: .committed) { try await $0.update(RelTag(id: 2, label: "c")) }
+            }
+            await expectEventually("the changed tag reached the observer") { latest.lines == ["first: b", "first: c"] }
+            if let schema {
+                try await Psql.run("DELETE FROM o WHERE \"select\" = 1", schema: schema)
+            } else {
+                try await stack.write(durability: .committed) { try await $0.delete(RelBookTag.self, id: CompositeKey(Reference(10), Reference(1))) }
+            }
+            await expectEventually("the removed join row left the observed result") { latest.lines == ["first: c"] }
         }
     }
 }

@@ -66,6 +66,14 @@ struct RelationshipHarness: Sendable {
         _ = try await self.store.apply(changes)
     }
 
+    /// Inserts tags and the join rows pairing them with books.
+    func seed(_ tags: (tags: [RelTag], bookTags: [RelBookTag])) async throws {
+        var changes = ChangeSet()
+        changes.bulkInsert(tags.tags)
+        changes.bulkInsert(tags.bookTags)
+        _ = try await self.store.apply(changes)
+    }
+
     static func with<R>(_ kind: StoreKind, _ body: (RelationshipHarness) async throws -> R) async throws -> R {
         switch kind {
         case .inMemory:

@@ -10,7 +10,7 @@ struct RelationshipUnitTests {
     @Test("Declared relationships come first; an undeclared reference column is a NO ACTION to-one")
     func catalog() throws {
         let book = RelationshipCatalog.relationships(of: RelBook.self)
-        #expect(book.map(\.kind) == [.toOne, .toMany])
+        #expect(book.map(\.kind) == [.toOne, .toMany, .manyToMany])
         #expect(try book[0].foreignKey() == ForeignKey(
             table: "rel_books", column: "author_id", referencedTable: "rel_authors", referencedColumn: "id", deleteRule: .cascade))
         // The to-many's foreign key is its inverse's: the review's undeclared reference, in a column named `select`.
@@ -38,6 +38,45 @@ struct RelationshipUnitTests {
         #expect(try SQLQueryBuilder.condition(ids)?.sql == "(\"id\" = ANY($1))")
         // The same predicate in memory.
         #expect(try InMemoryQuery.filter(ids, RelationshipSchema.sample().authors).map(\.id) == [4, 5])
+    }
+
+    @Test("Many-to-many prefetch SQL: one join, every name qualified and quoted, the owners as one array")
+    func manyToManySQL() throws {
+        let request = ManyToManyFetch(owners: [Int64(1), 2], ownerReference: \RelBookTag.book, targetReference: \RelBookTag.tag)
+        let query = try SQLQueryBuilder.selectThrough(request, schema: "s\"x")
+        let tags = #""s""x"."rel_tag""s""#
+        let join = #""s""x"."o""#
+        #expect(query.sql == "SELECT \(tags).\"n\", \(tags).\"order\", \(tags).xmin AS \"__version\", \(join).\"n\" AS \"__skyros_owner\""
+            + " FROM \(tags) JOIN \(join) ON \(join).\"select\" = \(tags).\"n\" WHERE \(join).\"n\" = ANY($1)"
+            + " ORDER BY \(tags).\"order\"::text ASC, \(tags).\"n\" ASC")
+        #expect(query.binds.map(\.text) == [#"{"1","2"}"#])
+        #expect(query.binds.map(\.type) == [PGType.int8Array])
+        // The other side, without a schema: the books' order is their key's.
+        let books = try SQLQueryBuilder.selectThrough(
+            ManyToManyFetch(owners: [Int64(3)], ownerReference: \RelBookTag.tag, targetReference: \RelBookTag.book), schema: nil)
+        #expect(books.sql.hasSuffix(#" FROM "rel_books" JOIN "o" ON "o"."n" = "rel_books"."id" WHERE "o"."select" = ANY($1) ORDER BY "rel_books"."id" ASC"#))
+    }
+
+    @Test("Many-to-many: declared with its join table; the two-fetch pairing follows the targets' order, once per join row")
+    func manyToManyDeclaration() throws {
+        let tags = try RelationshipCatalog.relationship(\RelBook.tags, of: RelBook.self)
+        #expect(tags.kind == .manyToMany)
+        #expect(tags.joinTable.map { ObjectIdentifier($0.entity) } == ObjectIdentifier(RelBookTag.self))
+        #expect(try tags.joinTable?.foreignKeys().map(\.description) == ["o.n → rel_books.id", "o.select → rel_tag\"s.n"])
+        #expect(try tags.foreignKey().deleteRule == .cascade)
+        #expect(tags.description.contains("many-to-many through RelBookTag"))
+        var descriptor = FetchDescriptor<RelBook>()
+        descriptor.prefetchPaths = [PrefetchPath(\.tags)]
+        #expect(Set(descriptor.prefetchedTypes.map { $0.tableName }) == ["rel_tag\"s", "o"])
+
+        let request = ManyToManyFetch(owners: [Int64(1), 2], ownerReference: \RelBookTag.book, targetReference: \RelBookTag.tag)
+        let joins = [RelBookTag(book: 1, tag: 5), RelBookTag(book: 2, tag: 5), RelBookTag(book: 1, tag: 4)]
+        let pairs = request.pair(joins, targets: [RelTag(id: 5, label: "a"), RelTag(id: 4, label: "b")])
+        #expect(pairs.map { "\($0.owner)-\($0.target.id)" } == ["1-5", "2-5", "1-4"])
+
+        let issues = ForeignKeyCheck.joinEntityIssues([RelBook.self, RelTag.self])
+        #expect(issues.map(\.entity) == ["RelBook", "RelTag"])
+        #expect(ForeignKeyCheck.joinEntityIssues([RelBook.self, RelTag.self, RelBookTag.self]).isEmpty)
     }
 
     @Test("A reference is stored as its target's id, and a nil one as NULL")
