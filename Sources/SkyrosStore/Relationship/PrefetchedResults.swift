@@ -237,6 +237,21 @@ struct StoreRowSource: RelatedRowSource {
     }
 }
 
+/// A store that reads a prefetch its own way rather than through its ``Store/fetch(_:)`` (each relationship's
+/// query then leasing a connection of its own, and a many-to-many taking two fetches).
+package protocol PrefetchingStore: Store {
+    /// Runs `body` with the source a prefetch reads its related rows from.
+    func withRelatedRowSource<R>(_ body: (any RelatedRowSource) async throws -> R) async throws -> R
+}
+
+extension PostgresStore: PrefetchingStore {
+    /// Every level of a prefetch on one leased connection: the queries still run one per relationship, without
+    /// a lease each, and a many-to-many is one query (its targets joined to the join table).
+    package func withRelatedRowSource<R>(_ body: (any RelatedRowSource) async throws -> R) async throws -> R {
+        try await self.pool.withConnection { connection in try await body(ConnectionRowSource(store: self, connection: connection)) }
+    }
+}
+
 /// One leased PostgreSQL connection as the source of related rows: a prefetch's queries run one after another on
 /// its thread, with one hop there and back for all of them rather than one per query.
 struct ConnectionRowSource: RelatedRowSource {
@@ -262,11 +277,8 @@ extension Store {
     /// - Throws: ``RelationshipError`` when a key path names no relationship (before any query), ``QueryError``,
     ///   `PGError`.
     public func fetchWithRelationships<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> PrefetchedResults<T> {
-        if let postgres = self as? PostgresStore {
-            // Every level on one connection: the queries still run one per relationship, without a lease each.
-            return try await postgres.pool.withConnection { connection in
-                try await PrefetchLoader.results(descriptor, source: ConnectionRowSource(store: postgres, connection: connection))
-            }
+        if let store = self as? any PrefetchingStore {
+            return try await store.withRelatedRowSource { try await PrefetchLoader.results(descriptor, source: $0) }
         }
         return try await PrefetchLoader.results(descriptor, source: StoreRowSource(store: self))
     }

@@ -161,16 +161,6 @@ extension RelatedRowSource {
     }
 }
 
-extension StoreRowSource {
-    /// On PostgreSQL one query (the targets joined to the join table); on another store, two fetches.
-    func fetchRelated<Owner: Entity, Join: Entity, Target: Entity>(
-        _ request: ManyToManyFetch<Owner, Join, Target>
-    ) async throws -> [(owner: Owner.ID, target: Target)] where Owner.ID: Codable, Target.ID: Codable {
-        guard let postgres = self.store as? PostgresStore else { return try await self.fetchInTwoSteps(request) }
-        return try await postgres.pool.withConnection { try await postgres.fetchRelated(request, on: $0) }
-    }
-}
-
 extension ConnectionRowSource {
     /// One query on the leased connection: the targets joined to the join table.
     func fetchRelated<Owner: Entity, Join: Entity, Target: Entity>(

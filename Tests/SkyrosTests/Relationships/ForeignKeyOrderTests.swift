@@ -12,7 +12,7 @@ import Testing
 /// statement, and in memory, which checks every operation).
 @Suite("Writes ordered by their foreign keys")
 struct ForeignKeyOrderTests {
-    static let entities: [any Entity.Type] = [RelPublisher.self, RelAuthor.self, RelBook.self, RelReview.self]
+    static let entities: [any Entity.Type] = [RelPublisher.self, RelAuthor.self, RelBook.self, RelReview.self, RelTag.self, RelBookTag.self]
 
     func withStack(_ kind: StackKind, _ body: (DataStack) async throws -> Void) async throws {
         switch kind {
@@ -39,11 +39,13 @@ struct ForeignKeyOrderTests {
     func childrenFirst(kind: StackKind, durability: WriteDurability) async throws {
         try await self.withStack(kind) { stack in
             try await stack.write(durability: durability) { context in
+                try context.insert(RelBookTag(book: 10, tag: 4))   // a join row (composite key) before both its rows
                 try context.insert(RelReview(id: 1, book: 10, stars: 5))
                 try context.insert(RelReview(id: 2, book: 10, stars: 4))
                 try context.insert(RelBook(id: 10, title: "Emma", author: 7))
                 try context.insert(RelAuthor(id: 7, name: "Austen", publisher: 3))
                 try context.insert(RelPublisher(id: 3, name: "Murray"))
+                try context.insert(RelTag(id: 4, label: "classic"))
             }
             // A visible write commits in the background: wait for its rows in the store.
             #expect(try await eventually { try await self.stored(stack).reviews.count == 2 })
@@ -51,6 +53,8 @@ struct ForeignKeyOrderTests {
             #expect(stored.authors == [RelAuthor(id: 7, name: "Austen", publisher: 3)])
             #expect(stored.books == [RelBook(id: 10, title: "Emma", author: 7)])
             #expect(stored.reviews.map(\.id) == [1, 2])
+            let tags = try await stack.readSnapshot { try await $0.fetch(FetchDescriptor<RelBookTag>()) }
+            #expect(tags == [RelBookTag(book: 10, tag: 4)])
         }
     }
 
