@@ -1,0 +1,106 @@
+import Foundation
+
+extension Reference {
+    /// A column of the row referred to, for predicates across a to-one relationship: `$0.author.name` in a
+    /// predicate on books is the name of each book's author.
+    ///
+    /// ```swift
+    /// let byAda = FetchDescriptor<Book>(predicate: #Predicate { $0.author.name == "Ada" && $0.title != "" })
+    /// let late = FetchDescriptor<Book>(predicate: #Predicate { ($0.author.born ?? 0) > 1900 })
+    /// ```
+    ///
+    /// PostgreSQL reads the target row in the same statement (`EXISTS` or a subquery on its primary key); the
+    /// in-memory store and a context's unsaved changes read it from their own rows. Both read it the same way,
+    /// so a predicate gives the same rows on either store.
+    ///
+    /// The value is optional: a reference holds only the target's id, so the target is known only where a store
+    /// evaluates a predicate. Everywhere else (a book read in your own code) this is `nil`; read the target with
+    /// a prefetch or `context.object(Author.self, id: book.author.id)`. A missing target compares as SQL's
+    /// `NULL` does in Skyros predicates, as Swift's `nil`: `$0.author.name == "Ada"` is false for it,
+    /// `$0.author.name != "Ada"` true.
+    ///
+    /// - Parameter keyPath: a mapped column of the target (`\Author.name`), or, for two levels, its reference
+    ///   (`$0.author.publisher?.name`).
+    public subscript<Value>(dynamicMember keyPath: KeyPath<Target, Value>) -> Value? {
+        ReferenceResolution.target(of: self)?[keyPath: keyPath]
+    }
+
+    /// An optional column of the row referred to, flattened: `$0.author.nickname` is a `String?`, `nil` when
+    /// the author has no nickname or is unknown (see the subscript for non-optional columns).
+    ///
+    /// ```swift
+    /// let nicknamed = FetchDescriptor<Book>(predicate: #Predicate { $0.author.nickname != nil })
+    /// let published = FetchDescriptor<Book>(predicate: #Predicate { $0.author.publisher?.name == "Ace" })
+    /// ```
+    /// - Parameter keyPath: an optional mapped column of the target.
+    public subscript<Value>(dynamicMember keyPath: KeyPath<Target, Value?>) -> Value? {
+        ReferenceResolution.target(of: self)?[keyPath: keyPath] ?? nil
+    }
+}
+
+/// Finds the row a reference refers to while a predicate is evaluated in memory.
+package protocol ReferenceTargetSource: Sendable {
+    /// The row of `type` with `id`, `nil` when there is none.
+    /// - Throws: when the row cannot be read (it fails the evaluation, as a failed statement would).
+    func target<T: Entity>(_ type: T.Type, id: T.ID) throws -> T?
+}
+
+/// The source of targets for the predicate being evaluated on this thread or task (a task local, so that
+/// Foundation's `evaluate`, which knows nothing of stores, reads targets through ``Reference``'s subscripts).
+package enum ReferenceResolution {
+    @TaskLocal package static var source: (any ReferenceTargetSource)?
+
+    /// The target of `reference`, `nil` outside an evaluation or for a missing row. A source that fails to
+    /// read is recorded in ``failure`` and reads as missing; the evaluator rethrows it.
+    static func target<T: Entity>(of reference: Reference<T>) -> T? {
+        guard let source else { return nil }
+        do {
+            return try source.target(T.self, id: reference.id)
+        } catch {
+            failure?.record(error)
+            return nil
+        }
+    }
+
+    /// Where a failed read is recorded during one evaluation.
+    @TaskLocal static var failure: ResolutionFailure?
+
+    /// Runs `body` (an evaluation) with `source` resolving references, rethrowing the first read that failed.
+    package static func evaluate<R>(with source: any ReferenceTargetSource, _ body: () throws -> R) throws -> R {
+        let failure = ResolutionFailure()
+        let result = try self.$source.withValue(source) {
+            try self.$failure.withValue(failure) { try body() }
+        }
+        if let error = failure.error { throw error }
+        return result
+    }
+}
+
+/// The first error a ``ReferenceTargetSource`` threw during one evaluation.
+final class ResolutionFailure: @unchecked Sendable {
+    // @unchecked Sendable: used only on the thread that runs one synchronous evaluation, under `lock`.
+    private let lock = NSLock()
+    private var first: (any Error)?
+
+    func record(_ error: any Error) { self.lock.withLock { if self.first == nil { self.first = error } } }
+    var error: (any Error)? { self.lock.withLock { self.first } }
+}
+
+/// Targets held in memory, by type and id: what a context's overlay and tests resolve references from.
+package struct ResolvedTargets: ReferenceTargetSource {
+    /// Per entity type, a `[T.ID: T]`.
+    private var rows: [ObjectIdentifier: any Sendable] = [:]
+
+    package init() {}
+
+    /// Adds `values` (a later value with the same id replaces an earlier one).
+    package mutating func add<T: Entity>(_ values: some Sequence<T>) {
+        var table = self.rows[ObjectIdentifier(T.self)] as? [T.ID: T] ?? [:]
+        for value in values { table[value.id] = value }
+        self.rows[ObjectIdentifier(T.self)] = table
+    }
+
+    package func target<T: Entity>(_ type: T.Type, id: T.ID) -> T? {
+        (self.rows[ObjectIdentifier(T.self)] as? [T.ID: T])?[id]
+    }
+}
