@@ -6,31 +6,34 @@ extension Reference {
     ///
     /// ```swift
     /// let byAda = FetchDescriptor<Book>(predicate: #Predicate { $0.author.name == "Ada" && $0.title != "" })
-    /// let late = FetchDescriptor<Book>(predicate: #Predicate { ($0.author.born ?? 0) > 1900 })
+    /// let fromA = FetchDescriptor<Book>(predicate: #Predicate { $0.author.name?.starts(with: "A") == true })
+    /// let beforeM = FetchDescriptor<Book>(predicate: #Predicate { ($0.author.name ?? "") < "M" })
     /// ```
     ///
     /// PostgreSQL reads the target row in the same statement (`EXISTS` or a subquery on its primary key); the
-    /// in-memory store and a context's unsaved changes read it from their own rows. Both read it the same way,
-    /// so a predicate gives the same rows on either store.
+    /// in-memory store, and a context holding unsaved or queued changes of either table, read it from their
+    /// own rows. Both read it the same way, so a predicate gives the same rows on either store.
     ///
-    /// The value is optional: a reference holds only the target's id, so the target is known only where a store
-    /// evaluates a predicate. Everywhere else (a book read in your own code) this is `nil`; read the target with
-    /// a prefetch or `context.object(Author.self, id: book.author.id)`. A missing target compares as SQL's
-    /// `NULL` does in Skyros predicates, as Swift's `nil`: `$0.author.name == "Ada"` is false for it,
-    /// `$0.author.name != "Ada"` true.
+    /// The value is optional: a reference holds only the target's id, so the target is known only while a
+    /// store evaluates a predicate. Everywhere else (a book read in your own code) this is `nil`, never a
+    /// crash; read the target with a prefetch or `context.object(Author.self, id: book.author.id)`. A missing
+    /// target (a `nil` optional reference) reads as `nil`, as Swift compares it: `$0.author.name == "Ada"` is
+    /// false for it, `$0.author.name != "Ada"` true. Being optional, the value compares with `<` after `??`,
+    /// and calls methods through `?.`.
     ///
-    /// - Parameter keyPath: a mapped column of the target (`\Author.name`), or, for two levels, its reference
-    ///   (`$0.author.publisher?.name`).
+    /// - Parameter keyPath: a mapped column of the target (`\Author.name`); through an optional column that is
+    ///   a reference, a second level (`$0.author.publisher?.name`).
     public subscript<Value>(dynamicMember keyPath: KeyPath<Target, Value>) -> Value? {
         ReferenceResolution.target(of: self)?[keyPath: keyPath]
     }
 
-    /// An optional column of the row referred to, flattened: `$0.author.nickname` is a `String?`, `nil` when
-    /// the author has no nickname or is unknown (see the subscript for non-optional columns).
+    /// An optional column of the row referred to, flattened: `$0.author.publisher` is a
+    /// `Reference<Publisher>?`, `nil` when the author has no publisher or is unknown (see the subscript for
+    /// non-optional columns).
     ///
     /// ```swift
-    /// let nicknamed = FetchDescriptor<Book>(predicate: #Predicate { $0.author.nickname != nil })
-    /// let published = FetchDescriptor<Book>(predicate: #Predicate { $0.author.publisher?.name == "Ace" })
+    /// let published = FetchDescriptor<Book>(predicate: #Predicate { $0.author.publisher != nil })
+    /// let byAce = FetchDescriptor<Book>(predicate: #Predicate { $0.author.publisher?.name == "Ace" })
     /// ```
     /// - Parameter keyPath: an optional mapped column of the target.
     public subscript<Value>(dynamicMember keyPath: KeyPath<Target, Value?>) -> Value? {
