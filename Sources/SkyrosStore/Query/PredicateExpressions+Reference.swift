@@ -10,7 +10,8 @@ import SkyrosPostgres
 //   whose NULL for a missing row (or a NULL reference) is the subscript's `nil`, so every other node composes
 //   with it as with an optional column;
 // - compared for equality with a captured value, `EXISTS (SELECT 1 FROM … WHERE a."id" = … AND a."name" = $1)`,
-//   which the planner turns into a semi-join (an index on the target's column serves it).
+//   which the planner turns into a semi-join (an index on the target's column serves it), and `NOT EXISTS` (an
+//   anti-join) for `!=`.
 //
 // The row's columns are then written qualified by the row's table (see `SQLWriter.writeCondition`) and each
 // subquery's alias is `__skyros_ref<n>`, never the row's table name: a qualified name cannot be shadowed by a
@@ -162,27 +163,33 @@ extension SQLWriter {
                 + "WHERE \(alias).\(key.quoted) = \(id))")
     }
 
-    /// Writes `lhs == rhs` as `EXISTS` when one side is read from a referenced row (through any number of
-    /// references) and the other is a captured value that is not `nil`; `false` (nothing written) otherwise.
-    mutating func writeReferencedEquality(_ lhs: some PredicateExpression, _ rhs: some PredicateExpression) throws -> Bool {
+    /// Writes `lhs == rhs` as `EXISTS`, and `lhs != rhs` as `NOT EXISTS`, when one side is read from a
+    /// referenced row (through any number of references) and the other is a captured value that is not `nil`;
+    /// `false` (nothing written) otherwise. A missing row (or a `NULL` column) is unequal to the value, as Swift's
+    /// `nil` is: `NOT EXISTS` holds for it.
+    mutating func writeReferencedEquality(
+        _ lhs: some PredicateExpression, _ rhs: some PredicateExpression, negated: Bool
+    ) throws -> Bool {
         if let chain = lhs as? any SQLReferencedValueNode, chain.isReferencedValue, let value = rhs as? any SQLValueNode,
             !isNilValue(value.anyValue)
         {
-            try self.writeExists(chain, equalTo: rhs)
+            try self.writeExists(chain, equalTo: rhs, negated: negated)
             return true
         }
         if let chain = rhs as? any SQLReferencedValueNode, chain.isReferencedValue, let value = lhs as? any SQLValueNode,
             !isNilValue(value.anyValue)
         {
-            try self.writeExists(chain, equalTo: lhs)
+            try self.writeExists(chain, equalTo: lhs, negated: negated)
             return true
         }
         return false
     }
 
-    private mutating func writeExists(_ chain: any SQLReferencedValueNode, equalTo value: some PredicateExpression) throws {
+    private mutating func writeExists(
+        _ chain: any SQLReferencedValueNode, equalTo value: some PredicateExpression, negated: Bool
+    ) throws {
         let sql = try chain.existsSQL(&self) { writer, column in "\(column) = \(try writer.render(value))" }
-        self.append("(\(sql))")
+        self.append(negated ? "(NOT \(sql))" : "(\(sql))")
     }
 
     /// Runs `body` with `variable` standing for `binding`.

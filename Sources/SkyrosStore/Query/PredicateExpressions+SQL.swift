@@ -224,7 +224,7 @@ extension PredicateExpressions.Negation: SQLFragment {
 private func writeEquality(
     _ lhs: some PredicateExpression, _ rhs: some PredicateExpression, negated: Bool, into writer: inout SQLWriter
 ) throws {
-    if !negated, try writer.writeReferencedEquality(lhs, rhs) { return }
+    if try writer.writeReferencedEquality(lhs, rhs, negated: negated) { return }
     if lhs is any SQLNilLiteralNode || rhs is any SQLNilLiteralNode {
         let other = lhs is any SQLNilLiteralNode ? try writer.render(rhs) : try writer.render(lhs)
         writer.append("(\(other) IS \(negated ? "NOT " : "")NULL)")

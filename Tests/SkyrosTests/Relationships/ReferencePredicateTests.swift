@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 @testable import Skyros
-@testable import SkyrosStore
+@_spi(Benchmarks) @testable import SkyrosStore
 import SkyrosPostgres
 import SkyrosTestEntities
 import SkyrosTestSupport
@@ -178,6 +178,37 @@ struct ReferencePredicateTests {
                 }
             }
             await expectEventually("the renamed authors moved the observation") { latest.ids == [1, 3] }
+        }
+    }
+}
+
+/// The plan PostgreSQL picks for an equality across a reference: a join through the indexes (the `EXISTS` is a
+/// semi-join), not a subquery run for each book.
+@Suite("Predicates across references: plans (EXPLAIN on 50,000 books)")
+struct ReferencePredicatePlanTests {
+    @Test func equalityAcrossAReferenceIsAJoinServedByIndexes() async throws {
+        try await TestServer.withSchema("pred_ref_plan") { schema in
+            try await TestServer.withConnection { connection in
+                let s = quoteIdentifier(schema)
+                _ = try await connection.execute(script: PredicateReferenceSchema.createTables { "\(s).\(quoteIdentifier($0))" } + """
+                    INSERT INTO \(s).pred_authors (id, name, born) SELECT g, 'author ' || g, 1900 FROM generate_series(1, 5000) AS g;
+                    INSERT INTO \(s).pred_books (id, title, pages, author_id)
+                        SELECT g, md5(g::text), g % 500, g % 5000 + 1 FROM generate_series(1, 50000) AS g;
+                    CREATE INDEX pred_authors_name ON \(s).pred_authors (name);
+                    CREATE INDEX pred_books_author ON \(s).pred_books (author_id);
+                    ANALYZE \(s).pred_authors; ANALYZE \(s).pred_books;
+                    """)
+                let name = "author 77"
+                let query = try SQLQueryBuilder.select(
+                    FetchDescriptor<PredBook>(predicate: #Predicate { $0.author.name == name }), schema: schema, includeVersion: true)
+                let plan = try await connection.query(PGQuery(unsafeSQL: "EXPLAIN " + query.sql, binds: query.binds))
+                    .map { try $0.decode(String.self, at: 0) }.joined(separator: "\n")
+                #expect(!plan.contains("SubPlan"), "\(plan)")
+                #expect(plan.contains("pred_authors_name"), "\(plan)")
+                #expect(plan.contains("pred_books_author"), "\(plan)")
+                let rows = try await connection.query(query)
+                #expect(rows.count == 10)
+            }
         }
     }
 }
