@@ -89,6 +89,7 @@ extension DataStack {
         let query = ObservedQuery(descriptor, tables: descriptor.observedTables, registry: self.sync.observers)
         let fetch: @Sendable (FetchDescriptor<T>) async throws -> (results: PrefetchedResults<T>, fingerprint: [String]) = { descriptor in
             try await self.prepareObserved(T.self)
+            for type in descriptor.predicateReferencedTypes { try await self.prepareObserved(type) }
             for type in descriptor.prefetchedTypes { try await self.prepareObserved(type) }
             let results = try await self.mainContext.fetchWithRelationships(descriptor)
             return (results, try results.fingerprint())
@@ -111,6 +112,7 @@ extension DataStack {
         let fetch: @Sendable (FetchDescriptor<T>) async throws -> State = { descriptor in
             let encoder = try encoder.get()
             try await self.prepareObserved(T.self)
+            for type in descriptor.predicateReferencedTypes { try await self.prepareObserved(type) }
             return shape(try await self.mainContext.fetch(descriptor).map { (value: $0, encoded: try encoder.encode($0)) })
         }
         return ObservationSequence(query: query, row: nil, coalescing: coalescing, fetch: fetch, changes: changes)

@@ -226,6 +226,9 @@ extension ObservationSequence where Element: ObservedFetchResult {
 
 extension FetchDescriptor {
     /// The tables whose changes may change this query's result: its entity's (predicates and sorts read the
-    /// entity's own columns), and those of the relationships it prefetches.
-    package var observedTables: Set<String> { Set([T.tableName] + self.prefetchedTypes.map { $0.tableName }) }
+    /// entity's own columns), those its predicate reads through references, and those of the relationships it
+    /// prefetches.
+    package var observedTables: Set<String> {
+        Set([T.tableName] + self.predicateReferencedTypes.map { $0.tableName } + self.prefetchedTypes.map { $0.tableName })
+    }
 }

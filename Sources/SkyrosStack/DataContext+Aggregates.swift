@@ -91,7 +91,7 @@ extension DataContext {
     /// memory over ``layeredFetch(_:)``.
     func evaluate<T: Entity>(_ request: AggregateRequest<T>) async throws -> AggregateRows {
         try self.checkValid()
-        if self.hasChanges(inTable: T.tableName) {
+        if self.hasChanges(inAnyOf: request.descriptor.readTables) {
             return try InMemoryAggregate.evaluate(request, over: try await self.layeredFetch(request.descriptor).map(\.value))
         }
         switch self.parent {

@@ -106,8 +106,7 @@ public final class DataContext: Sendable {
     /// The number of rows matching the descriptor, with unsaved and queued changes counted.
     public func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int {
         try self.checkValid()
-        let changed = self.tracker.withLock { $0.countByTable[T.tableName] } > 0
-        if changed { return try await self.fetch(descriptor).count }
+        if self.hasChanges(inAnyOf: descriptor.readTables) { return try await self.fetch(descriptor).count }
         switch self.parent {
         case .root: return try await self.core.count(descriptor)
         case .context(let parent): return try await parent.count(descriptor)
@@ -117,6 +116,11 @@ public final class DataContext: Sendable {
     /// Whether this context has unsaved changes of rows of `table`.
     func hasChanges(inTable table: String) -> Bool {
         self.tracker.withLock { $0.countByTable[table] } > 0
+    }
+
+    /// Whether this context has unsaved changes of rows of any of `tables`.
+    func hasChanges(inAnyOf tables: [String]) -> Bool {
+        self.tracker.withLock { tracker in tables.contains { tracker.countByTable[$0] > 0 } }
     }
 
     /// The row with a primary key, or `nil`. On the main context a cached row is served from memory.
@@ -576,11 +580,22 @@ public final class DataContext: Sendable {
     func layeredFetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [(value: T, base: BaseVersion)] {
         try self.checkValid()
         let (changes, generation) = self.tracker.withLock { ($0.rows(ofTable: T.tableName), $0.generation) }
-        let widened = Overlay.widened(descriptor, by: changes.count)
+        // A predicate across references, while this context changed rows it reads: the parent's filter would
+        // not see those changes, so every row is fetched and filtered here, with the referenced rows as read
+        // through this context.
+        let referenced = descriptor.predicateReferencedTypes
+        let evaluatesHere = !referenced.isEmpty && self.hasChanges(inAnyOf: descriptor.readTables)
+        let widened = evaluatesHere ? descriptor.unfiltered : Overlay.widened(descriptor, by: changes.count)
         let parentRows: [(value: T, base: BaseVersion)]
         switch self.parent {
         case .root: parentRows = try await self.core.fetch(widened)
         case .context(let parent): parentRows = try await parent.layeredFetch(widened)
+        }
+        var targets: ResolvedTargets?
+        if evaluatesHere {
+            var resolved = ResolvedTargets()
+            for type in referenced { try await self.addEveryRow(of: type, to: &resolved) }
+            targets = resolved
         }
         if !self.isMain {
             let keyed = try parentRows.map { (try RowKey($0.value), $0) }
@@ -589,6 +604,11 @@ public final class DataContext: Sendable {
             }
         }
         return try Overlay.apply(descriptor, base: parentRows.map { ($0.value, $0.base) }, changes: changes,
-            changeBase: { _ in .parentChange(ContextChange(context: self.id, generation: generation)) })
+            changeBase: { _ in .parentChange(ContextChange(context: self.id, generation: generation)) }, targets: targets)
+    }
+
+    /// Adds every row of `type` as this context sees it.
+    private func addEveryRow<R: Entity>(of type: R.Type, to targets: inout ResolvedTargets) async throws {
+        targets.add(try await self.layeredFetch(FetchDescriptor<R>()).map(\.value))
     }
 }

@@ -18,13 +18,16 @@ enum Overlay {
 
     /// Removes rows the changes touch, adds the changed rows that match, sorts and windows again.
     /// - Parameters:
-    ///   - base: the parent's rows for ``widened(_:by:)`` (when `changes` is not empty).
+    ///   - base: the parent's rows for ``widened(_:by:)`` (when `changes` is not empty), or, with `targets`,
+    ///     for `descriptor.unfiltered`.
     ///   - changeBase: the version base reported for a changed row.
+    ///   - targets: the rows a predicate across references reads, as this layer sees them; when given, `base`
+    ///     is filtered too (the parent filtered nothing).
     static func apply<T: Entity>(
         _ descriptor: FetchDescriptor<T>, base: [(T, BaseVersion)], changes: [RowKey: PendingRow],
-        changeBase: (RowKey) -> BaseVersion
+        changeBase: (RowKey) -> BaseVersion, targets: ResolvedTargets? = nil
     ) throws -> [(value: T, base: BaseVersion)] {
-        if changes.isEmpty { return base.map { (value: $0.0, base: $0.1) } }
+        if changes.isEmpty, case .none = targets { return base.map { (value: $0.0, base: $0.1) } }
         var values: [T] = []
         values.reserveCapacity(base.count + changes.count)
         var bases: [RowKey: BaseVersion] = [:]
@@ -39,7 +42,7 @@ enum Overlay {
             values.append(value)
             bases[key] = changeBase(key)
         }
-        return try InMemoryQuery.apply(descriptor, to: values).map { value in
+        return try InMemoryQuery.apply(descriptor, to: values, targets: targets).map { value in
             let key = try RowKey(value)
             return (value: value, base: bases[key] ?? changeBase(key))
         }

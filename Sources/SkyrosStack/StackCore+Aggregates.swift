@@ -6,7 +6,8 @@ extension StackCore {
     /// stack touches the table; otherwise it is computed in memory over the fetch with the queued changes
     /// overlaid (as ``count(_:)`` does), so readers see their queued writes.
     func evaluate<T: Entity>(_ request: AggregateRequest<T>) async throws -> AggregateRows {
-        let pending = self.state.withLock { $0.view.pendingCountByTable[T.tableName] > 0 }
+        let tables = request.descriptor.readTables
+        let pending = self.state.withLock { state in tables.contains { state.view.pendingCountByTable[$0] > 0 } }
         if !pending { return try await self.store.evaluate(request) }
         return try InMemoryAggregate.evaluate(request, over: try await self.fetch(request.descriptor).map(\.value))
     }

@@ -105,10 +105,16 @@ package final class StackCore: Sendable {
     /// applied again). Fills the cache with what it read.
     func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [(value: T, base: BaseVersion)] {
         let table = T.tableName
+        // A predicate across references while changes of a table it reads are queued: the store would not see
+        // them, so every row is fetched and filtered here, with the referenced rows as readers see them.
+        let referenced = descriptor.predicateReferencedTypes
+        let readTables = descriptor.readTables
+        let evaluatesHere = !referenced.isEmpty
+            && self.state.withLock { state in readTables.contains { state.view.pendingCountByTable[$0] > 0 } }
         var result: [(value: T, base: BaseVersion)] = []
         for attempt in 0..<3 {
             let (snapshot, before) = self.state.withLock { ($0.view.pendingRows(ofTable: table), $0.view.finishedCommits) }
-            let rows = try await self.store.fetch(Overlay.widened(descriptor, by: snapshot.count))
+            let rows = try await self.store.fetch(evaluatesHere ? descriptor.unfiltered : Overlay.widened(descriptor, by: snapshot.count))
             let measure = self.measuresBytes
             let keyed = try rows.map { row in
                 (key: try RowKey(row.value), row: row, bytes: measure ? try self.size(of: row.value) : 0)
@@ -126,16 +132,28 @@ package final class StackCore: Sendable {
             // Overlay the rows that were queued when the read began, in their latest queued state.
             var overlay = snapshot
             for (key, entry) in current { overlay[key] = entry }
+            var targets: ResolvedTargets?
+            if evaluatesHere {
+                var resolved = ResolvedTargets()
+                for type in referenced { try await self.addEveryRow(of: type, to: &resolved) }
+                targets = resolved
+            }
             result = try Overlay.apply(
                 descriptor, base: rows.map { ($0.value, BaseVersion.known($0.version)) }, changes: overlay.mapValues(\.row),
-                changeBase: { key in overlay[key].map { .pending(commit: $0.commit) } ?? .none })
+                changeBase: { key in overlay[key].map { .pending(commit: $0.commit) } ?? .none }, targets: targets)
             break
         }
         return result
     }
 
+    /// Adds every row of `type` as readers of the main context see it.
+    private func addEveryRow<R: Entity>(of type: R.Type, to targets: inout ResolvedTargets) async throws {
+        targets.add(try await self.fetch(FetchDescriptor<R>()).map(\.value))
+    }
+
     func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int {
-        let pending = self.state.withLock { $0.view.pendingCountByTable[T.tableName] > 0 }
+        let tables = descriptor.readTables
+        let pending = self.state.withLock { state in tables.contains { state.view.pendingCountByTable[$0] > 0 } }
         if !pending { return try await self.store.count(descriptor) }
         return try await self.fetch(descriptor).count
     }

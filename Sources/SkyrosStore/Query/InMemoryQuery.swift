@@ -19,23 +19,49 @@ import Foundation
 /// ```
 package enum InMemoryQuery {
     /// Whether `value` satisfies `predicate` (`true` for a `nil` predicate).
-    /// - Throws: ``QueryError`` when the predicate has no SQL translation; errors from `evaluate`.
-    package static func matches<T: Entity>(_ predicate: Predicate<T>?, _ value: T) throws -> Bool {
-        try self.evaluator(predicate)(value)
+    /// - Parameter targets: where the rows read through references are found (see ``evaluator(_:targets:)``).
+    /// - Throws: ``QueryError`` when the predicate has no SQL translation, or reads referenced rows without
+    ///   `targets`; errors from `evaluate`.
+    package static func matches<T: Entity>(
+        _ predicate: Predicate<T>?, _ value: T, targets: (any ReferenceTargetSource)? = nil
+    ) throws -> Bool {
+        try self.evaluator(predicate, targets: targets)(value)
     }
 
-    /// ``matches(_:_:)`` for many values: the predicate is translated and its dates rounded once.
-    package static func evaluator<T: Entity>(_ predicate: Predicate<T>?) throws -> @Sendable (T) throws -> Bool {
-        guard let predicate else { return { _ in true } }
-        let condition = try SQLQueryBuilder.condition(predicate)
-        return PredicateDateRounding.evaluator(predicate, binds: condition?.binds ?? [])
+    /// ``matches(_:_:targets:)`` for many values: the predicate is translated and its dates rounded once.
+    ///
+    /// A predicate across a relationship (`$0.author.name`) reads each referenced row from `targets`, as the SQL
+    /// reads it in the same statement; a missing row reads as `nil`, as the SQL's `NULL`.
+    /// - Throws: ``QueryError`` (`unsupportedPredicate`) when the predicate has no SQL translation, or reads
+    ///   referenced rows and `targets` is `nil` (an evaluation would see every target as missing).
+    package static func evaluator<T: Entity>(
+        _ predicate: Predicate<T>?, targets: (any ReferenceTargetSource)? = nil
+    ) throws -> @Sendable (T) throws -> Bool {
+        guard let predicate, let translation = try SQLQueryBuilder.translation(predicate) else { return { _ in true } }
+        let evaluate = PredicateDateRounding.evaluator(predicate, binds: translation.condition.binds)
+        guard let first = translation.referencedTypes.first else { return evaluate }
+        guard let targets else {
+            throw QueryError(
+                code: .unsupportedPredicate, entity: String(describing: T.self), construct: "Reference<\(first)>",
+                message: "a predicate on \(T.self) that reads \(first) rows through a reference cannot be "
+                    + "evaluated in memory here: no source of the referenced rows was given")
+        }
+        return { value in try ReferenceResolution.evaluate(with: targets) { try evaluate(value) } }
+    }
+
+    /// Whether `predicate` reads rows of other tables through references (`$0.author.name`).
+    /// - Throws: ``QueryError`` when the predicate has no SQL translation.
+    package static func readsReferences<T: Entity>(_ predicate: Predicate<T>?) throws -> Bool {
+        !(try SQLQueryBuilder.translation(predicate)?.referencedTypes.isEmpty ?? true)
     }
 
     /// The values that satisfy `predicate`, in their original order (the predicate is checked once).
     /// - Throws: ``QueryError`` when the predicate has no SQL translation; errors from `evaluate`.
-    package static func filter<T: Entity>(_ predicate: Predicate<T>?, _ values: [T]) throws -> [T] {
+    package static func filter<T: Entity>(
+        _ predicate: Predicate<T>?, _ values: [T], targets: (any ReferenceTargetSource)? = nil
+    ) throws -> [T] {
         guard predicate != nil else { return values }
-        let evaluate = try self.evaluator(predicate)
+        let evaluate = try self.evaluator(predicate, targets: targets)
         return try values.filter { try evaluate($0) }
     }
 
@@ -61,12 +87,14 @@ package enum InMemoryQuery {
     }
 
     /// Filters (the predicate, and for a keyset page the rows after its cursor), sorts, skips `fetchOffset` and
-    /// keeps `fetchLimit` values, like the SQL `SELECT`.
+    /// keeps `fetchLimit` values, like the SQL `SELECT`; `targets` resolves references (``evaluator(_:targets:)``).
     /// - Throws: ``QueryError`` for an untranslatable predicate or sort, or a negative limit or offset.
-    package static func apply<T: Entity>(_ descriptor: FetchDescriptor<T>, to values: [T]) throws -> [T] {
+    package static func apply<T: Entity>(
+        _ descriptor: FetchDescriptor<T>, to values: [T], targets: (any ReferenceTargetSource)? = nil
+    ) throws -> [T] {
         _ = try SQLQueryBuilder.orderBy(descriptor.sortBy)
         try SQLQueryBuilder.validateWindow(descriptor, T.self)
-        var matching = try self.filter(descriptor.predicate, values)
+        var matching = try self.filter(descriptor.predicate, values, targets: targets)
         if let cursor = descriptor.pageAfter {
             let isAfter = try Keyset.evaluator(after: cursor, sort: descriptor.sortBy)
             matching = try matching.filter(isAfter)

@@ -152,7 +152,12 @@ extension PredicateExpressions.KeyPath: SQLFragment {
             // case). For a `text` column the cast is no cast at all, and for `varchar` a relabelling: an index on
             // the column serves both. (A String property on an enum column is refused at start; a raw-value
             // enum property is compared as the enum.)
-            writer.append(column.isString ? "\(column.quoted)::text" : column.quoted)
+            let qualified = writer.qualifiesColumns ? (writer.table.map { $0 + "." } ?? "") + column.quoted : column.quoted
+            writer.append(column.isString ? "\(qualified)::text" : qualified)
+            return
+        }
+        if let reference = Root.Output.self as? any SQLReferenceType.Type {
+            try writer.writeReferenceMember(reference, of: self.root, keyPath: path)
             return
         }
         guard Root.Output.self == String.self else {
@@ -219,6 +224,7 @@ extension PredicateExpressions.Negation: SQLFragment {
 private func writeEquality(
     _ lhs: some PredicateExpression, _ rhs: some PredicateExpression, negated: Bool, into writer: inout SQLWriter
 ) throws {
+    if try writer.writeReferencedEquality(lhs, rhs, negated: negated) { return }
     if lhs is any SQLNilLiteralNode || rhs is any SQLNilLiteralNode {
         let other = lhs is any SQLNilLiteralNode ? try writer.render(rhs) : try writer.render(lhs)
         writer.append("(\(other) IS \(negated ? "NOT " : "")NULL)")

@@ -32,12 +32,33 @@ package struct SQLWriter {
     package let metadata: EntityQueryMetadata
     /// Variables in scope.
     package var variables: [PredicateExpressions.VariableID: Binding] = [:]
+    /// The schema of the statement's tables; `nil` for the search path.
+    package var schema: String?
+    /// The row's table as the statement's `FROM` names it (quoted, schema-qualified when `schema` is set).
+    package var table: String?
+    /// Whether the row's columns are written qualified by ``table``: set when the condition holds a subquery
+    /// on a referenced table, whose columns would otherwise shadow the row's.
+    package var qualifiesColumns = false
+    /// The entity types whose rows the condition reads through references (``Reference``'s members).
+    package var referencedTypes: [any Entity.Type] = []
+    /// The subquery aliases handed out so far.
+    var aliasCount = 0
+    /// The row's table name, unquoted (no alias may equal it).
+    var tableName: String?
 
     /// Starts a writer that appends to `sql` (which may already hold binds).
     package init(metadata: EntityQueryMetadata, sql: String = "", binds: [PGValue] = []) {
         self.metadata = metadata
         self.sql = sql
         self.binds = binds
+    }
+
+    /// Starts a writer for a statement on `T`'s table in `schema`.
+    package init<T: Entity>(_ type: T.Type, schema: String?) throws {
+        self.init(metadata: try EntityQueryMetadata.of(T.self))
+        self.schema = schema
+        self.table = SQLQueryBuilder.table(T.self, schema)
+        self.tableName = T.tableName
     }
 
     /// The entity's name, for messages.

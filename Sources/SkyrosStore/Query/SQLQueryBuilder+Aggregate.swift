@@ -15,7 +15,7 @@ extension SQLQueryBuilder {
     ///   negative limit or offset.
     package static func aggregate<T: Entity>(_ request: AggregateRequest<T>, schema: String?) throws -> PGQuery {
         let metadata = try EntityQueryMetadata.of(T.self)
-        var writer = SQLWriter(metadata: metadata)
+        var writer = try SQLWriter(T.self, schema: schema)
         let descriptor = request.descriptor
         switch request.selection {
         case .columns(let names):

@@ -11,7 +11,7 @@ extension SQLQueryBuilder {
         where predicate: Predicate<T>?, set assignments: [ColumnAssignment<T>], schema: String?
     ) throws -> PGQuery {
         let plan = try EntityPlan<T>.shared
-        var writer = SQLWriter(metadata: try EntityQueryMetadata.of(T.self))
+        var writer = try SQLWriter(T.self, schema: schema)
         writer.append("UPDATE ")
         writer.append(self.table(T.self, schema))
         writer.append(" SET ")

@@ -29,10 +29,21 @@ import SkyrosPostgres
     /// The predicate as a boolean SQL expression with `$1…$n` placeholders; `nil` when `predicate` is `nil`.
     /// - Throws: ``QueryError`` naming the first construct that cannot be translated.
     package static func condition<T: Entity>(_ predicate: Predicate<T>?) throws -> PGQuery? {
+        try self.translation(predicate)?.condition
+    }
+
+    /// ``condition(_:)``, and the entity types whose rows it reads through references (each once, in the order
+    /// first read).
+    /// - Throws: ``QueryError`` naming the first construct that cannot be translated.
+    package static func translation<T: Entity>(
+        _ predicate: Predicate<T>?
+    ) throws -> (condition: PGQuery, referencedTypes: [any Entity.Type])? {
         guard let predicate else { return nil }
-        var writer = SQLWriter(metadata: try EntityQueryMetadata.of(T.self))
+        var writer = try SQLWriter(T.self, schema: nil)
         try writer.writeCondition(predicate)
-        return PGQuery(unsafeSQL: writer.sql, binds: writer.binds)
+        var seen: Set<ObjectIdentifier> = []
+        let types = writer.referencedTypes.filter { seen.insert(ObjectIdentifier($0)).inserted }
+        return (PGQuery(unsafeSQL: writer.sql, binds: writer.binds), types)
     }
 
     /// `" ORDER BY …"` for `sort`, or for `T.defaultSort` when `sort` is empty, always ending with the primary
@@ -68,7 +79,7 @@ import SkyrosPostgres
         _ descriptor: FetchDescriptor<T>, schema: String?, includeVersion: Bool
     ) throws -> PGQuery {
         let metadata = try EntityQueryMetadata.of(T.self)
-        var writer = SQLWriter(metadata: metadata)
+        var writer = try SQLWriter(T.self, schema: schema)
         writer.append("SELECT ")
         writer.append(metadata.selectList)
         if includeVersion {
@@ -85,7 +96,7 @@ import SkyrosPostgres
     /// `SELECT count(*) …` for the rows `descriptor` selects (its limit and offset included).
     /// - Throws: ``QueryError`` as ``select(_:schema:includeVersion:)``.
     package static func count<T: Entity>(_ descriptor: FetchDescriptor<T>, schema: String?) throws -> PGQuery {
-        var writer = SQLWriter(metadata: try EntityQueryMetadata.of(T.self))
+        var writer = try SQLWriter(T.self, schema: schema)
         let windowed = descriptor.fetchLimit != nil || (descriptor.fetchOffset ?? 0) != 0
         writer.append(windowed ? "SELECT count(*) FROM (SELECT 1 FROM " : "SELECT count(*) FROM ")
         writer.append(self.table(T.self, schema))
@@ -104,7 +115,7 @@ import SkyrosPostgres
     /// - Throws: ``QueryError`` for an untranslatable predicate.
     package static func delete<T: Entity>(where predicate: Predicate<T>?, schema: String?) throws -> PGQuery {
         let metadata = try EntityQueryMetadata.of(T.self)
-        var writer = SQLWriter(metadata: metadata)
+        var writer = try SQLWriter(T.self, schema: schema)
         writer.append("DELETE FROM ")
         writer.append(self.table(T.self, schema))
         try self.writeWhere(predicate, into: &writer)
@@ -199,8 +210,17 @@ import SkyrosPostgres
 }
 
 extension SQLWriter {
-    /// Writes `predicate` with its variable bound to the entity row.
+    /// Writes `predicate` with its variable bound to the entity row. When the predicate reads a referenced
+    /// row (a subquery on another table), it is written again with the row's columns qualified by its table,
+    /// so that no column of the referenced table can shadow them.
     package mutating func writeCondition<T>(_ predicate: Predicate<T>) throws {
+        let (sql, binds, aliases, types) = (self.sql, self.binds, self.aliasCount, self.referencedTypes.count)
+        try self.with(predicate.variable.key, boundTo: .row, write: predicate.expression)
+        guard self.referencedTypes.count > types, !self.qualifiesColumns else { return }
+        (self.sql, self.binds, self.aliasCount) = (sql, binds, aliases)
+        self.referencedTypes.removeSubrange(types...)
+        self.qualifiesColumns = true
+        defer { self.qualifiesColumns = false }
         try self.with(predicate.variable.key, boundTo: .row, write: predicate.expression)
     }
 }

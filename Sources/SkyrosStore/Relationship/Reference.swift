@@ -28,6 +28,11 @@ import SkyrosPostgres
 /// An optional reference (`Reference<Author>?`) is a nullable foreign key. A reference column is a to-one
 /// relationship without further declaration (its delete rule then is ``DeleteRule/noAction``); declare it in
 /// ``Entity/relationships`` to give another rule (see ``Relationship``).
+///
+/// A predicate reads the target's columns through the reference, as SwiftData reads a relationship
+/// (`#Predicate<Book> { $0.author.name == "Ada" }`); see "Predicates across relationships" in the
+/// Relationships and Prefetching article.
+@dynamicMemberLookup
 public struct Reference<Target: Entity>: Hashable, Sendable, CustomStringConvertible {
     /// The id of the row referred to.
     public var id: Target.ID

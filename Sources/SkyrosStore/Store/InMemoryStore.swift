@@ -62,14 +62,15 @@ public final class InMemoryStore: Store, ColumnDoorKeeping {
     public var generation: Int { self.database.withLock { $0.generation } }
 
     public func fetch<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> [Versioned<T>] {
-        let all = try self.all(T.self)
-        let selected = try InMemoryQuery.apply(descriptor, to: all.map(\.value))
+        let (all, targets) = try self.allWithTargets(T.self)
+        let selected = try InMemoryQuery.apply(descriptor, to: all.map(\.value), targets: targets)
         let versions = Dictionary(all.map { ($0.value.id, $0.version) }, uniquingKeysWith: { a, _ in a })
         return selected.map { Versioned(value: $0, version: versions[$0.id] ?? 0) }
     }
 
     public func count<T: Entity>(_ descriptor: FetchDescriptor<T>) async throws -> Int {
-        try InMemoryQuery.apply(descriptor, to: try self.all(T.self).map(\.value)).count
+        let (all, targets) = try self.allWithTargets(T.self)
+        return try InMemoryQuery.apply(descriptor, to: all.map(\.value), targets: targets).count
     }
 
     public func object<T: Entity>(_ type: T.Type, id: T.ID) async throws -> Versioned<T>? {
@@ -116,15 +117,17 @@ public final class InMemoryStore: Store, ColumnDoorKeeping {
         }
     }
 
-    /// Every row of `T`, decoded, in insertion order.
-    private func all<T: Entity>(_ type: T.Type) throws -> [Versioned<T>] {
+    /// Every row of `T`, decoded, in insertion order, and the rows references are read from, as of the same
+    /// moment.
+    private func allWithTargets<T: Entity>(_ type: T.Type) throws -> ([Versioned<T>], InMemoryTargets) {
         let plan = try EntityPlan<T>.shared
-        let rows = self.database.withLock { database -> [InMemoryRow] in
-            guard let table = database.tables[plan.tableName] else { return [] }
-            return table.rows.values.sorted { $0.sequence < $1.sequence }
+        let (rows, targets) = self.database.withLock { database -> ([InMemoryRow], InMemoryTargets) in
+            let targets = InMemoryTargets(tables: database.tables)
+            guard let table = database.tables[plan.tableName] else { return ([], targets) }
+            return (table.rows.values.sorted { $0.sequence < $1.sequence }, targets)
         }
         let values = try RowDecoder(plan: plan).decode(valueRows: rows.map { $0.values(for: plan) })
-        return zip(values, rows).map { Versioned(value: $0, version: $1.version) }
+        return (zip(values, rows).map { Versioned(value: $0, version: $1.version) }, targets)
     }
 }
 
@@ -376,7 +379,7 @@ extension EntityChange: InMemoryOperation {
         case .deleteWhere(let predicate):
             guard let rows = database.tables[table]?.rows.values.sorted(by: { $0.sequence < $1.sequence }) else { return [] }
             let decoder = RowDecoder(plan: plan)
-            let matches = try InMemoryQuery.evaluator(predicate)
+            let matches = try InMemoryQuery.evaluator(predicate, targets: InMemoryTargets(tables: database.tables))
             var deleted: [RowChange] = []
             for row in rows {
                 let values = row.values(for: plan)
@@ -393,7 +396,7 @@ extension EntityChange: InMemoryOperation {
             let columns = try SQLQueryBuilder.checked(assignments, plan: plan)
             guard let rows = database.tables[table]?.rows.values.sorted(by: { $0.sequence < $1.sequence }) else { return [] }
             let decoder = RowDecoder(plan: plan)
-            let matches = try InMemoryQuery.evaluator(predicate)
+            let matches = try InMemoryQuery.evaluator(predicate, targets: InMemoryTargets(tables: database.tables))
             var updated: [RowChange] = []
             for var row in rows {
                 let values = row.values(for: plan)

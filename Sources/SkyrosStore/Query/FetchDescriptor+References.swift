@@ -1,0 +1,21 @@
+import Foundation
+
+extension FetchDescriptor {
+    /// The entity types whose rows the predicate reads through references (`$0.author.name` reads authors),
+    /// each once: an observation of the fetch also watches their tables. Empty when the predicate reads none,
+    /// or cannot be translated (the fetch itself then fails with the reason).
+    package var predicateReferencedTypes: [any Entity.Type] {
+        guard let translation = try? SQLQueryBuilder.translation(self.predicate) else { return [] }
+        return translation.referencedTypes
+    }
+}
+
+extension FetchDescriptor {
+    /// The tables whose rows decide the result: the entity's, and those the predicate reads through references.
+    /// A layer holding changes of any of them cannot take its parent's filtered answer as it is.
+    package var readTables: [String] { [T.tableName] + self.predicateReferencedTypes.map { $0.tableName } }
+
+    /// Every row of the entity in this descriptor's order: what a layer fetches from its parent when it must
+    /// evaluate a predicate across references itself (see ``readTables``).
+    package var unfiltered: FetchDescriptor<T> { FetchDescriptor(sortBy: self.sortBy) }
+}
