@@ -49,13 +49,17 @@ struct ChangeSetBuilder: Sendable {
         var sets: [PlannedSet] = []
         sets.reserveCapacity(group.count)
         for (index, commit) in group.enumerated() {
+            if let operations = self.insertOperations(for: commit) {
+                // Plain inserts resolve no version: their change set is made only if the store asks for it.
+                let changes: @Sendable () throws -> ChangeSet = {
+                    try self.changeSet(for: commit, at: index, in: group, earlier: [], settled: nil).0
+                }
+                sets.append(PlannedSet(id: commit.commitID, writes: .inserts(operations, changes: changes)))
+                continue
+            }
             do {
                 let (changes, versions) = try self.changeSet(for: commit, at: index, in: group, earlier: earlier, settled: settled)
-                if let operations = self.insertOperations(for: commit) {
-                    sets.append(PlannedSet(id: commit.commitID, writes: .inserts(operations, changes: changes)))
-                } else {
-                    sets.append(PlannedSet(id: commit.commitID, writes: .changes(changes), versionsFromGroup: versions))
-                }
+                sets.append(PlannedSet(id: commit.commitID, writes: .changes(changes), versionsFromGroup: versions))
             } catch is NeedsSettledVersions {
                 return nil
             } catch {

@@ -38,7 +38,8 @@ package struct GroupPlan: Sendable {
         var changes: ChangeSet
         switch set.writes {
         case .failed(let error): throw error
-        case .changes(let planned), .inserts(_, let planned): changes = planned
+        case .changes(let planned): changes = planned
+        case .inserts(_, let make): changes = try make()
         }
         for source in set.versionsFromGroup {
             var version = unknownRowVersion
@@ -59,9 +60,10 @@ package struct PlannedSet: Sendable {
     package enum Writes: Sendable {
         /// A change set.
         case changes(ChangeSet)
-        /// Plain inserts whose rows were encoded when queued: `operations` go into a pipeline as they are,
-        /// and `changes`, the same inserts as a change set, where the store applies sets one by one.
-        case inserts([GroupOperation], changes: ChangeSet)
+        /// Plain inserts whose rows were encoded when queued: the operations go into a pipeline as they are;
+        /// `changes` makes the same inserts as a change set, only where the store applies sets one by one (the
+        /// pipeline, the common path, never pays for it).
+        case inserts([GroupOperation], changes: @Sendable () throws -> ChangeSet)
         /// The set could not be planned: it fails alone, with this error.
         case failed(any Error)
     }
