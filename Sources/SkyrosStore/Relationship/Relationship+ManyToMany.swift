@@ -75,9 +75,7 @@ extension Relationship {
             kind: .manyToMany, keyPath: keyPath, target: Target.self, declaredRule: .noAction,
             resolveForeignKey: { try foreignKeys()[0] },
             prefetch: { owners, nested, source, rows in
-                var seen = Set<Root.ID>()
-                var ids: [Root.ID] = []
-                for owner in owners where seen.insert(owner.id).inserted { ids.append(owner.id) }
+                let ids = Self.distinctIDs(of: owners)
                 rows.markPrefetched(path.keyPath)
                 var fetched: [Target] = []
                 if !ids.isEmpty {

@@ -57,9 +57,7 @@ extension Relationship {
         return Relationship(
             kind: .toMany, keyPath: keyPath, target: Target.self, declaredRule: .noAction, resolveForeignKey: resolve,
             prefetch: { owners, nested, source, rows in
-                var seen = Set<Root.ID>()
-                var ids: [Root.ID] = []
-                for owner in owners where seen.insert(owner.id).inserted { ids.append(owner.id) }
+                let ids = Self.distinctIDs(of: owners)
                 rows.markPrefetched(path.keyPath)
                 var fetched: [Target] = []
                 if !ids.isEmpty {
@@ -75,6 +73,14 @@ extension Relationship {
                 }
                 try await PrefetchLoader.load(try PrefetchLoader.paths(nested, of: Target.self), owners: fetched, source: source, into: rows)
             })
+    }
+
+    /// The owners' ids, each once, in the owners' order (what a to-many's query looks up).
+    static func distinctIDs(of owners: [Root]) -> [Root.ID] {
+        var seen = Set<Root.ID>()
+        var ids: [Root.ID] = []
+        for owner in owners where seen.insert(owner.id).inserted { ids.append(owner.id) }
+        return ids
     }
 
     static func makeToMany<Target: Entity>(

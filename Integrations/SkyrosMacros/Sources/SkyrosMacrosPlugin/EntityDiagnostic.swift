@@ -1,4 +1,5 @@
 import SwiftDiagnostics
+import SwiftSyntax
 
 /// What the macros report at compile time. Each message names the property or the column concerned and says
 /// what to write instead.
@@ -125,4 +126,17 @@ struct EntityNote: NoteMessage, FixItMessage {
     let message: String
     var noteID: MessageID { MessageID(domain: "SkyrosMacros", id: self.message) }
     var fixItID: MessageID { self.noteID }
+}
+
+extension FixIt {
+    /// Removes the attribute `node` (named `name` in the fix-it, e.g. `@Column`) from `variable`.
+    static func removing(_ node: AttributeSyntax, named name: String, from variable: VariableDeclSyntax) -> FixIt {
+        FixIt(
+            message: EntityNote(message: "Remove '\(name)'"),
+            changes: [
+                .replace(
+                    oldNode: Syntax(variable),
+                    newNode: Syntax(variable.with(\.attributes, variable.attributes.removing(node)).with(\.leadingTrivia, variable.leadingTrivia)))
+            ])
+    }
 }

@@ -11,13 +11,7 @@ public struct ColumnMacro: PeerMacro {
         in context: some MacroExpansionContext
     ) throws -> [DeclSyntax] {
         guard let variable = declaration.as(VariableDeclSyntax.self) else { return [] }
-        let removeAttribute = FixIt(
-            message: EntityNote(message: "Remove '@Column'"),
-            changes: [
-                .replace(
-                    oldNode: Syntax(variable),
-                    newNode: Syntax(variable.with(\.attributes, variable.attributes.removing(node)).with(\.leadingTrivia, variable.leadingTrivia)))
-            ])
+        let removeAttribute = FixIt.removing(node, named: "@Column", from: variable)
         for property in EntityProperty.all(in: variable) {
             if variable.modifiers.contains(where: { $0.name.tokenKind == .keyword(.static) || $0.name.tokenKind == .keyword(.class) }) {
                 context.diagnose(Diagnostic(node: node, message: EntityDiagnostic.columnOnStatic(property: property.name), fixIts: [removeAttribute]))

@@ -14,13 +14,7 @@ public struct RelatedMacro: PeerMacro {
     ) throws -> [DeclSyntax] {
         guard let variable = declaration.as(VariableDeclSyntax.self) else { return [] }
         let arguments = RelatedArguments(node)
-        let removeAttribute = FixIt(
-            message: EntityNote(message: "Remove '@Related'"),
-            changes: [
-                .replace(
-                    oldNode: Syntax(variable),
-                    newNode: Syntax(variable.with(\.attributes, variable.attributes.removing(node)).with(\.leadingTrivia, variable.leadingTrivia)))
-            ])
+        let removeAttribute = FixIt.removing(node, named: "@Related", from: variable)
         for property in EntityProperty.all(in: variable) {
             if property.isStatic {
                 context.diagnose(Diagnostic(node: node, message: EntityDiagnostic.relatedOnStatic(property: property.name), fixIts: [removeAttribute]))
