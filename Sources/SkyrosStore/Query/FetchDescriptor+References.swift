@@ -5,7 +5,11 @@ extension FetchDescriptor {
     /// each once: an observation of the fetch also watches their tables. Empty when the predicate reads none,
     /// or cannot be translated (the fetch itself then fails with the reason).
     package var predicateReferencedTypes: [any Entity.Type] {
-        guard let translation = try? SQLQueryBuilder.translation(self.predicate) else { return [] }
+        // Only an entity with a reference can read through one: the others (most) skip translating the
+        // predicate, which every layer of a stack's fetch and count asks about.
+        guard self.predicate != nil, RelationshipCatalog.relationships(of: T.self).contains(where: { $0.kind == .toOne }),
+            let translation = try? SQLQueryBuilder.translation(self.predicate)
+        else { return [] }
         return translation.referencedTypes
     }
 }
