@@ -584,7 +584,7 @@ public final class DataContext: Sendable {
         // not see those changes, so every row is fetched and filtered here, with the referenced rows as read
         // through this context.
         let referenced = descriptor.predicateReferencedTypes
-        let evaluatesHere = !referenced.isEmpty && self.hasChanges(inAnyOf: descriptor.readTables)
+        let evaluatesHere = !referenced.isEmpty && self.hasChanges(inAnyOf: FetchDescriptor<T>.readTables(referencing: referenced))
         let widened = evaluatesHere ? descriptor.unfiltered : Overlay.widened(descriptor, by: changes.count)
         let parentRows: [(value: T, base: BaseVersion)]
         switch self.parent {

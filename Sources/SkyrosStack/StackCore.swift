@@ -108,7 +108,7 @@ package final class StackCore: Sendable {
         // A predicate across references while changes of a table it reads are queued: the store would not see
         // them, so every row is fetched and filtered here, with the referenced rows as readers see them.
         let referenced = descriptor.predicateReferencedTypes
-        let readTables = descriptor.readTables
+        let readTables = FetchDescriptor<T>.readTables(referencing: referenced)
         let evaluatesHere = !referenced.isEmpty
             && self.state.withLock { state in readTables.contains { state.view.pendingCountByTable[$0] > 0 } }
         var result: [(value: T, base: BaseVersion)] = []

@@ -1,4 +1,5 @@
 import Foundation
+import SkyrosPostgres
 import SkyrosStore
 
 // Entities of the suites on predicates across to-one relationships: books → authors → publishers, authors
@@ -90,8 +91,8 @@ package enum PredicateReferenceSchema {
 
 // MARK: - Hostile names
 
-/// The referenced table: named `o`, its key `n`, a column named as the referring table's own (`n`… `title`),
-/// one named with a keyword (`select`) and one with a quote.
+/// The referenced table: named `o`, its key `n`, a column named as the referring table's own and as a variable of
+/// the old capture function (`prefix`), one named with a keyword (`select`) and one with a quote and `$1`.
 package struct HostileTarget: Entity, Equatable {
     package var id: Int
     package var title: String
@@ -102,20 +103,20 @@ package struct HostileTarget: Entity, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case id = "n"
-        case title
+        case title = "prefix"
         case rank = "select"
-        case quoted = "we\"ird"
+        case quoted = "we\"ird$1"
     }
 
     package static let tableName = "o"
     package static let columns: [EntityColumn<HostileTarget>] = [
-        EntityColumn(\.id, "n"), EntityColumn(\.title, "title"), EntityColumn(\.rank, "select"), EntityColumn(\.quoted, "we\"ird"),
+        EntityColumn(\.id, "n"), EntityColumn(\.title, "prefix"), EntityColumn(\.rank, "select"), EntityColumn(\.quoted, "we\"ird$1"),
     ]
 }
 
-/// The referring table: named `n` (the target's key's name), with columns named as the target's (`n`, `title`,
-/// `select`), its reference in a column named `o` (the target table's name), and a reference to its own table
-/// in a column named `__skyros_ref1` (the translator's first alias).
+/// The referring table: named `n` (the target's key's name), with columns named as the target's (`n`, `prefix`),
+/// its rank in a 63-byte column, its reference in a column named `o` (the target table's name), and a reference to
+/// its own table in a column named `__skyros_ref1` (the translator's first alias).
 package struct HostileSource: Entity, Equatable {
     package var id: Int
     package var title: String
@@ -129,24 +130,26 @@ package struct HostileSource: Entity, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case id = "n"
-        case title
-        case rank = "select"
+        case title = "prefix"
+        case rank = "rank_üüüüüüüüüüüüüüüüüüüüüüüüüüüüü"
         case target = "o"
         case parent = "__skyros_ref1"
     }
 
     package static let tableName = "n"
+    /// The rank's column: 63 bytes (the longest name PostgreSQL keeps), not ASCII.
+    package static let rankColumn = CodingKeys.rank.rawValue
     package static let columns: [EntityColumn<HostileSource>] = [
-        EntityColumn(\.id, "n"), EntityColumn(\.title, "title"), EntityColumn(\.rank, "select"), EntityColumn(\.target, "o"),
+        EntityColumn(\.id, "n"), EntityColumn(\.title, "prefix"), EntityColumn(\.rank, Self.rankColumn), EntityColumn(\.target, "o"),
         EntityColumn(\.parent, "__skyros_ref1"),
     ]
 
     /// The tables, named by `table` (which qualifies and quotes a name).
     package static func createTables(_ table: (String) -> String) -> String {
         """
-        CREATE TABLE \(table("o")) (n bigint PRIMARY KEY, title text COLLATE "C" NOT NULL, "select" bigint NOT NULL,
-            "we""ird" text COLLATE "C");
-        CREATE TABLE \(table("n")) (n bigint PRIMARY KEY, title text COLLATE "C" NOT NULL, "select" bigint NOT NULL,
+        CREATE TABLE \(table("o")) (n bigint PRIMARY KEY, prefix text COLLATE "C" NOT NULL, "select" bigint NOT NULL,
+            "we""ird$1" text COLLATE "C");
+        CREATE TABLE \(table("n")) (n bigint PRIMARY KEY, prefix text COLLATE "C" NOT NULL, \(quoteIdentifier(Self.rankColumn)) bigint NOT NULL,
             o bigint NOT NULL REFERENCES \(table("o")) (n), "__skyros_ref1" bigint REFERENCES \(table("n")) (n));
         """
     }

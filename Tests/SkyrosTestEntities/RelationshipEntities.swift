@@ -87,7 +87,7 @@ package struct RelReview: Entity, Equatable {
 }
 
 /// A tag of books (many-to-many through ``RelBookTag``), named to trip SQL that does not quote or qualify: its
-/// table's name holds a quote, its key column is `n` (as the join table's book column is), its label `order`.
+/// table's name holds a quote, its key column is `n` (as the join table's book column is), its label `prefix`.
 package struct RelTag: Entity, Equatable {
     package var id: Int64
     package var label: String
@@ -97,18 +97,18 @@ package struct RelTag: Entity, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case id = "n"
-        case label = "order"
+        case label = "prefix"
     }
 
     package static let tableName = "rel_tag\"s"
-    package static let columns: [EntityColumn<RelTag>] = [EntityColumn(\.id, "n"), EntityColumn(\.label, "order")]
+    package static let columns: [EntityColumn<RelTag>] = [EntityColumn(\.id, "n"), EntityColumn(\.label, "prefix")]
     /// By label, so that a many-to-many's order is not its key's.
     package static let defaultSort = [SortDescriptor(\RelTag.label)]
     package static let relationships: [Relationship<RelTag>] = [.manyToMany(\.books, through: \RelBookTag.tag, \RelBookTag.book)]
 }
 
 /// The join table of books and tags, keyed by both references, each `ON DELETE CASCADE`; named `o`, with columns
-/// `n` (the book, as the tag's key column is named) and `select`.
+/// `n` (the book, as the tag's key column is named) and a 63-byte name holding `$1` and a keyword.
 package struct RelBookTag: Entity, Equatable {
     package var book: Reference<RelBook>
     package var tag: Reference<RelTag>
@@ -118,11 +118,13 @@ package struct RelBookTag: Entity, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case book = "n"
-        case tag = "select"
+        case tag = "$1 select_ttttttttttttttttttttttttttttttttttttttttttttttttttttt"
     }
 
     package static let tableName = "o"
-    package static let columns: [EntityColumn<RelBookTag>] = [EntityColumn(\.book, "n"), EntityColumn(\.tag, "select")]
+    /// The tag's column: 63 bytes (the longest name PostgreSQL keeps), with `$1`, a space and a keyword.
+    package static let tagColumn = CodingKeys.tag.rawValue
+    package static let columns: [EntityColumn<RelBookTag>] = [EntityColumn(\.book, "n"), EntityColumn(\.tag, Self.tagColumn)]
     package static let primaryKey = PrimaryKey<RelBookTag>(\.book, \.tag)
     package static let relationships: [Relationship<RelBookTag>] = [
         .toOne(\.book, deleteRule: .cascade), .toOne(\.tag, deleteRule: .cascade),
@@ -134,6 +136,7 @@ package enum RelationshipSchema {
     package static func createTables(_ table: (String) -> String) -> String {
         // The tags' table name holds a quote: quoted even when `table` leaves names as they are.
         let tags = table("rel_tag\"s") == "rel_tag\"s" ? quoteIdentifier("rel_tag\"s") : table("rel_tag\"s")
+        let tagColumn = quoteIdentifier(RelBookTag.tagColumn)
         return """
         CREATE TABLE \(table("rel_publishers")) (id bigint PRIMARY KEY, name text NOT NULL);
         CREATE TABLE \(table("rel_authors")) (id bigint PRIMARY KEY, name text NOT NULL,
@@ -142,9 +145,9 @@ package enum RelationshipSchema {
             author_id bigint NOT NULL REFERENCES \(table("rel_authors")) (id) ON DELETE CASCADE);
         CREATE TABLE \(table("rel_reviews")) (id bigint PRIMARY KEY,
             "select" bigint NOT NULL REFERENCES \(table("rel_books")) (id), stars int NOT NULL);
-        CREATE TABLE \(tags) (n bigint PRIMARY KEY, "order" text COLLATE "C" NOT NULL);
+        CREATE TABLE \(tags) (n bigint PRIMARY KEY, prefix text COLLATE "C" NOT NULL);
         CREATE TABLE \(table("o")) (n bigint NOT NULL REFERENCES \(table("rel_books")) (id) ON DELETE CASCADE,
-            "select" bigint NOT NULL REFERENCES \(tags) (n) ON DELETE CASCADE, PRIMARY KEY (n, "select"));
+            \(tagColumn) bigint NOT NULL REFERENCES \(tags) (n) ON DELETE CASCADE, PRIMARY KEY (n, \(tagColumn)));
         """
     }
 

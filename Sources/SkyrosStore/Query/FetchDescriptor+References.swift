@@ -17,7 +17,13 @@ extension FetchDescriptor {
 extension FetchDescriptor {
     /// The tables whose rows decide the result: the entity's, and those the predicate reads through references.
     /// A layer holding changes of any of them cannot take its parent's filtered answer as it is.
-    package var readTables: [String] { [T.tableName] + self.predicateReferencedTypes.map { $0.tableName } }
+    package var readTables: [String] { Self.readTables(referencing: self.predicateReferencedTypes) }
+
+    /// ``readTables`` from the ``predicateReferencedTypes`` a caller already has, so that the predicate is
+    /// translated once.
+    package static func readTables(referencing referenced: [any Entity.Type]) -> [String] {
+        [T.tableName] + referenced.map { $0.tableName }
+    }
 
     /// Every row of the entity in this descriptor's order: what a layer fetches from its parent when it must
     /// evaluate a predicate across references itself (see ``readTables``).

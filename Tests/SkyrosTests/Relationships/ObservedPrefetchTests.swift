@@ -146,13 +146,13 @@ struct ObservedPrefetchTests {
             await expectEventually("the added join row reached the observer") { latest.lines == ["first: a", "first: b"] }
             // The tag's label changes (a target row), then a join row goes.
             if let schema {
-                try await Psql.run("UPDATE \"rel_tag\"\"s\" SET \"order\" = 'c' WHERE n = 2", schema: schema)
+                try await Psql.run("UPDATE \"rel_tag\"\"s\" SET prefix = 'c' WHERE n = 2", schema: schema)
             } else {
                 try await stack.write(durability: .committed) { try await $0.update(RelTag(id: 2, label: "c")) }
             }
             await expectEventually("the changed tag reached the observer") { latest.lines == ["first: b", "first: c"] }
             if let schema {
-                try await Psql.run("DELETE FROM o WHERE \"select\" = 1", schema: schema)
+                try await Psql.run("DELETE FROM o WHERE \(quoteIdentifier(RelBookTag.tagColumn)) = 1", schema: schema)
             } else {
                 try await stack.write(durability: .committed) { try await $0.delete(RelBookTag.self, id: CompositeKey(Reference(10), Reference(1))) }
             }

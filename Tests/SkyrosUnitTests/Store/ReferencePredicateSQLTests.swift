@@ -67,14 +67,15 @@ struct ReferencePredicateSQLTests {
     }
 
     /// Hostile names: a target table `o` keyed by `n`, referred to from a table `n` by a column `o`, columns of
-    /// both tables named alike, a keyword, a quote, and a column named as the first alias.
+    /// both tables named alike (`prefix`), a keyword, a quote with `$1`, a 63-byte name, and a column named as the
+    /// first alias.
     @Test func hostileNamesAreQuotedAndQualified() throws {
         let s = "t"
         var q = try whereClause(#Predicate<HostileSource> { ($0.target.title ?? "") == $0.title && $0.parent?.target?.quoted == s })
-        #expect(q.sql == #"((COALESCE((SELECT "__skyros_ref1"."title"::text FROM "s"."o" AS "__skyros_ref1" WHERE "__skyros_ref1"."n" = "s"."n"."o"), $1) = "s"."n"."title"::text) AND (EXISTS (SELECT 1 FROM "s"."n" AS "__skyros_ref2" WHERE "__skyros_ref2"."n" = "s"."n"."__skyros_ref1" AND EXISTS (SELECT 1 FROM "s"."o" AS "__skyros_ref3" WHERE "__skyros_ref3"."n" = "__skyros_ref2"."o" AND "__skyros_ref3"."we""ird"::text = $2))))"#)
+        #expect(q.sql == #"((COALESCE((SELECT "__skyros_ref1"."prefix"::text FROM "s"."o" AS "__skyros_ref1" WHERE "__skyros_ref1"."n" = "s"."n"."o"), $1) = "s"."n"."prefix"::text) AND (EXISTS (SELECT 1 FROM "s"."n" AS "__skyros_ref2" WHERE "__skyros_ref2"."n" = "s"."n"."__skyros_ref1" AND EXISTS (SELECT 1 FROM "s"."o" AS "__skyros_ref3" WHERE "__skyros_ref3"."n" = "__skyros_ref2"."o" AND "__skyros_ref3"."we""ird$1"::text = $2))))"#)
         // On the search path the row's table is named alone; inside the subquery its alias hides the inner one.
         q = try whereClause(#Predicate<HostileSource> { ($0.parent?.rank ?? 0) > 1 }, schema: nil)
-        #expect(q.sql == #"(COALESCE((CASE WHEN "n"."__skyros_ref1" IS NULL THEN NULL ELSE (SELECT "__skyros_ref1"."select" FROM "n" AS "__skyros_ref1" WHERE "__skyros_ref1"."n" = "n"."__skyros_ref1") END), $1) > $2)"#)
+        #expect(q.sql == #"(COALESCE((CASE WHEN "n"."__skyros_ref1" IS NULL THEN NULL ELSE (SELECT "__skyros_ref1"."rank_üüüüüüüüüüüüüüüüüüüüüüüüüüüüü" FROM "n" AS "__skyros_ref1" WHERE "__skyros_ref1"."n" = "n"."__skyros_ref1") END), $1) > $2)"#)
     }
 
     /// Set-based writes, counts and aggregates qualify the row's columns by the table they name.

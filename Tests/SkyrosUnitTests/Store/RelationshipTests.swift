@@ -46,15 +46,16 @@ struct RelationshipUnitTests {
         let query = try SQLQueryBuilder.selectThrough(request, schema: "s\"x")
         let tags = #""s""x"."rel_tag""s""#
         let join = #""s""x"."o""#
-        #expect(query.sql == "SELECT \(tags).\"n\", \(tags).\"order\", \(tags).xmin AS \"__version\", \(join).\"n\" AS \"__skyros_owner\""
-            + " FROM \(tags) JOIN \(join) ON \(join).\"select\" = \(tags).\"n\" WHERE \(join).\"n\" = ANY($1)"
-            + " ORDER BY \(tags).\"order\"::text ASC, \(tags).\"n\" ASC")
+        let tag = quoteIdentifier(RelBookTag.tagColumn)
+        #expect(query.sql == "SELECT \(tags).\"n\", \(tags).\"prefix\", \(tags).xmin AS \"__version\", \(join).\"n\" AS \"__skyros_owner\""
+            + " FROM \(tags) JOIN \(join) ON \(join).\(tag) = \(tags).\"n\" WHERE \(join).\"n\" = ANY($1)"
+            + " ORDER BY \(tags).\"prefix\"::text ASC, \(tags).\"n\" ASC")
         #expect(query.binds.map(\.text) == [#"{"1","2"}"#])
         #expect(query.binds.map(\.type) == [PGType.int8Array])
         // The other side, without a schema: the books' order is their key's.
         let books = try SQLQueryBuilder.selectThrough(
             ManyToManyFetch(owners: [Int64(3)], ownerReference: \RelBookTag.tag, targetReference: \RelBookTag.book), schema: nil)
-        #expect(books.sql.hasSuffix(#" FROM "rel_books" JOIN "o" ON "o"."n" = "rel_books"."id" WHERE "o"."select" = ANY($1) ORDER BY "rel_books"."id" ASC"#))
+        #expect(books.sql.hasSuffix(#" FROM "rel_books" JOIN "o" ON "o"."n" = "rel_books"."id" WHERE "o"."\#(RelBookTag.tagColumn)" = ANY($1) ORDER BY "rel_books"."id" ASC"#))
     }
 
     @Test("Many-to-many: declared with its join table; the two-fetch pairing follows the targets' order, once per join row")
@@ -62,7 +63,7 @@ struct RelationshipUnitTests {
         let tags = try RelationshipCatalog.relationship(\RelBook.tags, of: RelBook.self)
         #expect(tags.kind == .manyToMany)
         #expect(tags.joinTable.map { ObjectIdentifier($0.entity) } == ObjectIdentifier(RelBookTag.self))
-        #expect(try tags.joinTable?.foreignKeys().map(\.description) == ["o.n → rel_books.id", "o.select → rel_tag\"s.n"])
+        #expect(try tags.joinTable?.foreignKeys().map(\.description) == ["o.n → rel_books.id", "o.\(RelBookTag.tagColumn) → rel_tag\"s.n"])
         #expect(try tags.foreignKey().deleteRule == .cascade)
         #expect(tags.description.contains("many-to-many through RelBookTag"))
         var descriptor = FetchDescriptor<RelBook>()
