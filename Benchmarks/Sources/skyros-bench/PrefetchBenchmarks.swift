@@ -74,7 +74,33 @@ struct PrefetchBenchmarks {
             }
             return total
         }
+        // The floor of the architecture, with no store: the same two statements through Skyros's client (a pooled
+        // connection on its own thread, awaited; each statement prepared once), every value read typed, the
+        // books matched to their authors by id. What the store adds on top is row decoding into entities, the
+        // predicate's translation and the related rows' index.
+        func throughClient() async throws -> Int {
+            try await pool.withConnection { connection in
+                let books = try await connection.query(
+                    "SELECT id, author_id, title FROM bench_books WHERE id <= \(limit) ORDER BY id")
+                var rows: [(id: Int64, author: Int64, title: String)] = []
+                rows.reserveCapacity(books.count)
+                for row in books {
+                    let (id, author, title) = try row.decode((Int64, Int64, String).self)
+                    rows.append((id, author, title))
+                }
+                let ids = Array(Set(rows.map(\.author))).sorted()
+                var names: [Int64: String] = [:]
+                for row in try await connection.query("SELECT id, name FROM bench_authors WHERE id = ANY(\(ids))") {
+                    let (id, name) = try row.decode((Int64, String).self)
+                    names[id] = name
+                }
+                return rows.reduce(0) { $0 + (names[$1.author]?.utf8.count ?? 0) }
+            }
+        }
         let expected = try await oneByOne()
+        guard try await throughClient() == expected else {
+            throw BenchmarkFailure(description: "the client floor and N+1 read different authors")
+        }
         guard try await prefetched() == expected, expected > 0 else {
             throw BenchmarkFailure(description: "prefetch and N+1 read different authors")
         }
@@ -82,14 +108,18 @@ struct PrefetchBenchmarks {
         var rawTwo = Measurement()
         var skyros = Measurement()
         var nPlusOne = Measurement()
+        var client = Measurement()
         _ = raw_books_with_authors(raw, 20, Int32(Self.books))
-        for _ in 0..<20 { _ = try await prefetched() }
+        for _ in 0..<20 { _ = try await prefetched(); _ = try await throughClient() }
         for _ in 0..<self.rounds {
             let rawNs = raw_books_with_authors(raw, Int32(n), Int32(Self.books))
             guard rawNs > 0 else { throw BenchmarkFailure(description: "raw books with authors failed") }
             rawTwo.add(totalNanoseconds: rawNs, operations: n)
             skyros.add(totalNanoseconds: try await elapsedNanoseconds {
                 for _ in 0..<n { _ = try await prefetched() }
+            }, operations: n)
+            client.add(totalNanoseconds: try await elapsedNanoseconds {
+                for _ in 0..<n { _ = try await throughClient() }
             }, operations: n)
             let fewer = max(5, n / 10)   // 101 round trips each
             nPlusOne.add(totalNanoseconds: try await elapsedNanoseconds {
@@ -99,6 +129,9 @@ struct PrefetchBenchmarks {
         report.add(
             "100 books + their authors: prefetch (2 queries, PostgresStore) vs the same 2 queries (raw libpq)",
             microseconds(rawTwo.median), microseconds(skyros.median), ratio(skyros.median, rawTwo.median), "≤ 1.3×")
+        report.add(
+            "  floor: the same 2 statements through Skyros's client, no store (PGConnection) vs raw libpq",
+            microseconds(rawTwo.median), microseconds(client.median), ratio(client.median, rawTwo.median), "—")
         report.add(
             "  the same through N+1 Skyros fetches (101 queries) vs the prefetch",
             microseconds(skyros.median), microseconds(nPlusOne.median), String(format: "%.1f× slower", nPlusOne.median / skyros.median), "—")
