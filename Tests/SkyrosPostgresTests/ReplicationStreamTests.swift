@@ -517,6 +517,47 @@ struct ReplicationStreamTests {
         }
     }
 
+    /// A walsender terminated while it waits to write to a consumer that is behind (the socket full of 32 MB of
+    /// logical messages the stream holds back) still sends its error once the consumer drains: the stream delivers
+    /// what the socket held, then ends with 57P01.
+    @Test func aWalsenderTerminatedWhileWaitingOnAConsumerThatIsBehindStillSendsItsSQLState() async throws {
+        try await ReplicationFixture.with { fixture in
+            try await TestServer.withConnection { admin in
+                let table = quoteIdentifier(fixture.schema) + ".t"
+                try await admin.execute(script: """
+                    CREATE TABLE \(table) (id int PRIMARY KEY);
+                    CREATE PUBLICATION \(quoteIdentifier(fixture.publication)) FOR TABLE \(table);
+                    """)
+                let connection = try await PGReplicationConnection.connect(to: try TestServer.configuration)
+                let pid = try await connection.simpleQuery("SELECT pg_backend_pid()")[0].decode(Int.self, at: 0)
+                let slot = try await connection.createLogicalSlot(fixture.slot, temporary: true)
+                let stream = try await connection.startReplication(
+                    slot: fixture.slot, from: slot.consistentPoint, publications: [fixture.publication], messages: true,
+                    options: .init(bufferLimit: 1))
+                var messages = stream.messages.makeAsyncIterator()
+                // Nobody reads: 32 MB of logical messages fill the socket's buffers, and the walsender blocks.
+                try await admin.execute(script: """
+                    SELECT pg_logical_emit_message(true, 'skyros-test-flood', repeat('x', 1000000)) FROM generate_series(1, 32)
+                    """)
+                try await expectEventually("the walsender waits to write") {
+                    try await admin.query("SELECT wait_event FROM pg_stat_activity WHERE pid = \(pid)").first?
+                        .decode(String?.self, at: 0) == "WalSenderWriteData"
+                }
+                _ = try await admin.query("SELECT pg_terminate_backend(\(pid)::int)")
+                var failure: (any Error)?
+                do {
+                    while try await messages.next() != nil {}
+                } catch {
+                    failure = error
+                }
+                let error = try #require(failure as? PGError, "\(String(describing: failure))")
+                #expect(error.kind == .connectionLost, "\(error)")
+                #expect(error.sqlState == .adminShutdown, "\(error)")
+                await stream.stop()
+            }
+        }
+    }
+
     /// A publication that does not exist fails the stream when the first change is decoded, with the server's
     /// SQLSTATE (42704).
     @Test func aMissingPublicationEndsTheStreamWithTheServersError() async throws {
