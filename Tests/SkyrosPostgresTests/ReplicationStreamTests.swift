@@ -239,6 +239,20 @@ private struct Transaction {
     var commitWALStart = LSN.invalid
 }
 
+/// Terminates the walsender `pid`, then reads the stream to its end: the error it ended with.
+private func terminate(
+    _ pid: Int, on admin: PGConnection, thenDrain messages: inout PGReplicationStream.Messages.Iterator
+) async throws -> PGError {
+    _ = try await admin.query("SELECT pg_terminate_backend(\(pid)::int)")
+    var failure: (any Error)?
+    do {
+        while try await messages.next() != nil {}
+    } catch {
+        failure = error
+    }
+    return try #require(failure as? PGError, "\(String(describing: failure))")
+}
+
 /// Reads the stream's data messages until `count` transactions have committed, within `deadline`: past it, the
 /// stream is asked to stop (so that its iteration ends), the reading records an issue, and what came is returned.
 private func readTransactions(
@@ -500,14 +514,7 @@ struct ReplicationStreamTests {
                     #expect(transactions[i].messages.dropFirst().first == .update(oid: 0, old: nil, oldValues: nil, new: ["\(i)", "v\(i)"]))
                 }
 
-                _ = try await admin.query("SELECT pg_terminate_backend(\(pid)::int)")
-                var failure: (any Error)?
-                do {
-                    while try await messages.next() != nil {}
-                } catch {
-                    failure = error
-                }
-                let error = try #require(failure as? PGError, "\(String(describing: failure))")
+                let error = try await terminate(pid, on: admin, thenDrain: &messages)
                 #expect(error.sqlState == .adminShutdown, "\(error)")
                 #expect(error.kind == .connectionLost)
                 await stream.stop()
@@ -543,14 +550,7 @@ struct ReplicationStreamTests {
                     try await admin.query("SELECT wait_event FROM pg_stat_activity WHERE pid = \(pid)").first?
                         .decode(String?.self, at: 0) == "WalSenderWriteData"
                 }
-                _ = try await admin.query("SELECT pg_terminate_backend(\(pid)::int)")
-                var failure: (any Error)?
-                do {
-                    while try await messages.next() != nil {}
-                } catch {
-                    failure = error
-                }
-                let error = try #require(failure as? PGError, "\(String(describing: failure))")
+                let error = try await terminate(pid, on: admin, thenDrain: &messages)
                 #expect(error.kind == .connectionLost, "\(error)")
                 #expect(error.sqlState == .adminShutdown, "\(error)")
                 await stream.stop()
