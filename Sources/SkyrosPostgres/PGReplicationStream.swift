@@ -9,7 +9,10 @@ import Logging
 /// runs on a thread of its own (like ``PGListener``): it reads the server's messages with `PQgetCopyData`,
 /// waiting on the socket with a timeout so that ``stop()`` is honoured within 100 ms, and delivers them, in
 /// order, through ``messages``. The server's errors end ``messages`` with a ``PGError`` that keeps their SQLSTATE
-/// (57P01 when the backend was terminated); a dropped connection ends it with kind `.connectionLost`.
+/// (57P01 when the backend was terminated); a dropped connection ends it with kind `.connectionLost`. So does a
+/// walsender terminated while it is blocked in the middle of sending a message to a consumer that is behind:
+/// PostgreSQL then closes the connection without its error (which would follow a partial message), and the
+/// stream ends with no SQLSTATE.
 ///
 /// The slot's `confirmed_flush_lsn` follows only what the consumer confirms with ``confirm(flushedThrough:)``:
 /// the stream reports that position as flushed, never one beyond it, so the server keeps every transaction
