@@ -54,14 +54,7 @@ struct SlotRaceIsolatedTests {
                 let a = try await startingA.value
                 let b = try await startingB.value
                 try await withCleanup {
-                    // The row reached a stack when its feed applied it: a read would find it in PostgreSQL either
-                    // way, and the relay writes the log entry a moment after the commit, not with it.
-                    for (name, stack) in [("A", a), ("B", b)] {
-                        await expectEventually(within: .seconds(30), "stack \(name)'s feed never applied the row psql inserted") {
-                            stack.changeFeedStatistics.otherRows >= 1
-                        }
-                        #expect(try await stack.read { try await $0.object(MPItem.self, id: 1) }?.title == "outside")
-                    }
+                    try await Self.expectBothFeedsApplyPsqlsRow(a, b)
                     try await CaptureSources.expectInstalled(.logicalDecoding, schema: schema, context: "two stacks started during the slot's creation")
                 } cleanup: {
                     await a.shutdown()
@@ -75,6 +68,18 @@ struct SlotRaceIsolatedTests {
                 startingA.cancel()
                 throw error
             }
+        }
+    }
+
+    /// Waits for stacks A and B to apply psql's row 1 through their change feeds, then reads it through each. The
+    /// feed's count is the evidence: a read finds the row in PostgreSQL whether or not capture delivered it, and
+    /// with logical decoding the relay writes the log entry a moment after the commit, not with it.
+    static func expectBothFeedsApplyPsqlsRow(_ a: DataStack, _ b: DataStack) async throws {
+        for (name, stack) in [("A", a), ("B", b)] {
+            await expectEventually(within: .seconds(30), "stack \(name)'s feed never applied the row psql inserted") {
+                stack.changeFeedStatistics.otherRows >= 1
+            }
+            #expect(try await stack.read { try await $0.object(MPItem.self, id: 1) }?.title == "outside")
         }
     }
 
@@ -115,12 +120,7 @@ struct SlotRaceIsolatedTests {
             let b = try await startingB.value
             try await withCleanup {
                 try await Psql.run("INSERT INTO mp_items VALUES (1, 0, 1, 'outside')", schema: schema)
-                for (name, stack) in [("A", a), ("B", b)] {
-                    await expectEventually(within: .seconds(30), "stack \(name)'s feed never applied the row psql inserted") {
-                        stack.changeFeedStatistics.otherRows >= 1
-                    }
-                    #expect(try await stack.read { try await $0.object(MPItem.self, id: 1) }?.title == "outside")
-                }
+                try await Self.expectBothFeedsApplyPsqlsRow(a, b)
                 try await CaptureSources.expectInstalled(.triggers, schema: schema, context: "after the slot's creation timed out under two stacks")
             } cleanup: {
                 await a.shutdown()
