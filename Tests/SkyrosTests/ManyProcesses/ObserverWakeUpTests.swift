@@ -66,7 +66,9 @@ struct ObserverWakeUpTests {
         try await StackTestServer.withStack(.postgres) { stack in
             try await stack.write(durability: .committed) { try $0.insert(StackNote(id: 50, title: "first", rank: 1)) }
             let observed = Locked(stack.observe(StackNote.self, id: 50).makeAsyncIterator())
-            /// The next element's title, or "(none)" when none comes within five seconds.
+            /// The next element's title, or "(none)" when none comes within 30 s. A passing run waits milliseconds
+            /// alone; in the parallel pass beside the multi-process suites the whole test runs tens of times slower
+            /// (six copies of this suite at once: the wait for "stored" took up to 2.8 s, the test up to 32 s).
             func nextTitle() async throws -> String {
                 try await withThrowingTaskGroup(of: String.self) { group in
                     group.addTask {
@@ -76,14 +78,15 @@ struct ObserverWakeUpTests {
                         return value??.title ?? "(deleted)"
                     }
                     group.addTask {
-                        try await Task.sleep(for: .seconds(5))
+                        try await Task.sleep(for: .seconds(30))
                         return "(none)"
                     }
                     defer { group.cancelAll() }
                     return try await group.next() ?? "(none)"
                 }
             }
-            #expect(try await nextTitle() == "first")
+            var title = try await nextTitle()
+            #expect(title == "first")
             // The write is visible at once and held in the queue: the observer is shown the value written.
             stack.holdCommits()
             try await stack.write(mergePolicy: .storeWins) { context in
@@ -93,11 +96,13 @@ struct ObserverWakeUpTests {
                 note.title = "discarded"
                 try await context.update(note)
             }
-            #expect(try await nextTitle() == "discarded")
+            title = try await nextTitle()
+            #expect(title == "discarded")
             // It commits: the store wins, the write is dropped, and the observer must be told.
             stack.releaseCommits()
             await expectEventually { stack.queuedCommits == 0 }
-            #expect(try await nextTitle() == "stored")
+            title = try await nextTitle()
+            #expect(title == "stored")
         }
     }
 }
